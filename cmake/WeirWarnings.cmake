@@ -1,0 +1,19 @@
+# weir_warnings: the warning flags every weir target builds with.
+add_library(weir_warnings INTERFACE)
+add_library(weir::warnings ALIAS weir_warnings)
+target_compile_options(weir_warnings INTERFACE
+  $<BUILD_INTERFACE:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor>
+  $<BUILD_INTERFACE:$<$<BOOL:${WEIR_WERROR}>:-Werror>>)
+install(TARGETS weir_warnings EXPORT weirTargets)
+
+# WEIR_SANITIZER=address|thread: set by the asan and tsan presets.
+set(WEIR_SANITIZER "" CACHE STRING "Sanitizer to build with: address (with undefined) or thread")
+if(WEIR_SANITIZER STREQUAL "address")
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+elseif(WEIR_SANITIZER STREQUAL "thread")
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+elseif(NOT WEIR_SANITIZER STREQUAL "")
+  message(FATAL_ERROR "WEIR_SANITIZER must be empty, 'address' or 'thread', not '${WEIR_SANITIZER}'")
+endif()

@@ -1,0 +1,210 @@
+// Channels: how batches of data move between operators, within a worker and across workers.
+//
+// A Message<T, D> is one batch of records at one time. Batches are moved, never copied, and their
+// buffers are recycled: a consumed batch's vector returns to the pool of the consuming worker's
+// channel end, from which that worker's pushers on the same channel take their next buffer.
+//
+// - ChannelEnd: one worker's end of a channel: messages from itself (a local queue), messages
+//   from other workers (an Inbox), and the buffer pool.
+// - Inbox: a thread-safe queue of messages from other workers into one worker; the first push
+//   after a drain activates the consumer through a SyncActivator.
+// - Pusher: where an operator output sends batches; pacts make pushers (pipeline, exchange,
+//   broadcast). Each pusher counts the records it sends per time, for the progress protocol.
+//
+// Thread safety: Inbox is thread-safe; everything else is worker-local.
+
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "weir/progress/change_batch.h"
+#include "weir/progress/timestamp.h"
+#include "weir/worker/activator.h"
+
+namespace weir {
+
+// The default number of bytes in a batch.
+inline constexpr size_t kBatchBytes = 8192;
+
+template <class D>
+constexpr size_t default_batch_capacity() {
+  return sizeof(D) >= kBatchBytes ? 1 : kBatchBytes / sizeof(D);
+}
+
+template <class T, class D>
+struct Message {
+  T time;
+  std::vector<D> data;
+};
+
+// A thread-safe FIFO of messages into one worker.
+template <class M>
+class Inbox {
+ public:
+  void push(M&& message) {
+    bool wake = false;
+    {
+      std::lock_guard lock(mu_);
+      pending_.push_back(std::move(message));
+      has_pending_.store(true, std::memory_order_release);
+      if (!notified_ && activator_) {
+        notified_ = true;
+        wake = true;
+      }
+    }
+    if (wake) activator_.activate();
+  }
+
+  // Moves every pending message to the back of `out`. Returns true if there were any.
+  bool drain(std::deque<M>& out) {
+    // Acquire pairs with the release in push: a false read only delays delivery to a later
+    // drain, and the push that set it also activated the consumer.
+    if (!has_pending_.load(std::memory_order_acquire)) return false;
+    std::lock_guard lock(mu_);
+    for (auto& m : pending_) out.push_back(std::move(m));
+    pending_.clear();
+    has_pending_.store(false, std::memory_order_relaxed);
+    notified_ = false;
+    return true;
+  }
+
+  // Sets who is activated when messages arrive. Messages pushed before arrive anyway: the
+  // consumer runs once when it is built.
+  void set_activator(SyncActivator activator) {
+    std::lock_guard lock(mu_);
+    activator_ = std::move(activator);
+    notified_ = false;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<M> pending_;    // Guarded by mu_.
+  bool notified_ = false;     // Guarded by mu_: an activation is outstanding.
+  SyncActivator activator_;   // Guarded by mu_.
+  std::atomic<bool> has_pending_{false};
+};
+
+// Something that can be asked to run an operator of a scope on this worker (the scope itself).
+class LocalActivator {
+ public:
+  virtual void activate_child(uint32_t child) = 0;
+
+ protected:
+  ~LocalActivator() = default;
+};
+
+// What an operator needs to know about an input's channel without knowing its type.
+class InputEndBase {
+ public:
+  virtual ~InputEndBase() = default;
+  // True if messages from this worker are queued (they arrived without an activation).
+  virtual bool maybe_pending() const = 0;
+};
+
+// One worker's end of a channel.
+template <class T, class D>
+class ChannelEnd final : public InputEndBase {
+ public:
+  ChannelEnd(LocalActivator* scope, uint32_t consumer, Inbox<Message<T, D>>* inbox,
+             std::shared_ptr<void> keep_alive = nullptr)
+      : scope_(scope), consumer_(consumer), inbox_(inbox), keep_alive_(std::move(keep_alive)) {}
+
+  // A message from this worker to itself.
+  void push_local(Message<T, D>&& message) {
+    local_.push_back(std::move(message));
+    scope_->activate_child(consumer_);
+  }
+
+  // The next message addressed to this worker, or nullptr. The message stays valid until the
+  // next call; its buffer is then recycled.
+  Message<T, D>* pull() {
+    if (has_current_) {
+      recycle(std::move(current_.data));
+      has_current_ = false;
+    }
+    if (local_.empty()) {
+      if (inbox_ == nullptr || !inbox_->drain(local_)) return nullptr;
+    }
+    current_ = std::move(local_.front());
+    local_.pop_front();
+    has_current_ = true;
+    return &current_;
+  }
+
+  // An empty buffer with room for a batch.
+  std::vector<D> take_buffer(size_t capacity) {
+    if (!pool_.empty()) {
+      std::vector<D> buffer = std::move(pool_.back());
+      pool_.pop_back();
+      return buffer;
+    }
+    std::vector<D> buffer;
+    buffer.reserve(capacity);
+    return buffer;
+  }
+
+  void recycle(std::vector<D>&& buffer) {
+    if (pool_.size() < kMaxPool && buffer.capacity() > 0) {
+      buffer.clear();
+      pool_.push_back(std::move(buffer));
+    }
+  }
+
+  // True if a message may be waiting (used to keep the consumer scheduled).
+  bool maybe_pending() const override { return !local_.empty(); }
+
+ private:
+  static constexpr size_t kMaxPool = 16;
+
+  LocalActivator* scope_;
+  uint32_t consumer_;
+  Inbox<Message<T, D>>* inbox_;  // Null for channels within one worker.
+  std::shared_ptr<void> keep_alive_;  // Owns inbox_.
+  std::deque<Message<T, D>> local_;
+  Message<T, D> current_{};
+  bool has_current_ = false;
+  std::vector<std::vector<D>> pool_;
+};
+
+// The part of a channel shared by the workers of a process: one inbox per worker.
+template <class M>
+class InboxSet {
+ public:
+  explicit InboxSet(size_t workers) {
+    inboxes_.reserve(workers);
+    for (size_t i = 0; i < workers; ++i) inboxes_.push_back(std::make_unique<Inbox<M>>());
+  }
+  Inbox<M>& inbox(size_t worker) { return *inboxes_[worker]; }
+
+ private:
+  std::vector<std::unique_ptr<Inbox<M>>> inboxes_;
+};
+
+template <class T, class D>
+using ChannelShared = InboxSet<Message<T, D>>;
+
+// Where an output sends batches. `push` takes the batch's records (leaving `batch` empty, with
+// capacity to refill) and may hold them until `flush`, which the runtime calls after every run of
+// the producing operator.
+template <class T, class D>
+class Pusher {
+ public:
+  virtual ~Pusher() = default;
+  virtual void push(const T& time, std::vector<D>& batch) = 0;
+  virtual void flush() = 0;
+
+  // Records sent per time since the last harvest, counted at the consumer's input.
+  ChangeBatch<T>& produced() { return produced_; }
+
+ protected:
+  ChangeBatch<T> produced_;
+};
+
+}  // namespace weir

@@ -1,0 +1,224 @@
+// Pacts: how records move from an output to an input.
+//
+// - Pipeline: every record stays on the worker that produced it.
+// - Exchange(key): a record goes to worker `key(record) % peers`; key returns an integer (a hash).
+// - Broadcast: every record goes to every worker.
+//
+//   builder.add_input(stream, Exchange([](const Word& w) { return std::hash<std::string>{}(w.text); }));
+//
+// Thread safety: pushers are worker-local; inboxes between workers are thread-safe.
+
+#pragma once
+
+#include <concepts>
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "weir/communication/allocator.h"
+#include "weir/communication/channel.h"
+#include "weir/progress/timestamp.h"
+
+namespace weir {
+
+struct Pipeline {};
+
+template <class KeyFn>
+struct ExchangePact {
+  KeyFn key;
+};
+
+// Routes each record by `key(record)`, an unsigned integer (typically a hash of the record's key).
+template <class KeyFn>
+ExchangePact<KeyFn> Exchange(KeyFn key) {
+  return ExchangePact<KeyFn>{std::move(key)};
+}
+
+struct Broadcast {};
+
+// What a pact needs to know to make a channel into one operator input.
+struct ChannelSite {
+  size_t index = 0;  // This worker.
+  size_t peers = 1;
+  ProcessShared* process = nullptr;
+  uint64_t channel_id = 0;
+  LocalActivator* scope = nullptr;
+  uint32_t consumer = 0;        // The consuming operator's index in its scope.
+  SyncActivator consumer_sync;  // Activates the consumer from other threads.
+};
+
+template <class T, class D>
+struct ChannelPair {
+  std::unique_ptr<Pusher<T, D>> pusher;
+  std::shared_ptr<ChannelEnd<T, D>> end;
+};
+
+namespace internal {
+
+// Sends batches to the consumer on this worker.
+template <class T, class D>
+class PipelinePusher final : public Pusher<T, D> {
+ public:
+  explicit PipelinePusher(std::shared_ptr<ChannelEnd<T, D>> end, size_t capacity)
+      : end_(std::move(end)), capacity_(capacity) {}
+  void push(const T& time, std::vector<D>& batch) override {
+    if (batch.empty()) return;
+    this->produced_.update(time, static_cast<int64_t>(batch.size()));
+    std::vector<D> next = end_->take_buffer(capacity_);
+    std::swap(next, batch);
+    end_->push_local(Message<T, D>{time, std::move(next)});
+  }
+  void flush() override {}
+
+ private:
+  std::shared_ptr<ChannelEnd<T, D>> end_;
+  size_t capacity_;
+};
+
+// Delivers whole batches to any worker of the process.
+template <class T, class D>
+class Router {
+ public:
+  Router(const ChannelSite& site, std::shared_ptr<ChannelShared<T, D>> shared,
+         std::shared_ptr<ChannelEnd<T, D>> local)
+      : index_(site.index), shared_(std::move(shared)), local_(std::move(local)) {}
+
+  void send(size_t worker, const T& time, std::vector<D>& batch, size_t capacity) {
+    std::vector<D> next = local_->take_buffer(capacity);
+    std::swap(next, batch);
+    if (worker == index_) {
+      local_->push_local(Message<T, D>{time, std::move(next)});
+    } else {
+      shared_->inbox(worker).push(Message<T, D>{time, std::move(next)});
+    }
+  }
+
+ private:
+  size_t index_;
+  std::shared_ptr<ChannelShared<T, D>> shared_;
+  std::shared_ptr<ChannelEnd<T, D>> local_;
+};
+
+template <class T, class D, class KeyFn>
+class ExchangePusher final : public Pusher<T, D> {
+ public:
+  ExchangePusher(const ChannelSite& site, KeyFn key, Router<T, D> router, size_t capacity)
+      : key_(std::move(key)),
+        peers_(site.peers),
+        mask_((site.peers & (site.peers - 1)) == 0 ? site.peers - 1 : 0),
+        router_(std::move(router)),
+        capacity_(capacity),
+        buffers_(site.peers) {}
+
+  void push(const T& time, std::vector<D>& batch) override {
+    if (batch.empty()) return;
+    if (has_time_ && !(time == time_)) flush();
+    time_ = time;
+    has_time_ = true;
+    if (peers_ == 1) {
+      send(0, batch);
+      return;
+    }
+    for (D& record : batch) {
+      const uint64_t hash = static_cast<uint64_t>(key_(std::as_const(record)));
+      const size_t worker = mask_ != 0 ? (hash & mask_) : (hash % peers_);
+      auto& buffer = buffers_[worker];
+      if (buffer.capacity() == 0) buffer.reserve(capacity_);
+      buffer.push_back(std::move(record));
+      if (buffer.size() >= capacity_) send(worker, buffer);
+    }
+    batch.clear();
+  }
+
+  void flush() override {
+    if (!has_time_) return;
+    for (size_t w = 0; w < buffers_.size(); ++w) {
+      if (!buffers_[w].empty()) send(w, buffers_[w]);
+    }
+    has_time_ = false;
+  }
+
+ private:
+  void send(size_t worker, std::vector<D>& buffer) {
+    this->produced_.update(time_, static_cast<int64_t>(buffer.size()));
+    router_.send(worker, time_, buffer, capacity_);
+  }
+
+  KeyFn key_;
+  size_t peers_;
+  size_t mask_;  // peers - 1 when peers is a power of two, else 0.
+  Router<T, D> router_;
+  size_t capacity_;
+  std::vector<std::vector<D>> buffers_;  // Per worker, all at time_.
+  T time_{};
+  bool has_time_ = false;
+};
+
+template <class T, class D>
+class BroadcastPusher final : public Pusher<T, D> {
+ public:
+  BroadcastPusher(const ChannelSite& site, Router<T, D> router, size_t capacity)
+      : peers_(site.peers), router_(std::move(router)), capacity_(capacity) {}
+
+  void push(const T& time, std::vector<D>& batch) override {
+    if (batch.empty()) return;
+    const int64_t n = static_cast<int64_t>(batch.size());
+    for (size_t w = 0; w + 1 < peers_; ++w) {
+      std::vector<D> copy(batch);
+      this->produced_.update(time, n);
+      router_.send(w, time, copy, capacity_);
+    }
+    this->produced_.update(time, n);
+    router_.send(peers_ - 1, time, batch, capacity_);
+  }
+  void flush() override {}
+
+ private:
+  size_t peers_;
+  Router<T, D> router_;
+  size_t capacity_;
+};
+
+template <class T, class D>
+std::pair<std::shared_ptr<ChannelShared<T, D>>, std::shared_ptr<ChannelEnd<T, D>>> shared_channel(
+    const ChannelSite& site) {
+  auto shared = site.process->channel<ChannelShared<T, D>>(
+      site.channel_id, [&] { return std::make_shared<ChannelShared<T, D>>(site.peers); });
+  auto& inbox = shared->inbox(site.index);
+  inbox.set_activator(site.consumer_sync);
+  auto end = std::make_shared<ChannelEnd<T, D>>(site.scope, site.consumer, &inbox, shared);
+  return {std::move(shared), std::move(end)};
+}
+
+}  // namespace internal
+
+template <class T, class D>
+ChannelPair<T, D> make_channel(const Pipeline&, const ChannelSite& site, size_t capacity) {
+  auto end = std::make_shared<ChannelEnd<T, D>>(site.scope, site.consumer, nullptr);
+  return {std::make_unique<internal::PipelinePusher<T, D>>(end, capacity), end};
+}
+
+template <class T, class D, class KeyFn>
+ChannelPair<T, D> make_channel(const ExchangePact<KeyFn>& pact, const ChannelSite& site,
+                               size_t capacity) {
+  static_assert(std::is_invocable_v<const KeyFn&, const D&>,
+                "Exchange key function must take the record by const reference");
+  static_assert(std::is_integral_v<std::invoke_result_t<const KeyFn&, const D&>>,
+                "Exchange key function must return an integer (a hash of the key)");
+  auto [shared, end] = internal::shared_channel<T, D>(site);
+  internal::Router<T, D> router(site, shared, end);
+  return {std::make_unique<internal::ExchangePusher<T, D, KeyFn>>(site, pact.key, std::move(router),
+                                                                  capacity),
+          end};
+}
+
+template <class T, class D>
+ChannelPair<T, D> make_channel(const Broadcast&, const ChannelSite& site, size_t capacity) {
+  auto [shared, end] = internal::shared_channel<T, D>(site);
+  internal::Router<T, D> router(site, shared, end);
+  return {std::make_unique<internal::BroadcastPusher<T, D>>(site, std::move(router), capacity),
+          end};
+}
+
+}  // namespace weir

@@ -1,0 +1,383 @@
+// Scope<T>: a dataflow graph of operators with timestamps T, and the machinery that runs it.
+//
+// Building: operators are added through OperatorBuilder (or any Operator<T> implementation);
+// streams connect output ports to input ports through pacts. `build` checks the graph (every
+// cycle must advance time), makes the progress tracker and counts every operator's initial
+// capabilities.
+//
+// Running, one `step` per worker step:
+//   1. fold the progress batches received from every worker (FIFO per sender) into the tracker;
+//   2. propagate, and deliver input-frontier changes to operators (activating those that care);
+//   3. run activated operators in index order (an operator activated by an earlier one in the
+//      same pass runs in that pass), flush their outputs and collect their progress;
+//   4. broadcast this worker's progress changes as one batch to every worker, itself included.
+// A scope is complete when no location holds a capability or a message in flight.
+//
+// Thread safety: worker-local.
+
+#pragma once
+
+#include <algorithm>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "weir/check.h"
+#include "weir/communication/allocator.h"
+#include "weir/communication/channel.h"
+#include "weir/dataflow/operator.h"
+#include "weir/dataflow/pact.h"
+#include "weir/dataflow/port.h"
+#include "weir/progress/change_batch.h"
+#include "weir/progress/location.h"
+#include "weir/progress/reachability.h"
+#include "weir/worker/activator.h"
+#include "weir/worker/worker.h"
+
+namespace weir {
+
+template <Timestamp T>
+class Scope final : public LocalActivator {
+ public:
+  using Time = T;
+
+  Scope(Worker& worker, std::vector<size_t> path, std::string name)
+      : worker_(worker), path_(std::move(path)), name_(std::move(name)) {
+    children_.emplace_back();  // Node 0: the scope itself.
+    names_.emplace_back(name_);
+    ports_.emplace_back();
+  }
+  Scope(const Scope&) = delete;
+  Scope& operator=(const Scope&) = delete;
+  ~Scope() {
+    // Operators go first: their capabilities and handles point into ports and progress.
+    for (auto& child : children_) child.reset();
+    for (uint64_t id : channels_) worker_.allocator().process().release_channel(id);
+  }
+
+  Worker& worker() const { return worker_; }
+  size_t index() const { return worker_.index(); }
+  size_t peers() const { return worker_.peers(); }
+  const std::string& name() const { return name_; }
+  std::span<const size_t> path() const { return path_; }
+
+  // ---- building ----
+
+  // Reserves the index of a new operator named `name`.
+  uint32_t reserve_node(std::string name) {
+    WEIR_CHECK(!built_) << "scope " << name_ << " is already built";
+    children_.emplace_back();
+    names_.push_back(std::move(name));
+    ports_.emplace_back();
+    return static_cast<uint32_t>(children_.size() - 1);
+  }
+  void add_operator(uint32_t node, std::unique_ptr<Operator<T>> op) {
+    WEIR_CHECK(node < children_.size() && node > 0 && !children_[node]) << "bad operator index";
+    children_[node] = std::move(op);
+  }
+  const std::string& operator_name(uint32_t node) const { return names_[node]; }
+
+  // Creates output port `port` of operator `node`. Ports are created in order.
+  template <class D>
+  OutputPort<T, D>& add_output_port(uint32_t node) {
+    auto port = std::make_unique<OutputPort<T, D>>();
+    auto* raw = port.get();
+    ports_[node].push_back(std::move(port));
+    return *raw;
+  }
+  template <class D>
+  OutputPort<T, D>& output_port(Source source) {
+    WEIR_CHECK(source.node < ports_.size() && source.port < ports_[source.node].size())
+        << "no output port " << Location(source) << " in scope " << name_;
+    auto* port = dynamic_cast<OutputPort<T, D>*>(ports_[source.node][source.port].get());
+    WEIR_CHECK(port != nullptr) << "output port " << Location(source) << " has another type";
+    return *port;
+  }
+
+  // Connects `source` to `target` through `pact`; returns the target's channel end.
+  template <class D, class Pact>
+  std::shared_ptr<ChannelEnd<T, D>> connect(Source source, Target target, const Pact& pact) {
+    WEIR_CHECK(!built_) << "scope " << name_ << " is already built";
+    ChannelSite site;
+    site.index = index();
+    site.peers = peers();
+    site.process = &worker_.allocator().process();
+    site.channel_id = worker_.allocator().next_channel_id();
+    site.scope = this;
+    site.consumer = target.node;
+    site.consumer_sync = sync_activator_for(target.node);
+    channels_.push_back(site.channel_id);
+    auto& port = output_port<D>(source);
+    ChannelPair<T, D> pair = make_channel<T, D>(pact, site, port.batch_capacity());
+    port.add_pusher(target, std::move(pair.pusher));
+    edges_.push_back({source, target});
+    return std::move(pair.end);
+  }
+
+  std::vector<size_t> path_of(uint32_t node) const {
+    std::vector<size_t> p(path_.begin(), path_.end());
+    p.push_back(node);
+    return p;
+  }
+  Activator activator_for(uint32_t node) const {
+    return Activator(&worker_.activations(), path_of(node));
+  }
+  SyncActivator sync_activator_for(uint32_t node) const {
+    return SyncActivator(worker_.allocator().activation_queue(), path_of(node));
+  }
+
+  // Completes construction: checks the graph and starts progress tracking.
+  absl::Status build();
+
+  // ---- running ----
+
+  // One round of the scope (see above). Returns true while the scope is incomplete.
+  bool step();
+
+  void activate_child(uint32_t child) override {
+    if (child >= active_.size()) return;  // Before build: every child runs once at build.
+    if (active_[child]) return;
+    active_[child] = 1;
+    if (scheduling_ && child > running_) {
+      pending_.push_back(child);
+      std::push_heap(pending_.begin(), pending_.end(), std::greater<>());
+    } else {
+      deferred_.push_back(child);
+      if (!scheduling_) worker_.activations().activate(path_);
+    }
+  }
+
+  // Diagnostics: every nonzero pointstamp count.
+  std::vector<std::tuple<Location, T, int64_t>> pointstamps() { return tracker_.pointstamps(); }
+
+ private:
+  using Update = std::pair<std::pair<Location, T>, int64_t>;
+  struct ProgressMessage {
+    std::vector<Update> updates;
+  };
+  using ProgressShared = InboxSet<ProgressMessage>;
+
+  void receive_progress();
+  void send_progress();
+  void deliver_frontiers();
+  void run_child(uint32_t child);
+  void harvest(uint32_t child);
+  void fail(uint32_t child, std::string_view what);
+  void apply(const std::vector<Update>& updates) {
+    for (const auto& [key, diff] : updates) {
+      if (key.first.is_source) {
+        tracker_.update_source(key.first.source(), key.second, diff);
+      } else {
+        tracker_.update_target(key.first.target(), key.second, diff);
+      }
+    }
+  }
+
+  Worker& worker_;
+  std::vector<size_t> path_;
+  std::string name_;
+  bool built_ = false;
+
+  // Declared before children_, so they outlive the operators.
+  std::vector<std::vector<std::unique_ptr<OutputPortBase<T>>>> ports_;  // [node][port]
+  std::vector<std::unique_ptr<Operator<T>>> children_;                  // [node]; 0 is null
+  std::vector<std::string> names_;
+  std::vector<std::pair<Source, Target>> edges_;
+  std::vector<uint64_t> channels_;
+  std::vector<uint8_t> notify_;
+
+  Tracker<T> tracker_;
+  ChangeBatch<std::pair<Location, T>> local_;  // This worker's changes since the last send.
+
+  // Progress exchange.
+  std::shared_ptr<ProgressShared> progress_shared_;
+  uint64_t progress_channel_ = 0;
+  std::deque<ProgressMessage> progress_in_;
+  std::vector<std::vector<Update>> update_pool_;
+
+  // Scheduling.
+  std::vector<uint8_t> active_;     // [node]: queued to run.
+  std::vector<uint32_t> pending_;   // Min-heap of nodes to run in this pass.
+  std::vector<uint32_t> deferred_;  // Nodes to run in the next pass.
+  bool scheduling_ = false;
+  uint32_t running_ = 0;
+};
+
+// ---- implementation ----
+
+template <Timestamp T>
+absl::Status Scope<T>::build() {
+  WEIR_CHECK(!built_) << "scope " << name_ << " built twice";
+  for (uint32_t i = 1; i < children_.size(); ++i) {
+    WEIR_CHECK(children_[i] != nullptr) << "operator " << names_[i] << " was never built";
+  }
+  ReachabilityBuilder<T> builder;
+  builder.add_node(0, name_, 0, 0, {});
+  for (uint32_t i = 1; i < children_.size(); ++i) {
+    const Operator<T>& op = *children_[i];
+    builder.add_node(i, std::string(op.name()), op.inputs(), op.outputs(), op.connectivity());
+  }
+  for (const auto& [source, target] : edges_) builder.add_edge(source, target);
+  absl::Status status = builder.check_cycles();
+  if (!status.ok()) {
+    return absl::InvalidArgumentError("dataflow '" + name_ + "': " + std::string(status.message()));
+  }
+  tracker_ = builder.build();
+
+  // Every operator starts with one capability per output at the minimum time, on every worker.
+  const int64_t peers_count = static_cast<int64_t>(peers());
+  notify_.assign(children_.size(), 0);
+  for (uint32_t i = 1; i < children_.size(); ++i) {
+    notify_[i] = children_[i]->notify_me() ? 1 : 0;
+    for (uint32_t o = 0; o < children_[i]->outputs(); ++o) {
+      tracker_.update_source(Source{i, o}, minimum_time<T>(), peers_count);
+    }
+  }
+  tracker_.propagate_all();
+
+  progress_channel_ = worker_.allocator().next_channel_id();
+  channels_.push_back(progress_channel_);
+  progress_shared_ = worker_.allocator().process().template channel<ProgressShared>(
+      progress_channel_, [&] { return std::make_shared<ProgressShared>(peers()); });
+  progress_shared_->inbox(index()).set_activator(
+      SyncActivator(worker_.allocator().activation_queue(), path_));
+
+  built_ = true;
+  active_.assign(children_.size(), 0);
+  deliver_frontiers();
+  for (uint32_t i = 1; i < children_.size(); ++i) activate_child(i);
+  worker_.activations().activate(path_);
+  return absl::OkStatus();
+}
+
+template <Timestamp T>
+bool Scope<T>::step() {
+  // Activations from outside the scope's own pass (activators, other threads, timers).
+  worker_.activations().for_extensions(path_, [&](size_t child) {
+    activate_child(static_cast<uint32_t>(child));
+  });
+  receive_progress();
+  tracker_.propagate_all();
+  deliver_frontiers();
+
+  for (uint32_t child : deferred_) {
+    pending_.push_back(child);
+    std::push_heap(pending_.begin(), pending_.end(), std::greater<>());
+  }
+  deferred_.clear();
+  scheduling_ = true;
+  running_ = 0;
+  while (!pending_.empty() && !worker_.failed()) {
+    std::pop_heap(pending_.begin(), pending_.end(), std::greater<>());
+    const uint32_t child = pending_.back();
+    pending_.pop_back();
+    running_ = child;
+    active_[child] = 0;
+    run_child(child);
+  }
+  pending_.clear();
+  scheduling_ = false;
+  running_ = 0;
+
+  send_progress();
+  if (!deferred_.empty()) worker_.activations().activate(path_);
+  return tracker_.tracking_anything() || !deferred_.empty();
+}
+
+template <Timestamp T>
+void Scope<T>::run_child(uint32_t child) {
+  Operator<T>& op = *children_[child];
+  bool again = false;
+  try {
+    again = op.schedule();
+    for (auto& port : ports_[child]) port->flush();
+  } catch (const std::exception& e) {
+    fail(child, e.what());
+    return;
+  } catch (...) {
+    fail(child, "unknown exception");
+    return;
+  }
+  harvest(child);
+  if (again) activate_child(child);
+}
+
+template <Timestamp T>
+void Scope<T>::harvest(uint32_t child) {
+  SharedProgress<T>& progress = children_[child]->progress();
+  for (uint32_t i = 0; i < progress.consumeds.size(); ++i) {
+    progress.consumeds[i].drain(
+        [&](const T& time, int64_t diff) { local_.update({Target{child, i}, time}, -diff); });
+  }
+  for (uint32_t o = 0; o < progress.internals.size(); ++o) {
+    progress.internals[o]->drain(
+        [&](const T& time, int64_t diff) { local_.update({Source{child, o}, time}, diff); });
+  }
+  for (auto& port : ports_[child]) {
+    for (const auto& edge : port->edges()) {
+      edge.produced->drain(
+          [&](const T& time, int64_t diff) { local_.update({edge.target, time}, diff); });
+    }
+  }
+}
+
+template <Timestamp T>
+void Scope<T>::fail(uint32_t child, std::string_view what) {
+  worker_.fail(absl::InternalError("operator '" + names_[child] + "' in dataflow '" + name_ +
+                                   "' on worker " + std::to_string(index()) +
+                                   " failed: " + std::string(what)));
+}
+
+template <Timestamp T>
+void Scope<T>::receive_progress() {
+  progress_shared_->inbox(index()).drain(progress_in_);
+  while (!progress_in_.empty()) {
+    auto& message = progress_in_.front();
+    apply(message.updates);
+    if (update_pool_.size() < 4) {
+      message.updates.clear();
+      update_pool_.push_back(std::move(message.updates));
+    }
+    progress_in_.pop_front();
+  }
+}
+
+template <Timestamp T>
+void Scope<T>::send_progress() {
+  if (local_.is_empty()) return;
+  auto updates = local_.iter();
+  const size_t n = peers();
+  const size_t me = index();
+  for (size_t w = 0; w < n; ++w) {
+    std::vector<Update> copy;
+    if (!update_pool_.empty()) {
+      copy = std::move(update_pool_.back());
+      update_pool_.pop_back();
+    }
+    copy.assign(updates.begin(), updates.end());
+    ProgressMessage message{std::move(copy)};
+    if (w == me) {
+      progress_in_.push_back(std::move(message));
+      worker_.activations().activate(path_);
+    } else {
+      progress_shared_->inbox(w).push(std::move(message));
+    }
+  }
+  local_.clear();
+}
+
+template <Timestamp T>
+void Scope<T>::deliver_frontiers() {
+  tracker_.drain_target_changes([&](Target target, const T& time, int64_t diff) {
+    if (target.node == 0) return;
+    children_[target.node]->progress().frontiers[target.port].update(time, diff);
+    if (notify_[target.node]) activate_child(target.node);
+  });
+}
+
+}  // namespace weir

@@ -1,0 +1,171 @@
+// Worker: one thread that owns its dataflows, their operators and progress trackers.
+//
+// Every worker builds the same dataflows in the same order (channel ids match by creation order).
+// `step` receives data and progress, runs activated operators and sends progress; `step_or_park`
+// does the same but, when there is nothing to do, spins briefly and then sleeps until a message,
+// an activation or a timer arrives (an idle worker does not burn CPU).
+//
+//   weir::execute(config, [](weir::Worker& worker) {
+//     weir::ProbeHandle<uint64_t> probe;
+//     auto input = worker.dataflow<uint64_t>([&](auto& scope) { ... });
+//     for (uint64_t round = 0; round < 10; ++round) {
+//       input.send(round);
+//       input.advance_to(round + 1);
+//       while (probe.less_than(round + 1)) worker.step();
+//     }
+//   });
+//
+// A failure anywhere (an exception in an operator, a dataflow that cannot be built) fails every
+// worker: their dataflows are dropped, probes on them read as done, and `execute` returns the
+// error.
+//
+// Thread safety: worker-local, except that its SyncActivators may be used from any thread.
+
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <optional>
+#include <queue>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "weir/communication/allocator.h"
+#include "weir/progress/timestamp.h"
+#include "weir/worker/activator.h"
+
+namespace weir {
+
+template <Timestamp T>
+class Scope;
+
+// A dataflow as the worker sees it.
+class DataflowBase {
+ public:
+  virtual ~DataflowBase() = default;
+  // Runs one round. Returns true while the dataflow is incomplete.
+  virtual bool step() = 0;
+};
+
+class Worker {
+ public:
+  Worker(size_t index, std::shared_ptr<ProcessShared> process);
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+  ~Worker();
+
+  size_t index() const { return allocator_.index(); }
+  size_t peers() const { return allocator_.peers(); }
+
+  // Builds a dataflow with timestamps T: `build(Scope<T>&)` adds its operators. Returns what
+  // `build` returns (typically input and probe handles).
+  template <Timestamp T, class F>
+  decltype(auto) dataflow(F&& build) {
+    return dataflow_named<T>("Dataflow", std::forward<F>(build));
+  }
+  template <Timestamp T, class F>
+  decltype(auto) dataflow_named(std::string name, F&& build);
+
+  // Runs one round of every activated dataflow. Returns true if anything was activated.
+  bool step();
+  // Steps; if there was nothing to do, spins briefly and then parks until something arrives or
+  // `timeout` passes (none: no limit; zero: never park). Returns true while dataflows remain.
+  bool step_or_park(std::optional<std::chrono::nanoseconds> timeout);
+  // Steps until `done()` returns true, parking while idle.
+  template <class F>
+  void step_while(F&& keep_going) {
+    while (keep_going() && !failed()) step_or_park(std::chrono::milliseconds(10));
+  }
+
+  bool has_dataflows() const { return !dataflows_.empty(); }
+  std::vector<size_t> installed_dataflows() const;
+  // Drops a dataflow now, whatever its state: its operators are destroyed, releasing their
+  // capabilities. Dropping it on only some workers leaves the others waiting for it.
+  void drop_dataflow(size_t index);
+  // The index the next dataflow will get.
+  size_t next_dataflow_index() const { return next_dataflow_; }
+
+  Activations& activations() { return activations_; }
+  Allocator& allocator() { return allocator_; }
+  Activator activator_for(std::vector<size_t> path) {
+    return Activator(&activations_, std::move(path));
+  }
+  SyncActivator sync_activator_for(std::vector<size_t> path) const {
+    return SyncActivator(allocator_.activation_queue(), std::move(path));
+  }
+  // Activates `path` once `delay` has passed.
+  void activate_after(std::vector<size_t> path, std::chrono::nanoseconds delay);
+
+  // Fails the whole execution (every worker) with `status`.
+  void fail(absl::Status status);
+  bool failed() const { return allocator_.process().failed(); }
+
+ private:
+  struct Timer {
+    std::chrono::steady_clock::time_point deadline;
+    std::vector<size_t> path;
+    bool operator>(const Timer& other) const { return deadline > other.deadline; }
+  };
+
+  template <Timestamp T>
+  void install(size_t index, std::unique_ptr<Scope<T>> scope);
+  void fire_timers();
+  void drop_all();
+
+  Allocator allocator_;
+  Activations activations_;
+  std::map<size_t, std::unique_ptr<DataflowBase>> dataflows_;
+  size_t next_dataflow_ = 0;
+  std::vector<size_t> active_;
+  std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
+};
+
+}  // namespace weir
+
+#include "weir/dataflow/scope.h"
+
+namespace weir {
+
+namespace internal {
+template <Timestamp T>
+class Dataflow final : public DataflowBase {
+ public:
+  explicit Dataflow(std::unique_ptr<Scope<T>> scope) : scope_(std::move(scope)) {}
+  bool step() override { return scope_->step(); }
+
+ private:
+  std::unique_ptr<Scope<T>> scope_;
+};
+}  // namespace internal
+
+template <Timestamp T>
+void Worker::install(size_t index, std::unique_ptr<Scope<T>> scope) {
+  absl::Status status = scope->build();
+  if (!status.ok()) {
+    fail(std::move(status));
+    return;
+  }
+  dataflows_.emplace(index, std::make_unique<internal::Dataflow<T>>(std::move(scope)));
+}
+
+template <Timestamp T, class F>
+decltype(auto) Worker::dataflow_named(std::string name, F&& build) {
+  const size_t index = next_dataflow_++;
+  auto scope = std::make_unique<Scope<T>>(*this, std::vector<size_t>{index}, std::move(name));
+  using Result = std::invoke_result_t<F&, Scope<T>&>;
+  if constexpr (std::is_void_v<Result>) {
+    build(*scope);
+    install<T>(index, std::move(scope));
+  } else {
+    Result result = build(*scope);
+    install<T>(index, std::move(scope));
+    return result;
+  }
+}
+
+}  // namespace weir

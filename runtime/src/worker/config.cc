@@ -1,0 +1,101 @@
+#include "weir/worker/config.h"
+
+#include <charconv>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+
+namespace weir {
+namespace {
+
+absl::StatusOr<size_t> parse_count(const std::string& flag, const std::string& value) {
+  size_t result = 0;
+  const char* end = value.data() + value.size();
+  auto [ptr, ec] = std::from_chars(value.data(), end, result);
+  if (ec != std::errc() || ptr != end || value.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("flag ", flag, " expects a non-negative integer, got '", value, "'"));
+  }
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<Config> Config::from_args(std::vector<std::string>& args) {
+  Config config;
+  std::vector<std::string> rest;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    std::string flag = arg, value;
+    bool has_value = false;
+    if (auto eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      flag = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+      has_value = true;
+    }
+    const bool known = flag == "-w" || flag == "--workers" || flag == "-n" ||
+                       flag == "--processes" || flag == "-p" || flag == "--process" ||
+                       flag == "-h" || flag == "--hostfile";
+    if (!known) {
+      rest.push_back(arg);
+      continue;
+    }
+    if (!has_value) {
+      if (i + 1 >= args.size()) {
+        return absl::InvalidArgumentError(absl::StrCat("flag ", flag, " expects a value"));
+      }
+      value = args[++i];
+    }
+    if (flag == "-h" || flag == "--hostfile") {
+      config.hostfile = value;
+      continue;
+    }
+    auto count = parse_count(flag, value);
+    if (!count.ok()) return count.status();
+    if (flag == "-w" || flag == "--workers") {
+      if (*count == 0) return absl::InvalidArgumentError("flag -w/--workers must be at least 1");
+      config.workers = *count;
+    } else if (flag == "-n" || flag == "--processes") {
+      if (*count == 0) return absl::InvalidArgumentError("flag -n/--processes must be at least 1");
+      config.processes = *count;
+    } else {
+      config.process = *count;
+    }
+  }
+  args = std::move(rest);
+  if (config.process >= config.processes) {
+    return absl::InvalidArgumentError(absl::StrCat("process index -p ", config.process,
+                                                   " is out of range for -n ", config.processes));
+  }
+  return config;
+}
+
+absl::StatusOr<Config> Config::from_args(int& argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  auto config = from_args(args);
+  if (!config.ok()) return config;
+  // The remaining arguments are a subsequence of argv: keep them, in order.
+  int out = 1;
+  size_t next = 0;
+  for (int i = 1; i < argc && next < args.size(); ++i) {
+    if (args[next] == argv[i]) {
+      argv[out++] = argv[i];
+      ++next;
+    }
+  }
+  argc = out;
+  argv[argc] = nullptr;
+  return config;
+}
+
+absl::Status Config::validate() const {
+  if (workers == 0) return absl::InvalidArgumentError("at least one worker is required");
+  if (processes > 1 || !hostfile.empty()) {
+    return absl::UnimplementedError(
+        "multi-process execution (-n/-p/-h) needs the cluster transport, which this build does "
+        "not have yet; run a single process with -w workers");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace weir

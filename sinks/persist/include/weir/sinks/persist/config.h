@@ -1,0 +1,49 @@
+// PersistConfig: tuning knobs of a PersistClient, and PersistLocation: where a persist
+// environment keeps its data.
+//
+// Thread safety: plain values.
+
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+
+namespace weir::persist {
+
+// A Blob URL and a Consensus URL (see Blob::open and Consensus::open).
+struct PersistLocation {
+  std::string blob_url;
+  std::string consensus_url;
+
+  // The `--persist DIR` shorthand: blobs in DIR/blob, consensus in the SQLite file
+  // DIR/consensus.db.
+  static PersistLocation in_directory(std::string_view dir);
+};
+
+struct PersistConfig {
+  // A part is cut when the updates buffered for it reach this many bytes (data + 16 each).
+  size_t part_target_bytes = size_t{8} << 20;
+  // Parts a BatchBuilder may have being encoded or uploaded before add() waits for one.
+  size_t max_parts_in_flight = 2;
+  // zstd level for parts (negative levels are faster and compress less).
+  int zstd_level = 1;
+  // Threads that encode, compress, upload, fetch and decode parts. 0: one per core, at least 2.
+  int io_threads = 0;
+  // Writers and leased readers that do not heartbeat for this long may be expired by GC, which
+  // then removes the parts they had not appended yet.
+  absl::Duration writer_lease = absl::Minutes(15);
+  absl::Duration reader_lease = absl::Minutes(15);
+  // compare_and_append reports maintenance_due once the shard holds more batches than this.
+  size_t maintenance_batch_threshold = 32;
+  // Compaction merges at most this many runs in one step; its memory is about that many parts.
+  size_t compaction_max_runs = 16;
+  // The wall clock for leases and heartbeats. Tests move it forward to expire leases.
+  std::function<absl::Time()> clock = [] { return absl::Now(); };
+};
+
+}  // namespace weir::persist
