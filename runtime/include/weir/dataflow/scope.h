@@ -214,7 +214,11 @@ template <Timestamp T>
 absl::Status Scope<T>::build() {
   WEIR_CHECK(!built_) << "scope " << name_ << " built twice";
   for (uint32_t i = 1; i < children_.size(); ++i) {
-    WEIR_CHECK(children_[i] != nullptr) << "operator " << names_[i] << " was never built";
+    if (children_[i] == nullptr) {
+      return absl::FailedPreconditionError(
+          "dataflow '" + name_ + "': operator '" + names_[i] +
+          "' was never built (a feedback stream that was never given to connect_loop?)");
+    }
   }
   ReachabilityBuilder<T> builder;
   builder.add_node(0, name_, 0, 0, {});
