@@ -59,8 +59,8 @@ class Consensus {
                                                     const VersionedData& new_version) = 0;
 
   // Up to `limit` versions of `key` with seqno >= `from_seqno`, in seqno order.
-  virtual absl::StatusOr<std::vector<VersionedData>> scan(std::string_view key,
-                                                          uint64_t from_seqno, size_t limit) = 0;
+  virtual absl::StatusOr<std::vector<VersionedData>> scan(std::string_view key, uint64_t from_seqno,
+                                                          size_t limit) = 0;
 
   // Deletes every version of `key` with seqno < `seqno` and returns how many were deleted.
   // FailedPrecondition if `seqno` is beyond the head: the head is never deleted.

@@ -35,8 +35,8 @@ class PrefixedId {
   // Accepts exactly the form random() produces.
   static absl::StatusOr<PrefixedId> parse(std::string_view text) {
     if (!internal::is_valid_id(kKind, text)) {
-      return absl::InvalidArgumentError(std::string("not a valid id of kind '") + kKind +
-                                        "': \"" + std::string(text) + "\"");
+      return absl::InvalidArgumentError(std::string("not a valid id of kind '") + kKind + "': \"" +
+                                        std::string(text) + "\"");
     }
     return PrefixedId(std::string(text));
   }

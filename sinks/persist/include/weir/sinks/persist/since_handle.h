@@ -21,6 +21,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+
 #include "weir/sinks/persist/frontier.h"
 #include "weir/sinks/persist/ids.h"
 

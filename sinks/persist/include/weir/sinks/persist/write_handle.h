@@ -27,6 +27,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+
 #include "weir/sinks/persist/batch.h"
 #include "weir/sinks/persist/frontier.h"
 #include "weir/sinks/persist/ids.h"
@@ -80,7 +81,8 @@ class WriteHandle {
   absl::StatusOr<AppendResult> compare_and_append(std::span<const Update> updates,
                                                   Frontier expected_upper, Frontier new_upper);
 
-  // Removes the parts of a batch that will never be appended.
+  // Removes the parts of a batch that will never be appended. REQUIRES: the batch is not in the
+  // shard (discarding an appended batch makes the shard unreadable).
   absl::Status discard(const Batch& batch);
 
   // Renews the lease.

@@ -1,0 +1,283 @@
+#include "core.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "absl/strings/escaping.h"
+#include "str_cat.h"
+
+#include "weir/status.h"
+
+namespace weir::persist::internal {
+namespace {
+
+int pool_threads(const PersistConfig& config) {
+  if (config.io_threads > 0) {
+    return config.io_threads;
+  }
+  return std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+absl::Status validate_name(std::string_view name) {
+  if (name.empty()) {
+    return absl::InvalidArgumentError("a shard name must not be empty");
+  }
+  for (const char c : name) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F) {
+      return absl::InvalidArgumentError(internal::str_cat(
+          "shard name \"", absl::CEscape(std::string(name)), "\" has a control character"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+proto::ProtoShardState initial_state(const ShardId& id, const std::string& name) {
+  proto::ProtoShardState state;
+  state.set_format_version(kStateFormatVersion);
+  state.set_shard_id(id.str());
+  state.set_shard_name(name);
+  to_proto(Frontier(0), state.mutable_upper());
+  to_proto(Frontier(0), state.mutable_since());
+  return state;
+}
+
+}  // namespace
+
+ClientCore::ClientCore(std::shared_ptr<Blob> blob, std::shared_ptr<Consensus> consensus,
+                       PersistConfig config)
+    : blob_(std::move(blob)),
+      consensus_(std::move(consensus)),
+      config_(std::move(config)),
+      pool_(pool_threads(config_)) {}
+
+absl::StatusOr<std::pair<std::optional<uint64_t>, proto::ProtoShardNames>>
+ClientCore::fetch_names() {
+  WEIR_ASSIGN_OR_RETURN(std::optional<VersionedData> head, consensus_->head(kShardNamesKey));
+  proto::ProtoShardNames names;
+  if (!head) {
+    names.set_format_version(kNamesFormatVersion);
+    return std::pair{std::optional<uint64_t>(), std::move(names)};
+  }
+  if (!names.ParseFromString(head->data)) {
+    return absl::DataLossError(internal::str_cat("shard names at consensus key \"", kShardNamesKey,
+                                                 "\" seqno ", head->seqno,
+                                                 " are truncated or corrupt"));
+  }
+  if (names.format_version() != kNamesFormatVersion) {
+    return absl::FailedPreconditionError(
+        internal::str_cat("shard names at consensus key \"", kShardNamesKey, "\" seqno ",
+                          head->seqno, " have format version ", names.format_version(),
+                          "; this build reads version ", kNamesFormatVersion));
+  }
+  return std::pair{std::optional<uint64_t>(head->seqno), std::move(names)};
+}
+
+absl::StatusOr<std::optional<ShardId>> ClientCore::find_shard(std::string_view name) {
+  WEIR_RETURN_IF_ERROR(validate_name(name));
+  {
+    absl::MutexLock lock(&names_mu_);
+    if (auto it = names_.find(absl::string_view(name.data(), name.size())); it != names_.end()) {
+      return it->second;
+    }
+  }
+  WEIR_ASSIGN_OR_RETURN(auto names, fetch_names());
+  auto it = names.second.ids().find(std::string(name));
+  if (it == names.second.ids().end()) {
+    return std::nullopt;
+  }
+  absl::StatusOr<ShardId> id = ShardId::parse(it->second);
+  if (!id.ok()) {
+    return absl::DataLossError(internal::str_cat("shard names at consensus key \"", kShardNamesKey,
+                                                 "\" map \"", name, "\" to a malformed id \"",
+                                                 it->second, "\""));
+  }
+  absl::MutexLock lock(&names_mu_);
+  names_.emplace(std::string(name), *id);
+  return *id;
+}
+
+absl::StatusOr<ShardId> ClientCore::find_or_create_shard(std::string_view name) {
+  while (true) {
+    WEIR_ASSIGN_OR_RETURN(std::optional<ShardId> existing, find_shard(name));
+    if (existing) {
+      return *existing;
+    }
+    WEIR_ASSIGN_OR_RETURN(auto names, fetch_names());
+    auto& [seqno, map] = names;
+    if (map.ids().contains(std::string(name))) {
+      continue;  // Created since find_shard looked.
+    }
+    const ShardId id = ShardId::random();
+    (*map.mutable_ids())[std::string(name)] = id.str();
+    const uint64_t next = seqno.value_or(0) + 1;
+    WEIR_ASSIGN_OR_RETURN(
+        CasResult result,
+        consensus_->compare_and_set(kShardNamesKey, seqno, {next, map.SerializeAsString()}));
+    if (result == CasResult::kCommitted) {
+      // Only the head of the name map is ever read.
+      consensus_->truncate(kShardNamesKey, next).IgnoreError();
+      absl::MutexLock lock(&names_mu_);
+      names_.emplace(std::string(name), id);
+      return id;
+    }
+  }
+}
+
+absl::StatusOr<std::vector<ShardName>> ClientCore::list_shards() {
+  WEIR_ASSIGN_OR_RETURN(auto names, fetch_names());
+  std::vector<ShardName> result;
+  for (const auto& [name, id_text] : names.second.ids()) {
+    absl::StatusOr<ShardId> id = ShardId::parse(id_text);
+    if (!id.ok()) {
+      return absl::DataLossError(internal::str_cat("shard names at consensus key \"",
+                                                   kShardNamesKey, "\" map \"", name,
+                                                   "\" to a malformed id \"", id_text, "\""));
+    }
+    result.push_back({name, *id});
+  }
+  std::sort(result.begin(), result.end(),
+            [](const ShardName& a, const ShardName& b) { return a.name < b.name; });
+  return result;
+}
+
+absl::StatusOr<std::shared_ptr<const DecodedPart>> PartFetcher::operator()(
+    const PartRef& ref) const {
+  WEIR_ASSIGN_OR_RETURN(std::optional<std::string> bytes, blob->get(ref.key));
+  if (!bytes) {
+    return absl::NotFoundError(
+        internal::str_cat(label, ": part \"", ref.key, "\" is missing from the blob store"));
+  }
+  return decode_part(label, shard_id, ref, *bytes);
+}
+
+Shard::Shard(std::shared_ptr<ClientCore> core, ShardId id, std::string name)
+    : core_(std::move(core)),
+      id_(std::move(id)),
+      name_(std::move(name)),
+      label_(internal::str_cat("shard \"", name_, "\" (", id_.str(), ")")) {}
+
+absl::StatusOr<ShardState> Shard::fetch() const {
+  WEIR_ASSIGN_OR_RETURN(std::optional<VersionedData> head, core_->consensus().head(id_.str()));
+  if (!head) {
+    return ShardState{0, initial_state(id_, name_)};
+  }
+  WEIR_ASSIGN_OR_RETURN(proto::ProtoShardState state, decode_state(label_, id_.str(), *head));
+  return ShardState{head->seqno, std::move(state)};
+}
+
+absl::StatusOr<ShardState> Shard::apply(
+    ShardState current,
+    absl::FunctionRef<absl::StatusOr<Step>(proto::ProtoShardState&)> change) const {
+  while (true) {
+    ShardState next{current.seqno + 1, current.proto};
+    WEIR_ASSIGN_OR_RETURN(Step step, change(next.proto));
+    if (step == Step::kKeep) {
+      return current;
+    }
+    next.proto.set_seqno(next.seqno);
+    next.proto.set_walltime_ms(core_->now_ms());
+    const std::optional<uint64_t> expected =
+        current.seqno == 0 ? std::nullopt : std::optional(current.seqno);
+    WEIR_ASSIGN_OR_RETURN(CasResult result,
+                          core_->consensus().compare_and_set(
+                              id_.str(), expected, {next.seqno, encode_state(next.proto)}));
+    if (result == CasResult::kCommitted) {
+      return next;
+    }
+    WEIR_ASSIGN_OR_RETURN(current, fetch());
+  }
+}
+
+std::string Shard::new_part_key(std::string_view writer_id) const {
+  return internal::str_cat(id_.str(), "/", writer_id, "/", internal::random_id('p'));
+}
+
+std::string_view writer_of_key(std::string_view key) {
+  const size_t first = key.find('/');
+  if (first == std::string_view::npos) {
+    return {};
+  }
+  const size_t second = key.find('/', first + 1);
+  if (second == std::string_view::npos) {
+    return {};
+  }
+  return key.substr(first + 1, second - first - 1);
+}
+
+proto::ProtoWriter* find_writer(proto::ProtoShardState& state, std::string_view id) {
+  for (proto::ProtoWriter& writer : *state.mutable_writers()) {
+    if (writer.writer_id() == id) {
+      return &writer;
+    }
+  }
+  return nullptr;
+}
+
+bool has_writer(const proto::ProtoShardState& state, std::string_view id) {
+  return std::any_of(state.writers().begin(), state.writers().end(),
+                     [&](const proto::ProtoWriter& writer) { return writer.writer_id() == id; });
+}
+
+proto::ProtoLeasedReader* find_leased_reader(proto::ProtoShardState& state, std::string_view id) {
+  for (proto::ProtoLeasedReader& reader : *state.mutable_leased_readers()) {
+    if (reader.reader_id() == id) {
+      return &reader;
+    }
+  }
+  return nullptr;
+}
+
+proto::ProtoCriticalReader* find_critical_reader(proto::ProtoShardState& state,
+                                                 std::string_view id) {
+  for (proto::ProtoCriticalReader& reader : *state.mutable_critical_readers()) {
+    if (reader.reader_id() == id) {
+      return &reader;
+    }
+  }
+  return nullptr;
+}
+
+bool references_part(const proto::ProtoShardState& state, std::string_view key) {
+  for (const proto::ProtoBatch& batch : state.batches()) {
+    for (const proto::ProtoPartRef& part : batch.parts()) {
+      if (part.key() == key) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+void recompute_since(proto::ProtoShardState& state) {
+  std::optional<Frontier> smallest;
+  for (const auto& reader : state.leased_readers()) {
+    const Frontier since = frontier_of(reader.since());
+    smallest = smallest ? std::min(*smallest, since) : since;
+  }
+  for (const auto& reader : state.critical_readers()) {
+    const Frontier since = frontier_of(reader.since());
+    smallest = smallest ? std::min(*smallest, since) : since;
+  }
+  if (smallest && frontier_of(state.since()) < *smallest) {
+    to_proto(*smallest, state.mutable_since());
+  }
+}
+
+std::vector<std::vector<PartRef>> runs_of(const proto::ProtoBatch& batch) {
+  std::vector<std::vector<PartRef>> runs;
+  size_t next_start = 0;
+  for (int i = 0; i < batch.parts_size(); ++i) {
+    if (i == 0 || (next_start < static_cast<size_t>(batch.run_starts_size()) &&
+                   static_cast<uint32_t>(i) == batch.run_starts(static_cast<int>(next_start)))) {
+      if (i != 0) {
+        ++next_start;
+      }
+      runs.emplace_back();
+    }
+    const proto::ProtoPartRef& ref = batch.parts(i);
+    runs.back().push_back({ref.key(), ref.encoded_bytes(), ref.num_updates(), ref.update_bytes()});
+  }
+  return runs;
+}
+
+}  // namespace weir::persist::internal

@@ -1,0 +1,210 @@
+// The state behind the public handles: WriterCore (WriteHandle), ReaderCore (ReadHandle),
+// CriticalCore (SinceHandle), and the implementations of BatchBuilder, SnapshotCursor and
+// Listen.
+
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "core.h"
+#include "merge.h"
+#include "parts.h"
+
+#include "weir/sinks/persist/batch.h"
+#include "weir/sinks/persist/read_handle.h"
+#include "weir/sinks/persist/since_handle.h"
+#include "weir/sinks/persist/write_handle.h"
+
+namespace weir::persist::internal {
+
+// Thread safety: thread-safe.
+class WriterCore {
+ public:
+  // Registers a new writer of `shard`.
+  static absl::StatusOr<std::shared_ptr<WriterCore>> open(Shard shard, std::string purpose);
+
+  const Shard& shard() const { return shard_; }
+  const std::string& writer_id() const { return writer_id_; }
+
+  Frontier upper() const;
+  absl::StatusOr<Frontier> fetch_recent_upper();
+  absl::StatusOr<AppendResult> compare_and_append(const Batch& batch, Frontier expected_upper,
+                                                  Frontier new_upper);
+  absl::Status heartbeat();
+  // Renews the lease if a quarter of it has passed.
+  absl::Status maybe_heartbeat();
+  absl::Status expire();
+
+ private:
+  WriterCore(Shard shard, std::string writer_id)
+      : shard_(std::move(shard)), writer_id_(std::move(writer_id)) {}
+
+  const Shard shard_;
+  const std::string writer_id_;
+  mutable absl::Mutex mu_;
+  ShardState state_ ABSL_GUARDED_BY(mu_);  // The latest state this writer saw.
+  int64_t last_heartbeat_ms_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+class BatchBuilderImpl {
+ public:
+  BatchBuilderImpl(std::shared_ptr<WriterCore> writer, Frontier lower);
+
+  absl::Status add(std::string_view data, uint64_t time, int64_t diff);
+  absl::StatusOr<Batch> finish(Frontier upper);
+  absl::Status discard();
+  uint64_t num_updates_added() const { return added_; }
+
+ private:
+  absl::Status flush();
+
+  std::shared_ptr<WriterCore> writer_;
+  Frontier lower_;
+  PartBuffer buffer_;
+  PartUploader uploader_;
+  uint64_t added_ = 0;
+  std::optional<uint64_t> max_time_;
+  bool spent_ = false;
+};
+
+class ReaderCore;
+
+// Marks a consensus seqno as in use by a read of a ReaderCore: its lease keeps that version, and
+// every part it references, from GC. Empty for reads without a reader (inspect_snapshot).
+class SeqnoHold {
+ public:
+  SeqnoHold() = default;
+  SeqnoHold(std::shared_ptr<ReaderCore> reader, uint64_t seqno)
+      : reader_(std::move(reader)), seqno_(seqno) {}
+  SeqnoHold(SeqnoHold&& other) noexcept : reader_(std::move(other.reader_)), seqno_(other.seqno_) {}
+  SeqnoHold& operator=(SeqnoHold&& other) noexcept;
+  SeqnoHold(const SeqnoHold&) = delete;
+  SeqnoHold& operator=(const SeqnoHold&) = delete;
+  ~SeqnoHold() { release(); }
+
+  void release();
+
+ private:
+  std::shared_ptr<ReaderCore> reader_;
+  uint64_t seqno_ = 0;
+};
+
+// Thread safety: thread-safe.
+class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
+ public:
+  // Registers a new leased reader of `shard` at the shard's since.
+  static absl::StatusOr<std::shared_ptr<ReaderCore>> open(Shard shard, std::string purpose);
+
+  const Shard& shard() const { return shard_; }
+  const std::string& reader_id() const { return reader_id_; }
+  Frontier since() const;
+
+  // The latest state, for a read: fails if this reader has expired, renews the lease when due,
+  // and holds the state's seqno until the SeqnoHold goes.
+  absl::StatusOr<std::pair<ShardState, SeqnoHold>> state_for_read();
+
+  absl::Status downgrade_since(Frontier new_since);
+  absl::Status heartbeat();
+  absl::Status expire();
+
+ private:
+  friend class SeqnoHold;
+
+  ReaderCore(Shard shard, std::string reader_id)
+      : shard_(std::move(shard)), reader_id_(std::move(reader_id)) {}
+
+  // Applies `change` to this reader's entry, also renewing its lease and moving its seqno hold
+  // up to the oldest seqno in use.
+  absl::Status update(absl::FunctionRef<void(proto::ProtoLeasedReader&)> change)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void release_seqno(uint64_t seqno);
+
+  const Shard shard_;
+  const std::string reader_id_;
+  mutable absl::Mutex mu_;
+  ShardState state_ ABSL_GUARDED_BY(mu_);
+  Frontier since_ ABSL_GUARDED_BY(mu_);
+  int64_t last_heartbeat_ms_ ABSL_GUARDED_BY(mu_) = 0;
+  std::multiset<uint64_t> seqnos_in_use_ ABSL_GUARDED_BY(mu_);
+};
+
+// Thread safety: thread-safe.
+class CriticalCore {
+ public:
+  // Registers the hold `id` of `shard` if it is not registered yet.
+  static absl::StatusOr<std::shared_ptr<CriticalCore>> open(Shard shard, CriticalReaderId id,
+                                                            std::string purpose);
+
+  const Shard& shard() const { return shard_; }
+  const CriticalReaderId& reader_id() const { return id_; }
+  uint64_t epoch() const;
+  Frontier since() const;
+
+  absl::StatusOr<SinceResult> compare_and_downgrade_since(uint64_t expected_epoch,
+                                                          uint64_t new_epoch, Frontier new_since);
+  absl::StatusOr<std::optional<EpochMismatch>> expire(uint64_t expected_epoch);
+
+ private:
+  CriticalCore(Shard shard, CriticalReaderId id) : shard_(std::move(shard)), id_(std::move(id)) {}
+
+  const Shard shard_;
+  const CriticalReaderId id_;
+  mutable absl::Mutex mu_;
+  ShardState state_ ABSL_GUARDED_BY(mu_);
+  uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  Frontier since_ ABSL_GUARDED_BY(mu_);
+};
+
+// OK if `as_of` can be read from `state`: since <= as_of < upper.
+absl::Status check_readable(const Shard& shard, const proto::ProtoShardState& state,
+                            uint64_t as_of);
+
+class SnapshotCursorImpl {
+ public:
+  // A consolidated snapshot of `state` at `as_of`. REQUIRES: check_readable(...) is OK.
+  SnapshotCursorImpl(const Shard& shard, const proto::ProtoShardState& state, uint64_t as_of,
+                     SeqnoHold hold);
+
+  bool next();
+  const absl::Status& status() const { return merger_.status(); }
+  std::string_view data() const { return merger_.key(); }
+  uint64_t time() const { return as_of_; }
+  int64_t diff() const { return diff_; }
+  uint64_t update_bytes() const { return update_bytes_; }
+
+ private:
+  uint64_t as_of_;
+  SeqnoHold hold_;
+  RunMerger merger_;
+  int64_t diff_ = 0;
+  uint64_t update_bytes_ = 0;
+};
+
+class ListenImpl {
+ public:
+  // Yields the updates at times >= `frontier`.
+  ListenImpl(std::shared_ptr<ReaderCore> reader, Frontier frontier)
+      : reader_(std::move(reader)), frontier_(frontier) {}
+
+  absl::StatusOr<std::optional<ListenEvent>> next();
+  Frontier frontier() const { return frontier_; }
+
+ private:
+  std::shared_ptr<ReaderCore> reader_;
+  Frontier frontier_;
+  // The batch being yielded part by part, and the seqno of the state it came from.
+  std::optional<proto::ProtoBatch> batch_;
+  int next_part_ = 0;
+  SeqnoHold hold_;
+};
+
+}  // namespace weir::persist::internal

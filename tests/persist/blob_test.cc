@@ -1,0 +1,97 @@
+#include "weir/sinks/persist/blob.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "gtest/gtest.h"
+#include "test_stores.h"
+
+namespace weir::persist {
+namespace {
+
+std::vector<std::string> keys_of(const std::vector<BlobMetadata>& blobs) {
+  std::vector<std::string> keys;
+  for (const auto& blob : blobs) {
+    keys.push_back(blob.key);
+  }
+  std::sort(keys.begin(), keys.end());
+  return keys;
+}
+
+class BlobTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    const std::string url =
+        GetParam() == "file" ? "file://" + testing::temp_dir() + "/blob" : "mem://";
+    absl::StatusOr<std::unique_ptr<Blob>> blob = Blob::open(url);
+    ASSERT_TRUE(blob.ok()) << blob.status();
+    blob_ = *std::move(blob);
+  }
+
+  std::unique_ptr<Blob> blob_;
+};
+
+TEST_P(BlobTest, SetGetRemove) {
+  EXPECT_EQ(blob_->get("s1/w1/p1").value(), std::nullopt);
+  ASSERT_TRUE(blob_->set("s1/w1/p1", std::string("a\0b", 3)).ok());
+  EXPECT_EQ(blob_->get("s1/w1/p1").value(), std::string("a\0b", 3));
+  ASSERT_TRUE(blob_->set("s1/w1/p1", "same key again").ok());  // Retries are allowed.
+  ASSERT_TRUE(blob_->remove("s1/w1/p1").ok());
+  EXPECT_EQ(blob_->get("s1/w1/p1").value(), std::nullopt);
+  EXPECT_TRUE(blob_->remove("s1/w1/p1").ok()) << "removing an absent key is OK";
+}
+
+TEST_P(BlobTest, ListKeysByPrefix) {
+  for (const char* key : {"s1/w1/a", "s1/w2/b", "s2/w1/c", "s10/w1/d"}) {
+    ASSERT_TRUE(blob_->set(key, key).ok());
+  }
+  EXPECT_EQ(keys_of(blob_->list_keys("s1/").value()),
+            (std::vector<std::string>{"s1/w1/a", "s1/w2/b"}));
+  EXPECT_EQ(keys_of(blob_->list_keys("").value()).size(), 4u);
+  const std::vector<BlobMetadata> listed = blob_->list_keys("s2/").value();
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].size_bytes, 7u);
+  ASSERT_TRUE(blob_->remove("s1/w1/a").ok());
+  EXPECT_EQ(keys_of(blob_->list_keys("s1/").value()), (std::vector<std::string>{"s1/w2/b"}));
+}
+
+TEST_P(BlobTest, RejectsMalformedKeys) {
+  for (const char* key : {"", "/a", "a/", "a//b", "a/../b", "..", "a b", "a\nb"}) {
+    EXPECT_EQ(blob_->set(key, "x").code(), absl::StatusCode::kInvalidArgument) << key;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, BlobTest, ::testing::Values("mem", "file"));
+
+TEST(BlobOpenTest, RejectsUnknownUrls) {
+  EXPECT_EQ(Blob::open("s3://bucket").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Blob::open("/no/scheme").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(BlobOpenTest, NamedMemStoresAreShared) {
+  auto a = Blob::open("mem://blob-open-test-shared").value();
+  auto b = Blob::open("mem://blob-open-test-shared").value();
+  auto c = Blob::open("mem://").value();
+  ASSERT_TRUE(a->set("k", "v").ok());
+  EXPECT_EQ(b->get("k").value(), "v");
+  EXPECT_EQ(c->get("k").value(), std::nullopt);
+}
+
+TEST(FileBlobTest, ListsAbandonedTemporariesAndRemovesEmptyDirectories) {
+  const std::string dir = testing::temp_dir() + "/blob";
+  auto blob = Blob::open("file://" + dir).value();
+  ASSERT_TRUE(blob->set("s1/w1/p1", "whole").ok());
+  // What a crash between create and rename leaves behind.
+  std::ofstream(dir + "/s1/w1/p2.tmp-0123456789abcdef") << "par";
+  EXPECT_EQ(keys_of(blob->list_keys("s1/").value()),
+            (std::vector<std::string>{"s1/w1/p1", "s1/w1/p2.tmp-0123456789abcdef"}));
+  ASSERT_TRUE(blob->remove("s1/w1/p2.tmp-0123456789abcdef").ok());
+  ASSERT_TRUE(blob->remove("s1/w1/p1").ok());
+  EXPECT_FALSE(std::filesystem::exists(dir + "/s1")) << "empty directories are removed";
+  EXPECT_TRUE(std::filesystem::exists(dir));
+  ASSERT_TRUE(blob->set("s1/w1/p3", "again").ok()) << "directories are made again";
+}
+
+}  // namespace
+}  // namespace weir::persist

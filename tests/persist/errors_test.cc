@@ -1,0 +1,127 @@
+// Bad input: every corruption is an error that names the shard and the key; nothing is skipped.
+
+#include <filesystem>
+
+#include "gtest/gtest.h"
+#include "test_stores.h"
+
+#include "weir/persist/v1/state.pb.h"
+#include "weir/sinks/persist/client.h"
+
+namespace weir::persist {
+namespace {
+
+class ErrorsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::temp_dir();
+    location_ = PersistLocation::in_directory(dir_);
+    PersistConfig config;
+    config.part_target_bytes = 256;
+    client_ = PersistClient::open(location_, config).value();
+    WriteHandle writer = client_->open_writer("orders").value();
+    std::vector<Update> updates;
+    for (int i = 0; i < 40; ++i) {
+      updates.push_back({"order " + std::to_string(i), 0, 1});
+    }
+    ASSERT_TRUE(writer.compare_and_append(updates, Frontier(0), Frontier(1)).value().is_appended());
+    shard_ = writer.shard_id().str();
+    blob_ = Blob::open(location_.blob_url).value();
+    part_ = blob_->list_keys(shard_ + "/").value().at(0).key;
+  }
+
+  // The snapshot error, which must name the shard and `key`.
+  absl::Status snapshot_error(const std::string& key) {
+    ReadHandle reader = client_->open_reader("orders").value();
+    absl::StatusOr<std::vector<Update>> snapshot = reader.snapshot(0);
+    EXPECT_FALSE(snapshot.ok()) << "a damaged shard read without an error";
+    const std::string message(snapshot.status().message());
+    EXPECT_NE(message.find("\"orders\""), std::string::npos) << message;
+    EXPECT_NE(message.find(shard_), std::string::npos) << message;
+    EXPECT_NE(message.find(key), std::string::npos) << message;
+    return snapshot.status();
+  }
+
+  std::string dir_;
+  PersistLocation location_;
+  std::unique_ptr<PersistClient> client_;
+  std::unique_ptr<Blob> blob_;
+  std::string shard_;
+  std::string part_;
+};
+
+TEST_F(ErrorsTest, TruncatedPart) {
+  const std::string path = dir_ + "/blob/" + part_;
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) / 2);
+  EXPECT_EQ(snapshot_error(part_).code(), absl::StatusCode::kDataLoss);
+}
+
+TEST_F(ErrorsTest, CorruptPart) {
+  std::string bytes = blob_->get(part_).value().value();
+  bytes[bytes.size() - 5] ^= 0x5A;  // Inside the zstd frame: the checksum catches it.
+  ASSERT_TRUE(blob_->set(part_, bytes).ok());
+  EXPECT_EQ(snapshot_error(part_).code(), absl::StatusCode::kDataLoss);
+  ASSERT_TRUE(blob_->set(part_, "not a part at all").ok());
+  EXPECT_EQ(snapshot_error(part_).code(), absl::StatusCode::kDataLoss);
+}
+
+TEST_F(ErrorsTest, MissingPart) {
+  ASSERT_TRUE(blob_->remove(part_).ok());
+  EXPECT_EQ(snapshot_error(part_).code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ErrorsTest, PartOfAnotherShard) {
+  WriteHandle other = client_->open_writer("other").value();
+  std::vector<Update> updates = {{"x", 0, 1}};
+  ASSERT_TRUE(other.compare_and_append(updates, Frontier(0), Frontier(1)).value().is_appended());
+  const std::string foreign = blob_->list_keys(other.shard_id().str() + "/").value().at(0).key;
+  ASSERT_TRUE(blob_->set(part_, blob_->get(foreign).value().value()).ok());
+  EXPECT_EQ(snapshot_error(part_).code(), absl::StatusCode::kDataLoss);
+}
+
+// Writes `state` as the next version of the shard, as a newer (or broken) build might.
+void write_next_state(const std::string& url, const std::string& shard, const std::string& bytes) {
+  std::unique_ptr<Consensus> consensus = Consensus::open(url).value();
+  const VersionedData head = consensus->head(shard).value().value();
+  ASSERT_EQ(consensus->compare_and_set(shard, head.seqno, {head.seqno + 1, bytes}).value(),
+            CasResult::kCommitted);
+}
+
+TEST_F(ErrorsTest, UnknownStateVersion) {
+  std::unique_ptr<Consensus> consensus = Consensus::open(location_.consensus_url).value();
+  weir::persist::v1::ProtoShardState state;
+  ASSERT_TRUE(state.ParseFromString(consensus->head(shard_).value()->data));
+  state.set_format_version(99);
+  state.set_seqno(state.seqno() + 1);
+  write_next_state(location_.consensus_url, shard_, state.SerializeAsString());
+  for (const absl::Status& status :
+       {client_->describe("orders").status(), client_->open_reader("orders").status(),
+        client_->open_writer("orders").status()}) {
+    EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+    const std::string message(status.message());
+    EXPECT_NE(message.find(shard_), std::string::npos) << message;
+    EXPECT_NE(message.find("format version 99"), std::string::npos) << message;
+  }
+}
+
+TEST_F(ErrorsTest, CorruptState) {
+  write_next_state(location_.consensus_url, shard_, "\xff\xff\xff garbage");
+  const absl::Status status = client_->describe("orders").status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_NE(std::string(status.message()).find(shard_), std::string::npos) << status;
+}
+
+TEST_F(ErrorsTest, CorruptRegistryOfNames) {
+  std::unique_ptr<Consensus> consensus = Consensus::open(location_.consensus_url).value();
+  const VersionedData head = consensus->head("weir.shard_names").value().value();
+  ASSERT_EQ(
+      consensus->compare_and_set("weir.shard_names", head.seqno, {head.seqno + 1, "\xff"}).value(),
+      CasResult::kCommitted);
+  std::unique_ptr<PersistClient> fresh = PersistClient::open(location_).value();
+  const absl::Status status = fresh->list_shards().status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_NE(std::string(status.message()).find("weir.shard_names"), std::string::npos) << status;
+}
+
+}  // namespace
+}  // namespace weir::persist

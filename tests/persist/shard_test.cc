@@ -1,0 +1,468 @@
+// The model: snapshots, listens, appends, holds and compaction against brute-force answers.
+
+#include <map>
+#include <random>
+
+#include "gtest/gtest.h"
+#include "persist_test_util.h"
+#include "test_stores.h"
+
+#include "weir/sinks/persist/client.h"
+
+namespace weir::persist {
+namespace {
+
+using testing::as_map;
+using testing::consolidate;
+
+// Small parts and a small merge fan-in, so that batches have many parts and runs and compaction
+// takes several steps.
+PersistConfig small_config() {
+  PersistConfig config;
+  config.part_target_bytes = 300;
+  config.compaction_max_runs = 3;
+  config.io_threads = 2;
+  return config;
+}
+
+class ShardTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    location_ = testing::fresh_location(GetParam());
+    client_ = open_client();
+  }
+
+  std::unique_ptr<PersistClient> open_client(PersistConfig config = small_config()) {
+    absl::StatusOr<std::unique_ptr<PersistClient>> client = PersistClient::open(location_, config);
+    EXPECT_TRUE(client.ok()) << client.status();
+    return client.ok() ? *std::move(client) : nullptr;
+  }
+
+  PersistLocation location_;
+  std::unique_ptr<PersistClient> client_;
+};
+
+TEST_P(ShardTest, SnapshotIsTheConsolidatedHistoryBeforeAndAfterCompaction) {
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    const std::string name = "model-" + std::to_string(seed);
+    WriteHandle writer = client_->open_writer(name).value();
+    ReadHandle reader = client_->open_reader(name).value();
+    std::vector<Update> history;
+    uint64_t upper = 0;
+    const auto check = [&](const char* when) {
+      const uint64_t since = reader.since().time();
+      for (uint64_t as_of = since; as_of < upper; as_of += 1 + rng() % 3) {
+        absl::StatusOr<std::vector<Update>> snapshot = reader.snapshot(as_of);
+        ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+        ASSERT_EQ(as_map(*snapshot), consolidate(history, as_of)) << when << " as_of " << as_of;
+        for (const Update& update : *snapshot) {
+          ASSERT_EQ(update.time, as_of);
+        }
+        ASSERT_TRUE(
+            std::is_sorted(snapshot->begin(), snapshot->end(),
+                           [](const Update& a, const Update& b) { return a.data < b.data; }));
+      }
+    };
+    for (int step = 0; step < 30; ++step) {
+      const uint64_t new_upper = upper + 1 + rng() % 4;
+      std::vector<Update> batch;
+      const int count = static_cast<int>(rng() % 40);
+      for (int i = 0; i < count; ++i) {
+        batch.push_back({"key" + std::to_string(rng() % 25) + std::string(rng() % 20, 'x'),
+                         upper + rng() % (new_upper - upper), rng() % 3 == 0 ? -1 : 1});
+      }
+      AppendResult result =
+          writer.compare_and_append(batch, Frontier(upper), Frontier(new_upper)).value();
+      ASSERT_TRUE(result.is_appended());
+      history.insert(history.end(), batch.begin(), batch.end());
+      upper = new_upper;
+      if (rng() % 4 == 0) {
+        ASSERT_TRUE(reader
+                        .downgrade_since(Frontier(reader.since().time() +
+                                                  rng() % (upper - reader.since().time())))
+                        .ok());
+      }
+      check("after append");
+      if (rng() % 5 == 0) {
+        ASSERT_TRUE(client_->compact(name).ok());
+        check("after compaction");
+      }
+    }
+    absl::StatusOr<CompactionResult> compacted = client_->compact(name, {.full = true});
+    ASSERT_TRUE(compacted.ok()) << compacted.status();
+    EXPECT_GT(compacted->merges, 0u);
+    const ShardDescription description = client_->describe(name).value();
+    size_t batches_with_parts = 0;
+    for (const auto& batch : description.batches) {
+      batches_with_parts += batch.num_parts > 0;
+      EXPECT_LE(batch.num_runs, 1u);
+    }
+    EXPECT_LE(batches_with_parts, 1u);
+    check("after full compaction");
+    ASSERT_TRUE(client_->gc(name).ok());
+    check("after gc");
+  }
+}
+
+TEST_P(ShardTest, ListenSeesEveryBatchOnceInOrder) {
+  WriteHandle writer = client_->open_writer("listen").value();
+  ReadHandle reader = client_->open_reader("listen").value();
+  std::mt19937_64 rng(7);
+  std::vector<Update> history;
+  std::vector<uint64_t> uppers;
+  uint64_t upper = 0;
+  const auto append = [&](int batches) {
+    for (int b = 0; b < batches; ++b) {
+      const uint64_t new_upper = upper + 1 + rng() % 3;
+      std::vector<Update> batch;
+      const int count = static_cast<int>(rng() % 30);  // Some batches are empty.
+      for (int i = 0; i < count; ++i) {
+        batch.push_back({"k" + std::to_string(rng() % 50), upper + rng() % (new_upper - upper), 1});
+      }
+      ASSERT_TRUE(writer.compare_and_append(batch, Frontier(upper), Frontier(new_upper))
+                      .value()
+                      .is_appended());
+      history.insert(history.end(), batch.begin(), batch.end());
+      upper = new_upper;
+      uppers.push_back(upper);
+    }
+  };
+  append(5);
+  const uint64_t as_of = 3;
+  Listen listen = reader.listen(as_of).value();
+  std::vector<Update> seen;
+  std::vector<Update> pending;  // Yielded since the last progress.
+  std::vector<uint64_t> progress;
+  const auto drain = [&] {
+    while (true) {
+      absl::StatusOr<std::optional<ListenEvent>> event = listen.next();
+      ASSERT_TRUE(event.ok()) << event.status();
+      if (!event->has_value()) {
+        return;
+      }
+      const uint64_t before = progress.empty() ? as_of + 1 : progress.back();
+      for (const Update& update : (*event)->updates) {
+        EXPECT_GE(update.time, before) << "an update before the listen's frontier";
+      }
+      pending.insert(pending.end(), (*event)->updates.begin(), (*event)->updates.end());
+      if ((*event)->progress.time() != before) {
+        // A batch is complete: its updates are all before the new frontier.
+        for (const Update& update : pending) {
+          EXPECT_LT(update.time, (*event)->progress.time());
+        }
+        seen.insert(seen.end(), pending.begin(), pending.end());
+        pending.clear();
+        progress.push_back((*event)->progress.time());
+      }
+    }
+  };
+  drain();
+  append(4);
+  drain();
+  append(6);
+  drain();
+  EXPECT_EQ(listen.frontier(), Frontier(upper));
+  // Each batch's upper is a progress step, in order (the batches before as_of + 1 are skipped).
+  std::vector<uint64_t> expected_progress;
+  for (uint64_t u : uppers) {
+    if (u > as_of + 1) {
+      expected_progress.push_back(u);
+    }
+  }
+  EXPECT_EQ(progress, expected_progress);
+  // Compaction merges batches already yielded with batches not yet yielded: their updates still
+  // come exactly once, now as fewer, larger batches.
+  append(4);
+  const absl::StatusOr<CompactionResult> compacted = client_->compact("listen", {.full = true});
+  ASSERT_TRUE(compacted.ok()) << compacted.status();
+  append(3);
+  drain();
+  EXPECT_EQ(listen.frontier(), Frontier(upper));
+  EXPECT_TRUE(std::is_sorted(progress.begin(), progress.end()));
+  EXPECT_EQ(std::adjacent_find(progress.begin(), progress.end()), progress.end());
+  // Exactly the updates after as_of, each once (compare as consolidated multisets).
+  std::vector<Update> after;
+  for (const Update& update : history) {
+    if (update.time > as_of) {
+      after.push_back(update);
+    }
+  }
+  std::map<std::pair<std::string, uint64_t>, int64_t> want, got;
+  for (const Update& u : after) {
+    want[{u.data, u.time}] += u.diff;
+  }
+  for (const Update& u : seen) {
+    got[{u.data, u.time}] += u.diff;
+  }
+  EXPECT_EQ(got, want);
+  // snapshot(as_of) + listen(as_of) is the whole collection.
+  std::vector<Update> all = reader.snapshot(as_of).value();
+  all.insert(all.end(), seen.begin(), seen.end());
+  EXPECT_EQ(consolidate(all, upper), consolidate(history, upper));
+}
+
+TEST_P(ShardTest, ListenRefusesToContinueWhenCompactedPastItsFrontier) {
+  WriteHandle writer = client_->open_writer("listen-since").value();
+  ReadHandle reader = client_->open_reader("listen-since").value();
+  std::vector<Update> first = {{"a", 0, 1}, {"b", 1, 1}};
+  ASSERT_TRUE(writer.compare_and_append(first, Frontier(0), Frontier(2)).value().is_appended());
+  Listen listen = reader.listen(0).value();
+  absl::StatusOr<std::optional<ListenEvent>> event = listen.next();
+  ASSERT_TRUE(event.ok() && event->has_value());
+  ASSERT_EQ(listen.frontier(), Frontier(2));
+  std::vector<Update> second = {{"c", 2, 1}};
+  ASSERT_TRUE(writer.compare_and_append(second, Frontier(2), Frontier(3)).value().is_appended());
+  // The reader lets go of times the listen still needs, and compaction moves "b" to time 2.
+  ASSERT_TRUE(reader.downgrade_since(Frontier(2)).ok());
+  ASSERT_TRUE(client_->compact("listen-since", {.full = true}).ok());
+  event = listen.next();
+  EXPECT_EQ(event.status().code(), absl::StatusCode::kFailedPrecondition) << event.status();
+}
+
+TEST_P(ShardTest, LoserOfARaceGetsUpperMismatchAndTheShardKeepsTheWinner) {
+  std::unique_ptr<PersistClient> other = open_client();
+  WriteHandle a = client_->open_writer("race").value();
+  WriteHandle b = other->open_writer("race").value();
+  std::vector<Update> from_a = {{"from a", 0, 1}};
+  std::vector<Update> from_b = {{"from b", 0, 1}};
+  ASSERT_TRUE(a.compare_and_append(from_a, Frontier(0), Frontier(5)).value().is_appended());
+  const AppendResult lost = b.compare_and_append(from_b, Frontier(0), Frontier(5)).value();
+  ASSERT_FALSE(lost.is_appended());
+  EXPECT_EQ(lost.mismatch->current, Frontier(5));
+  EXPECT_EQ(b.upper(), Frontier(5)) << "the loser learns the upper";
+  ReadHandle reader = client_->open_reader("race").value();
+  EXPECT_EQ(reader.snapshot(4).value(), (std::vector<Update>{{"from a", 4, 1}}));
+  // The loser's parts were removed: every blob of the shard is referenced by a batch.
+  size_t referenced = 0;
+  for (const auto& batch : client_->describe("race").value().batches) {
+    referenced += batch.num_parts;
+  }
+  auto blob = Blob::open(location_.blob_url).value();
+  EXPECT_EQ(blob->list_keys(a.shard_id().str() + "/").value().size(), referenced);
+}
+
+TEST_P(ShardTest, ConcurrentWritersInThreadsNeverBothWinAnUpper) {
+  constexpr int kWriters = 3;
+  constexpr uint64_t kUpper = 30;
+  std::vector<std::thread> threads;
+  std::vector<std::vector<uint64_t>> won(kWriters);
+  for (int w = 0; w < kWriters; ++w) {
+    threads.emplace_back([&, w] {
+      WriteHandle writer = client_->open_writer("threads").value();
+      Frontier upper = writer.upper();
+      while (upper.time() < kUpper) {
+        std::vector<Update> updates = {{"w" + std::to_string(w), upper.time(), 1}};
+        const AppendResult result =
+            writer.compare_and_append(updates, upper, Frontier(upper.time() + 1)).value();
+        if (result.is_appended()) {
+          won[w].push_back(upper.time());
+          upper = Frontier(upper.time() + 1);
+        } else {
+          ASSERT_LT(upper, result.mismatch->current);
+          upper = result.mismatch->current;
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  std::map<uint64_t, int> winners;
+  for (int w = 0; w < kWriters; ++w) {
+    for (uint64_t t : won[w]) {
+      EXPECT_EQ(winners.count(t), 0u) << "two winners at " << t;
+      winners[t] = w;
+    }
+  }
+  EXPECT_EQ(winners.size(), kUpper);
+  ReadHandle reader = client_->open_reader("threads").value();
+  std::map<std::string, int64_t> expected;
+  for (const auto& [t, w] : winners) {
+    ++expected["w" + std::to_string(w)];
+  }
+  EXPECT_EQ(as_map(reader.snapshot(kUpper - 1).value()), expected);
+}
+
+TEST_P(ShardTest, BatchesAreTransmittable) {
+  std::unique_ptr<PersistClient> worker_client = open_client();
+  WriteHandle worker = worker_client->open_writer("transmit", "worker").value();
+  WriteHandle appender = client_->open_writer("transmit", "appender").value();
+  BatchBuilder builder = worker.builder(Frontier(0));
+  std::vector<Update> updates;
+  for (int i = 0; i < 200; ++i) {
+    updates.push_back({"row " + std::to_string(i % 70), static_cast<uint64_t>(i % 9), 1});
+    ASSERT_TRUE(builder.add(updates.back().data, updates.back().time, 1).ok());
+  }
+  const Batch batch = builder.finish(Frontier(10)).value();
+  EXPECT_GT(batch.parts.size(), 1u);
+  const std::string wire = batch.encode();
+  const Batch received = Batch::decode(wire).value();
+  EXPECT_EQ(received.description, batch.description);
+  EXPECT_EQ(received.num_updates(), batch.num_updates());
+  ASSERT_TRUE(
+      appender.compare_and_append(received, Frontier(0), Frontier(10)).value().is_appended());
+  // A retry of the same append (say, after a lost connection) is recognized, not refused.
+  EXPECT_TRUE(
+      appender.compare_and_append(received, Frontier(0), Frontier(10)).value().is_appended());
+  ReadHandle reader = client_->open_reader("transmit").value();
+  EXPECT_EQ(as_map(reader.snapshot(9).value()), consolidate(updates, 9));
+  EXPECT_EQ(Batch::decode("garbage").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(ShardTest, BatchBuilderUploadsPartsAsTheyFill) {
+  WriteHandle writer = client_->open_writer("streaming").value();
+  BatchBuilder builder = writer.builder(Frontier(0));
+  auto blob = Blob::open(location_.blob_url).value();
+  const std::string prefix = writer.shard_id().str() + "/";
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE(builder.add("update number " + std::to_string(i), 0, 1).ok());
+  }
+  // ~3 KB added with 300-byte parts: most are uploaded before finish, at most
+  // max_parts_in_flight are pending, and one buffer is filling.
+  EXPECT_GE(blob->list_keys(prefix).value().size(), 5u);
+  const Batch batch = builder.finish(Frontier(1)).value();
+  EXPECT_EQ(batch.num_updates(), 100u);
+  ASSERT_TRUE(writer.discard(batch).ok());
+  EXPECT_TRUE(blob->list_keys(prefix).value().empty());
+}
+
+TEST_P(ShardTest, InvalidAppendsAreRefused) {
+  WriteHandle writer = client_->open_writer("invalid").value();
+  BatchBuilder builder = writer.builder(Frontier(10));
+  EXPECT_EQ(builder.add("early", 9, 1).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(builder.add("late", 15, 1).ok());
+  EXPECT_EQ(builder.finish(Frontier(15)).status().code(), absl::StatusCode::kInvalidArgument);
+  BatchBuilder good = writer.builder(Frontier(0));
+  ASSERT_TRUE(good.add("x", 1, 1).ok());
+  const Batch batch = good.finish(Frontier(5)).value();
+  EXPECT_EQ(writer.compare_and_append(batch, Frontier(0), Frontier(6)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(writer.compare_and_append(batch, Frontier(1), Frontier(5)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ReadHandle reader = client_->open_reader("invalid").value();
+  EXPECT_EQ(reader.snapshot(0).status().code(), absl::StatusCode::kFailedPrecondition)
+      << "nothing is final yet";
+}
+
+TEST_P(ShardTest, LeasedAndCriticalHoldsKeepTheSinceBack) {
+  WriteHandle writer = client_->open_writer("holds").value();
+  std::vector<Update> updates = {{"a", 0, 1}, {"a", 5, 1}, {"b", 7, 1}};
+  ASSERT_TRUE(writer.compare_and_append(updates, Frontier(0), Frontier(10)).value().is_appended());
+  ReadHandle leased = client_->open_reader("holds").value();
+  const CriticalReaderId id = CriticalReaderId::random();
+  SinceHandle critical = client_->open_critical_since("holds", id).value();
+  EXPECT_EQ(critical.epoch(), 0u);
+  ASSERT_TRUE(leased.downgrade_since(Frontier(8)).ok());
+  EXPECT_EQ(client_->describe("holds").value().since, Frontier(0)) << "held by the critical";
+  SinceResult moved = critical.compare_and_downgrade_since(0, 1, Frontier(6)).value();
+  EXPECT_FALSE(moved.mismatch);
+  EXPECT_EQ(moved.since, Frontier(6));
+  EXPECT_EQ(client_->describe("holds").value().since, Frontier(6));
+  // A stale incarnation is fenced out.
+  SinceResult fenced = critical.compare_and_downgrade_since(0, 2, Frontier(9)).value();
+  ASSERT_TRUE(fenced.mismatch);
+  EXPECT_EQ(fenced.mismatch->current, 1u);
+  EXPECT_EQ(fenced.since, Frontier(6));
+  // The hold is durable: another client opening the same id finds it.
+  std::unique_ptr<PersistClient> restarted = open_client();
+  SinceHandle reopened = restarted->open_critical_since("holds", id).value();
+  EXPECT_EQ(reopened.epoch(), 1u);
+  EXPECT_EQ(reopened.since(), Frontier(6));
+  ASSERT_TRUE(client_->compact("holds", {.full = true}).ok());
+  EXPECT_EQ(leased.snapshot(6).value(), (std::vector<Update>{{"a", 6, 2}}));
+  EXPECT_EQ(leased.snapshot(5).status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_FALSE(reopened.expire(1).value().has_value());
+  EXPECT_EQ(client_->describe("holds").value().since, Frontier(8)) << "only the leased hold left";
+}
+
+TEST_P(ShardTest, ExpiredWritersAndReadersAreFencedOut) {
+  absl::Time now = absl::Now();
+  PersistConfig config = small_config();
+  config.clock = [&now] { return now; };
+  std::unique_ptr<PersistClient> client = open_client(config);
+  WriteHandle writer = client->open_writer("leases").value();
+  ReadHandle reader = client->open_reader("leases").value();
+  BatchBuilder abandoned = writer.builder(Frontier(0));
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(abandoned.add("orphan part " + std::to_string(i), 0, 1).ok());
+  }
+  const Batch batch = abandoned.finish(Frontier(1)).value();
+  // Time passes without heartbeats.
+  now += config.writer_lease + absl::Minutes(1);
+  const GcResult gc = client->gc("leases").value();
+  EXPECT_EQ(gc.expired_writers, 1u);
+  EXPECT_EQ(gc.expired_readers, 1u);
+  EXPECT_EQ(gc.blobs_deleted, batch.parts.size());
+  EXPECT_EQ(writer.compare_and_append(batch, Frontier(0), Frontier(1)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(reader.snapshot(0).status().code(), absl::StatusCode::kFailedPrecondition);
+  // Another writer cannot append the expired writer's batch either: its parts are gone.
+  WriteHandle other = client->open_writer("leases").value();
+  EXPECT_EQ(other.compare_and_append(batch, Frontier(0), Frontier(1)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_P(ShardTest, GcRemovesCompactedPartsOnceNoReadHoldsThem) {
+  WriteHandle writer = client_->open_writer("gc").value();
+  for (uint64_t t = 0; t < 6; ++t) {
+    std::vector<Update> updates;
+    for (int i = 0; i < 30; ++i) {
+      updates.push_back({"row " + std::to_string(i) + " of batch " + std::to_string(t), t, 1});
+    }
+    ASSERT_TRUE(
+        writer.compare_and_append(updates, Frontier(t), Frontier(t + 1)).value().is_appended());
+  }
+  ReadHandle reader = client_->open_reader("gc").value();
+  SnapshotCursor cursor = reader.snapshot_cursor(5).value();  // Holds the current version.
+  ASSERT_TRUE(client_->compact("gc", {.full = true}).ok());
+  auto blob = Blob::open(location_.blob_url).value();
+  const std::string prefix = writer.shard_id().str() + "/";
+  const size_t before = blob->list_keys(prefix).value().size();
+  ASSERT_TRUE(client_->gc("gc").ok());
+  EXPECT_EQ(blob->list_keys(prefix).value().size(), before) << "the cursor's parts are held";
+  size_t rows = 0;
+  while (cursor.next()) {
+    ++rows;
+  }
+  ASSERT_TRUE(cursor.status().ok()) << cursor.status();
+  EXPECT_EQ(rows, 180u);
+  cursor = reader.snapshot_cursor(5).value();  // Releases the old version.
+  ASSERT_TRUE(reader.heartbeat().ok());
+  const GcResult gc = client_->gc("gc").value();
+  EXPECT_GT(gc.blobs_deleted, 0u);
+  EXPECT_GT(gc.versions_truncated, 0u);
+  size_t referenced = 0;
+  for (const auto& batch : client_->describe("gc").value().batches) {
+    referenced += batch.num_parts;
+  }
+  EXPECT_EQ(blob->list_keys(prefix).value().size(), referenced);
+  rows = 0;
+  while (cursor.next()) {
+    ++rows;
+  }
+  ASSERT_TRUE(cursor.status().ok()) << cursor.status();
+  EXPECT_EQ(rows, 180u);
+}
+
+TEST_P(ShardTest, NamesMapToStableIds) {
+  WriteHandle a = client_->open_writer("orders").value();
+  std::unique_ptr<PersistClient> other = open_client();
+  ReadHandle b = other->open_reader("orders").value();
+  EXPECT_EQ(a.shard_id(), b.shard_id());
+  ASSERT_TRUE(client_->open_writer("customers").ok());
+  const std::vector<ShardName> shards = other->list_shards().value();
+  ASSERT_EQ(shards.size(), 2u);
+  EXPECT_EQ(shards[0].name, "customers");
+  EXPECT_EQ(shards[1].name, "orders");
+  EXPECT_EQ(shards[1].id, a.shard_id());
+  EXPECT_EQ(client_->describe("nope").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(client_->open_writer("").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, ShardTest, ::testing::Values("mem", "sqlite"));
+INSTANTIATE_TEST_SUITE_P(Postgres, ShardTest, ::testing::Values("postgres"));
+
+}  // namespace
+}  // namespace weir::persist

@@ -1,0 +1,16 @@
+// The subcommands of the `weir` tool. Each lives in its own file and registers itself on the
+// CLI11 app; main.cc only calls these.
+//
+// A command reports failure by printing its error to stderr and throwing
+// CLI::RuntimeError(exit_code), which main turns into the exit status.
+
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace weir::tools {
+
+// `weir persist [--persist DIR | --blob URL --consensus URL] ls | describe SHARD | cat SHARD`.
+void add_persist_command(CLI::App& app);
+
+}  // namespace weir::tools

@@ -1,0 +1,194 @@
+// `weir persist`: inspects persist shards.
+//
+//   weir persist --persist DIR ls
+//   weir persist --blob file:///path --consensus sqlite:///path/consensus.db describe SHARD
+//   weir persist --blob file:///path --consensus postgres://... cat SHARD [--as-of T]
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/time/time.h"
+#include "commands.h"
+
+#include "weir/sinks/persist/client.h"
+
+namespace weir::tools {
+namespace {
+
+using persist::Frontier;
+using persist::PersistClient;
+using persist::PersistLocation;
+
+struct PersistOptions {
+  std::string dir;
+  std::string blob_url;
+  std::string consensus_url;
+  std::string shard;
+  std::optional<uint64_t> as_of;
+};
+
+[[noreturn]] void fail(const absl::Status& status) {
+  std::cerr << "weir persist: " << status << "\n";
+  throw CLI::RuntimeError(1);
+}
+
+template <class T>
+T value_or_fail(absl::StatusOr<T> result) {
+  if (!result.ok()) {
+    fail(result.status());
+  }
+  return *std::move(result);
+}
+
+std::unique_ptr<PersistClient> open_client(const PersistOptions& options) {
+  if (options.dir.empty() && (options.blob_url.empty() || options.consensus_url.empty())) {
+    fail(absl::InvalidArgumentError("give --persist DIR, or --blob URL and --consensus URL"));
+  }
+  const PersistLocation location = options.dir.empty()
+                                       ? PersistLocation{options.blob_url, options.consensus_url}
+                                       : PersistLocation::in_directory(options.dir);
+  return value_or_fail(PersistClient::open(location));
+}
+
+// Data bytes as one line: printable ASCII as is, '\\', tab and newline as C escapes, other bytes
+// as \xNN.
+std::string escape(std::string_view data) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(data.size());
+  for (const char c : data) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (byte >= 0x20 && byte < 0x7f) {
+      out += c;
+    } else {
+      out += "\\x";
+      out += kHex[byte >> 4];
+      out += kHex[byte & 0xF];
+    }
+  }
+  return out;
+}
+
+std::string format_time(absl::Time time) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", time, absl::UTCTimeZone());
+}
+
+void list_shards(const PersistOptions& options) {
+  for (const persist::ShardName& shard : value_or_fail(open_client(options)->list_shards())) {
+    std::cout << shard.name << "\n";
+  }
+}
+
+void describe_shard(const PersistOptions& options) {
+  const persist::ShardDescription d = value_or_fail(open_client(options)->describe(options.shard));
+  std::cout << "shard           " << d.name << "\n"
+            << "id              " << d.id.str() << "\n"
+            << "seqno           " << d.seqno << "\n"
+            << "written         " << (d.seqno == 0 ? "never" : format_time(d.walltime)) << "\n"
+            << "upper           " << d.upper.to_string() << "\n"
+            << "since           " << d.since.to_string() << "\n";
+  uint64_t updates = 0;
+  uint64_t bytes = 0;
+  for (const auto& batch : d.batches) {
+    updates += batch.num_updates;
+    bytes += batch.encoded_bytes;
+  }
+  std::cout << "batches         " << d.batches.size() << " (" << updates << " updates, " << bytes
+            << " bytes encoded)\n";
+  for (const auto& batch : d.batches) {
+    std::cout << "  ["
+              << (batch.description.lower.is_empty()
+                      ? std::string("-")
+                      : std::to_string(batch.description.lower.time()))
+              << ", "
+              << (batch.description.upper.is_empty()
+                      ? std::string("inf")
+                      : std::to_string(batch.description.upper.time()))
+              << ")  since " << batch.description.since.to_string() << "  parts " << batch.num_parts
+              << "  runs " << batch.num_runs << "  updates " << batch.num_updates << "  bytes "
+              << batch.update_bytes << " (encoded " << batch.encoded_bytes << ")\n";
+  }
+  std::cout << "writers         " << d.writers.size() << "\n";
+  for (const auto& writer : d.writers) {
+    std::cout << "  " << writer.writer_id << "  \"" << escape(writer.purpose) << "\"  heartbeat "
+              << format_time(writer.last_heartbeat) << "  lease "
+              << absl::FormatDuration(writer.lease) << "\n";
+  }
+  std::cout << "leased readers  " << d.leased_readers.size() << "\n";
+  for (const auto& reader : d.leased_readers) {
+    std::cout << "  " << reader.reader_id << "  \"" << escape(reader.purpose) << "\"  since "
+              << reader.since.to_string() << "  seqno " << reader.seqno << "  heartbeat "
+              << format_time(reader.last_heartbeat) << "  lease "
+              << absl::FormatDuration(reader.lease) << "\n";
+  }
+  std::cout << "critical readers " << d.critical_readers.size() << "\n";
+  for (const auto& reader : d.critical_readers) {
+    std::cout << "  " << reader.reader_id << "  \"" << escape(reader.purpose) << "\"  since "
+              << reader.since.to_string() << "  epoch " << reader.epoch << "\n";
+  }
+}
+
+void cat_shard(const PersistOptions& options) {
+  std::unique_ptr<PersistClient> client = open_client(options);
+  persist::SnapshotCursor cursor =
+      value_or_fail(client->inspect_snapshot(options.shard, options.as_of));
+  std::string line;
+  while (cursor.next()) {
+    line = escape(cursor.data());
+    line += '\t';
+    line += std::to_string(cursor.time());
+    line += '\t';
+    line += std::to_string(cursor.diff());
+    line += '\n';
+    std::cout << line;
+  }
+  std::cout.flush();
+  if (!cursor.status().ok()) {
+    fail(cursor.status());
+  }
+}
+
+}  // namespace
+
+void add_persist_command(CLI::App& app) {
+  auto options = std::make_shared<PersistOptions>();
+  CLI::App* persist = app.add_subcommand("persist", "Inspect persist shards");
+  persist->require_subcommand(1);
+  CLI::Option* dir = persist->add_option(
+      "--persist", options->dir,
+      "Persist directory: blobs in DIR/blob, SQLite consensus in DIR/consensus.db");
+  CLI::Option* blob =
+      persist->add_option("--blob", options->blob_url, "Blob store URL: file:///DIR or mem://");
+  CLI::Option* consensus =
+      persist->add_option("--consensus", options->consensus_url,
+                          "Consensus URL: sqlite:///PATH/consensus.db or postgres://...");
+  dir->excludes(blob)->excludes(consensus);
+  blob->needs(consensus);
+  consensus->needs(blob);
+
+  CLI::App* ls = persist->add_subcommand("ls", "Print the shard names, one per line");
+  ls->final_callback([options] { list_shards(*options); });
+
+  CLI::App* describe =
+      persist->add_subcommand("describe", "Print a shard's upper, since, batches and handles");
+  describe->add_option("SHARD", options->shard, "Shard name")->required();
+  describe->final_callback([options] { describe_shard(*options); });
+
+  CLI::App* cat = persist->add_subcommand(
+      "cat", "Print the consolidated contents as DATA<tab>TIME<tab>DIFF lines");
+  cat->add_option("SHARD", options->shard, "Shard name")->required();
+  cat->add_option("--as-of", options->as_of,
+                  "Read at this time (default: the latest readable time, upper - 1)");
+  cat->final_callback([options] { cat_shard(*options); });
+}
+
+}  // namespace weir::tools
