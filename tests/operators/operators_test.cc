@@ -323,7 +323,7 @@ TEST_P(OperatorsTest, UnorderedInputSendsAtAnyHeldTime) {
     Out seen;
     ProbeHandle<T> probe;
     std::optional<UnorderedInput<T, uint64_t>> input;
-    std::optional<Capability<T>> cap;
+    std::optional<UnorderedInput<T, uint64_t>::ActivateCapability> cap;
     worker.dataflow<T>([&](Scope<T>& scope) {
       auto [handle, initial, stream] = new_unordered_input<uint64_t>(scope);
       input.emplace(std::move(handle));
@@ -336,12 +336,10 @@ TEST_P(OperatorsTest, UnorderedInputSendsAtAnyHeldTime) {
     input->session(at5).give(50);
     input->session(at3).give(30);
     at3 = at5;  // Drop time 3.
-    input->activate();
     testing::step_until(worker, [&] { return !probe.less_than(5); });
     const bool held_at_5 = probe.less_equal(5);
-    at3 = at5.delayed(6);
-    at5 = at3;
-    input->activate();
+    at5.downgrade(6);
+    at3 = at5;
     testing::step_until(worker, [&] { return !probe.less_than(6); });
     return std::pair{seen, held_at_5};
   });

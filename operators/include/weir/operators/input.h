@@ -8,8 +8,10 @@
 //   input.send("hello");
 //   input.advance_to(1);
 //
-// `new_unordered_input<D>(scope)` gives the caller a capability and an UnorderedInput handle to
-// send at any time the caller holds a capability for, in any order.
+// `new_unordered_input<D>(scope)` gives the caller an ActivateCapability and an UnorderedInput
+// handle to send at any time the caller holds a capability for, in any order. An
+// ActivateCapability schedules its operator whenever it is downgraded or dropped, so the change
+// reaches the progress protocol even though it happens outside the operator.
 //
 // Thread safety: worker-local. Sending to a handle whose dataflow was dropped does nothing.
 
@@ -171,6 +173,55 @@ class UnorderedInput {
     LocalActivator* scope = nullptr;
     uint32_t node = 0;
     std::optional<Capability<T>> capability;  // Unused: the caller holds the capabilities.
+
+    void activate() {
+      if (alive) scope->activate_child(node);
+    }
+  };
+
+  // A capability of an unordered input, held by the caller: copying, downgrading and dropping
+  // it schedule the input's operator so the change is reported.
+  class ActivateCapability {
+   public:
+    ActivateCapability(Capability<T> capability, std::shared_ptr<State> state)
+        : capability_(std::move(capability)), state_(std::move(state)) {}
+    ActivateCapability(const ActivateCapability&) = default;
+    ActivateCapability(ActivateCapability&&) noexcept = default;
+    ActivateCapability& operator=(const ActivateCapability& other) {
+      capability_ = other.capability_;
+      state_ = other.state_;
+      activate();
+      return *this;
+    }
+    ActivateCapability& operator=(ActivateCapability&& other) noexcept {
+      capability_ = std::move(other.capability_);
+      state_ = std::move(other.state_);
+      activate();
+      return *this;
+    }
+    ~ActivateCapability() {
+      if (capability_) {
+        capability_.reset();
+        activate();
+      }
+    }
+
+    const T& time() const { return capability_->time(); }
+    void downgrade(const T& time) {
+      capability_->downgrade(time);
+      activate();
+    }
+    ActivateCapability delayed(const T& time) const {
+      return ActivateCapability(capability_->delayed(time), state_);
+    }
+    const Capability<T>& capability() const { return *capability_; }
+
+   private:
+    void activate() {
+      if (state_) state_->activate();
+    }
+    std::optional<Capability<T>> capability_;
+    std::shared_ptr<State> state_;
   };
 
   class Session {
@@ -182,7 +233,7 @@ class UnorderedInput {
     ~Session() {
       if (state_->alive) {
         state_->port->flush();
-        state_->scope->activate_child(state_->node);
+        state_->activate();
       }
     }
     Session(const Session&) = delete;
@@ -196,14 +247,10 @@ class UnorderedInput {
   explicit UnorderedInput(std::shared_ptr<State> state) : state_(std::move(state)) {}
 
   // A session at `capability`'s time. REQUIRES: a capability of this input.
-  Session session(const Capability<T>& capability) {
-    WEIR_CHECK(!state_->alive || capability.output_identity() == state_->identity)
+  Session session(const ActivateCapability& capability) {
+    WEIR_CHECK(!state_->alive || capability.capability().output_identity() == state_->identity)
         << "capability of another operator used with an unordered input";
     return Session(state_, capability.time());
-  }
-  // Call after dropping or downgrading capabilities outside a session, so progress is reported.
-  void activate() {
-    if (state_->alive) state_->scope->activate_child(state_->node);
   }
 
  private:
@@ -213,8 +260,8 @@ class UnorderedInput {
 // An unordered input: returns its handle, the initial capability (at the minimum time) and the
 // stream.
 template <class D, Timestamp T>
-std::tuple<UnorderedInput<T, D>, Capability<T>, Stream<T, D>> new_unordered_input(
-    Scope<T>& scope) {
+std::tuple<UnorderedInput<T, D>, typename UnorderedInput<T, D>::ActivateCapability, Stream<T, D>>
+new_unordered_input(Scope<T>& scope) {
   using State = typename UnorderedInput<T, D>::State;
   OperatorBuilder<T> builder("UnorderedInput", scope);
   auto [output, stream] = builder.template add_output<D>();
@@ -230,7 +277,8 @@ std::tuple<UnorderedInput<T, D>, Capability<T>, Stream<T, D>> new_unordered_inpu
     auto guard = std::make_shared<internal::InputGuard<State>>(state);
     return [guard](std::span<const MutableAntichain<T>>) {};
   });
-  return {UnorderedInput<T, D>(state), std::move(*initial), stream};
+  return {UnorderedInput<T, D>(state),
+          typename UnorderedInput<T, D>::ActivateCapability(std::move(*initial), state), stream};
 }
 
 }  // namespace weir
