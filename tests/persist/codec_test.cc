@@ -3,9 +3,9 @@
 
 #include "codec.h"
 
+#include "gtest/gtest.h"
 #include <zstd.h>
 
-#include "gtest/gtest.h"
 #include "weir/persist/v1/part.pb.h"
 
 namespace weir::persist::internal {
@@ -61,8 +61,8 @@ TEST(CodecTest, PartsWrittenByGeneratedCodeDecode) {
   envelope.set_codec(proto::ProtoPart::CODEC_ZSTD);
   envelope.set_uncompressed_bytes(plain.size());
   std::string compressed(ZSTD_compressBound(plain.size()), '\0');
-  compressed.resize(ZSTD_compress(compressed.data(), compressed.size(), plain.data(),
-                                  plain.size(), 1));
+  compressed.resize(
+      ZSTD_compress(compressed.data(), compressed.size(), plain.data(), plain.size(), 1));
   envelope.set_payload(compressed);
   const PartRef ref{"s1/w1/p1", 0, columns.size(), 0};
   absl::StatusOr<std::shared_ptr<const DecodedPart>> part =

@@ -66,6 +66,7 @@ class BatchBuilderImpl {
 
  private:
   absl::Status flush();
+  size_t part_target_bytes() const { return writer_->shard().core().config().part_target_bytes; }
 
   std::shared_ptr<WriterCore> writer_;
   Frontier lower_;

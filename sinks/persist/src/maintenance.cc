@@ -184,7 +184,7 @@ absl::StatusOr<std::vector<PartRef>> merge_runs(const Shard& shard, WriterCore& 
   RunMerger merger(std::move(cursors));
   PartUploader uploader(core.pool(), core.blob(), shard.id().str(), config.zstd_level,
                         config.max_parts_in_flight);
-  proto::ProtoColumnarUpdates columns;
+  Columns columns;
   std::vector<std::pair<uint64_t, int64_t>> entries;
   const auto flush = [&]() -> absl::Status {
     WEIR_RETURN_IF_ERROR(writer.maybe_heartbeat());
@@ -193,13 +193,10 @@ absl::StatusOr<std::vector<PartRef>> merge_runs(const Shard& shard, WriterCore& 
         [columns = std::exchange(columns, {})]() mutable { return std::move(columns); });
   };
   absl::Status status;
-  while (status.ok() && merger.next_key()) {
-    entries = merger.entries();
-    if (!since.is_empty()) {
-      for (auto& entry : entries) {
-        entry.first = std::max(entry.first, since.time());
-      }
-    }
+  const auto collect = [&](uint64_t time, int64_t diff) {
+    entries.emplace_back(since.is_empty() ? time : std::max(time, since.time()), diff);
+  };
+  while (status.ok() && (entries.clear(), merger.next_key(collect))) {
     std::sort(entries.begin(), entries.end());
     for (size_t i = 0; i < entries.size();) {
       int64_t diff = 0;
@@ -209,18 +206,18 @@ absl::StatusOr<std::vector<PartRef>> merge_runs(const Shard& shard, WriterCore& 
                                     static_cast<uint64_t>(entries[j].second));
       }
       if (diff != 0) {
-        append_update(columns, merger.key(), entries[i].first, diff);
+        columns.append(merger.key(), entries[i].first, diff);
       }
       i = j;
     }
-    if (update_bytes(columns) >= config.part_target_bytes) {
+    if (columns.update_bytes() >= config.part_target_bytes) {
       status = flush();
     }
   }
   if (status.ok()) {
     status = merger.status();
   }
-  if (status.ok() && columns.data_lens_size() > 0) {
+  if (status.ok() && !columns.empty()) {
     status = flush();
   }
   absl::StatusOr<std::vector<WrittenPart>> parts =

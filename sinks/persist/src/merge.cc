@@ -19,7 +19,7 @@ bool RunCursor::advance() {
     return false;
   }
   if (started_ && part_ != nullptr && index_ + 1 < part_->size()) {
-    ++index_;
+    data_ = part_->data(++index_);
     return true;
   }
   started_ = true;
@@ -36,6 +36,7 @@ bool RunCursor::advance() {
     index_ = 0;
     prefetch();
     if (part_->size() > 0) {
+      data_ = part_->data(0);
       return true;
     }
   }
@@ -43,81 +44,48 @@ bool RunCursor::advance() {
   return false;
 }
 
-RunMerger::RunMerger(std::vector<RunCursor> runs) : runs_(std::move(runs)) {}
-
-void RunMerger::sift_down(size_t i) {
-  const size_t n = heap_.size();
-  while (true) {
-    const size_t left = 2 * i + 1;
-    if (left >= n) {
-      return;
-    }
-    size_t smallest = left;
-    if (left + 1 < n && less(heap_[left + 1], heap_[left])) {
-      smallest = left + 1;
-    }
-    if (!less(heap_[smallest], heap_[i])) {
-      return;
-    }
-    std::swap(heap_[i], heap_[smallest]);
-    i = smallest;
+RunMerger::RunMerger(std::vector<RunCursor> runs) : runs_(std::move(runs)) {
+  while (leaves_ < runs_.size()) {
+    leaves_ *= 2;
   }
 }
 
-void RunMerger::pop() {
-  heap_[0] = heap_.back();
-  heap_.pop_back();
-  if (!heap_.empty()) {
-    sift_down(0);
-  }
-}
-
-bool RunMerger::next_key() {
-  if (!status_.ok()) {
-    return false;
-  }
-  if (!started_) {
-    started_ = true;
-    for (uint32_t r = 0; r < runs_.size(); ++r) {
-      if (runs_[r].advance()) {
-        heap_.push_back(r);
-      } else if (!runs_[r].status().ok()) {
-        status_ = runs_[r].status();
-        return false;
-      }
-    }
-    for (size_t i = heap_.size() / 2; i-- > 0;) {
-      sift_down(i);
-    }
-  }
-  entries_.clear();
-  if (heap_.empty()) {
-    key_part_ = nullptr;
-    key_ = {};
-    return false;
-  }
-  key_part_ = runs_[heap_[0]].part();
-  key_ = runs_[heap_[0]].data();
-  while (!heap_.empty()) {
-    RunCursor& run = runs_[heap_[0]];
-    if (run.data() != key_) {
-      break;
-    }
-    bool more;
-    do {
-      entries_.emplace_back(run.time(), run.diff());
-      more = run.advance();
-    } while (more && run.data() == key_);
-    if (more) {
-      sift_down(0);
-    } else if (!run.status().ok()) {
-      status_ = run.status();
+bool RunMerger::start() {
+  started_ = true;
+  exhausted_.assign(leaves_, 1);  // Padding leaves are exhausted runs.
+  for (uint32_t r = 0; r < runs_.size(); ++r) {
+    if (runs_[r].advance()) {
+      exhausted_[r] = 0;
+    } else if (!runs_[r].status().ok()) {
+      status_ = runs_[r].status();
       return false;
-    } else {
-      pop();
     }
   }
+  // Play the matches bottom-up: winners[node] is the winner below `node`.
+  std::vector<uint32_t> winners(2 * leaves_);
+  for (uint32_t leaf = 0; leaf < leaves_; ++leaf) {
+    winners[leaves_ + leaf] = leaf;
+  }
+  tree_.assign(leaves_, 0);
+  for (uint32_t node = leaves_ - 1; node >= 1; --node) {
+    const uint32_t left = winners[2 * node];
+    const uint32_t right = winners[2 * node + 1];
+    const bool left_wins = !before(right, left);
+    winners[node] = left_wins ? left : right;
+    tree_[node] = left_wins ? right : left;
+  }
+  tree_[0] = winners[1];
   return true;
+}
+
+void RunMerger::replay(uint32_t run) {
+  uint32_t winner = run;
+  for (uint32_t node = (leaves_ + run) / 2; node >= 1; node /= 2) {
+    if (before(tree_[node], winner)) {
+      std::swap(tree_[node], winner);
+    }
+  }
+  tree_[0] = winner;
 }
 
 }  // namespace weir::persist::internal

@@ -1,5 +1,6 @@
 // Reading parts in order: RunCursor walks one run part by part, fetching the next part ahead on
-// the I/O threads; RunMerger merges runs by data (a k-way merge over a heap of runs).
+// the I/O threads; RunMerger merges runs by data with a loser tree (log2(runs) comparisons per
+// update).
 
 #pragma once
 
@@ -30,7 +31,7 @@ class RunCursor {
   bool advance();
 
   // The current update. REQUIRES: the last advance() returned true.
-  std::string_view data() const { return part_->data(index_); }
+  std::string_view data() const { return data_; }
   uint64_t time() const { return part_->time(index_); }
   int64_t diff() const { return part_->diff(index_); }
   // The part data() points into.
@@ -50,40 +51,84 @@ class RunCursor {
   Fetched prefetched_;
   std::shared_ptr<const DecodedPart> part_;
   size_t index_ = 0;
+  std::string_view data_;  // part_->data(index_), kept for the merge's comparisons.
   bool started_ = false;
   absl::Status status_;
 };
 
-// Merges runs sorted by (data, time) into one sequence of distinct data, each with the
-// (time, diff) pairs of every run.
+// Merges runs sorted by (data, time) into one sequence of distinct data.
 //
 // Thread safety: worker-local.
 class RunMerger {
  public:
   explicit RunMerger(std::vector<RunCursor> runs);
 
-  // Moves to the next distinct data. False at the end or on an error (see status()).
-  bool next_key();
+  // Moves to the next distinct data and calls visit(time, diff) for each of its updates in every
+  // run. False at the end or on an error (see status()).
+  template <class Visit>
+  bool next_key(Visit&& visit);
 
   // REQUIRES: the last next_key() returned true. key() stays valid until the next next_key().
   std::string_view key() const { return key_; }
-  const std::vector<std::pair<uint64_t, int64_t>>& entries() const { return entries_; }
 
   const absl::Status& status() const { return status_; }
 
  private:
-  bool less(uint32_t a, uint32_t b) const { return runs_[a].data() < runs_[b].data(); }
-  void sift_down(size_t i);
-  // Removes the top of the heap.
-  void pop();
+  // True if run `a` comes before run `b`; exhausted runs come last.
+  bool before(uint32_t a, uint32_t b) const {
+    if (exhausted_[a] || exhausted_[b]) {
+      return !exhausted_[a] && exhausted_[b];
+    }
+    return runs_[a].data() < runs_[b].data();
+  }
+  bool start();
+  // Plays run `run` up the tree after its current update changed.
+  void replay(uint32_t run);
 
   std::vector<RunCursor> runs_;
-  std::vector<uint32_t> heap_;  // Runs with a current update; a min-heap by data.
+  std::vector<char> exhausted_;
+  // tree_[0] is the run with the smallest data; tree_[1 .. leaves) hold the loser of each match.
+  std::vector<uint32_t> tree_;
+  uint32_t leaves_ = 1;  // A power of two >= runs_.size(); leaf i is run i.
   bool started_ = false;
   std::shared_ptr<const DecodedPart> key_part_;  // Keeps key_ alive.
   std::string_view key_;
-  std::vector<std::pair<uint64_t, int64_t>> entries_;
   absl::Status status_;
 };
+
+template <class Visit>
+bool RunMerger::next_key(Visit&& visit) {
+  if (!status_.ok() || (!started_ && !start())) {
+    return false;
+  }
+  uint32_t run = tree_[0];
+  if (runs_.empty() || exhausted_[run]) {
+    key_part_ = nullptr;
+    key_ = {};
+    return false;
+  }
+  if (runs_[run].part().get() != key_part_.get()) {
+    key_part_ = runs_[run].part();
+  }
+  key_ = runs_[run].data();
+  do {
+    RunCursor& cursor = runs_[run];
+    bool more;
+    do {
+      visit(cursor.time(), cursor.diff());
+      more = cursor.advance();
+    } while (more && cursor.data() == key_);
+    if (!more) {
+      if (!cursor.status().ok()) {
+        status_ = cursor.status();
+        return false;
+      }
+      exhausted_[run] = 1;
+    }
+    replay(run);
+    run = tree_[0];
+  } while (!exhausted_[run] && runs_[run].data() == key_);
+  return true;
+}
 
 }  // namespace weir::persist::internal

@@ -1,6 +1,7 @@
 #include "parts.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "str_cat.h"
@@ -29,6 +30,12 @@ int64_t add_diffs(int64_t a, int64_t b) {
 
 }  // namespace
 
+PartBuffer::PartBuffer(size_t expected_bytes) {
+  // Grown by doubling, a buffer of this size would be copied and page-faulted in several times.
+  arena_.reserve(expected_bytes);
+  entries_.reserve(expected_bytes / 64);
+}
+
 void PartBuffer::add(std::string_view data, uint64_t time, int64_t diff) {
   WEIR_DCHECK(data.size() <= kMaxDataBytes && fits(data.size())) << "callers cut parts first";
   entries_.push_back({prefix_of(data), static_cast<uint32_t>(arena_.size()),
@@ -36,21 +43,48 @@ void PartBuffer::add(std::string_view data, uint64_t time, int64_t diff) {
   arena_.append(data);
 }
 
-proto::ProtoColumnarUpdates PartBuffer::sort_and_consolidate() && {
+Columns PartBuffer::sort_and_consolidate() && {
   const char* arena = arena_.data();
   const auto view = [arena](const Entry& e) { return std::string_view(arena + e.offset, e.size); };
-  std::sort(entries_.begin(), entries_.end(), [&](const Entry& a, const Entry& b) {
+  const auto less = [&](const Entry& a, const Entry& b) {
     if (a.prefix != b.prefix) {
       return a.prefix < b.prefix;
     }
     const int c = view(a).compare(view(b));
     return c != 0 ? c < 0 : a.time < b.time;
-  });
-  proto::ProtoColumnarUpdates columns;
-  columns.mutable_data()->reserve(arena_.size());
-  columns.mutable_data_lens()->Reserve(static_cast<int>(entries_.size()));
-  columns.mutable_times()->Reserve(static_cast<int>(entries_.size()));
-  columns.mutable_diffs()->Reserve(static_cast<int>(entries_.size()));
+  };
+  // One radix pass on the 8 highest prefix bits that differ, then a comparison sort of each of the
+  // 256 buckets, which fit in cache: about twice as fast as sorting everything at once.
+  uint64_t differing = 0;
+  for (const Entry& entry : entries_) {
+    differing |= entry.prefix ^ entries_.front().prefix;
+  }
+  if (differing == 0 || entries_.size() < 4096) {
+    std::sort(entries_.begin(), entries_.end(), less);
+  } else {
+    const int shift = std::max(0, 63 - std::countl_zero(differing) - 7);
+    const auto bucket = [shift](const Entry& e) { return (e.prefix >> shift) & 0xFF; };
+    size_t starts[257] = {};
+    for (const Entry& entry : entries_) {
+      ++starts[bucket(entry) + 1];
+    }
+    for (int b = 0; b < 256; ++b) {
+      starts[b + 1] += starts[b];
+    }
+    std::vector<Entry> sorted(entries_.size());
+    size_t next[256];
+    std::copy(starts, starts + 256, next);
+    for (const Entry& entry : entries_) {
+      sorted[next[bucket(entry)]++] = entry;
+    }
+    for (int b = 0; b < 256; ++b) {
+      std::sort(sorted.begin() + static_cast<long>(starts[b]),
+                sorted.begin() + static_cast<long>(starts[b + 1]), less);
+    }
+    entries_ = std::move(sorted);
+  }
+  Columns columns;
+  columns.reserve(entries_.size(), arena_.size());
   for (size_t i = 0; i < entries_.size();) {
     const Entry& first = entries_[i];
     int64_t diff = first.diff;
@@ -61,26 +95,13 @@ proto::ProtoColumnarUpdates PartBuffer::sort_and_consolidate() && {
       ++j;
     }
     if (diff != 0) {
-      append_update(columns, view(first), first.time, diff);
+      columns.append(view(first), first.time, diff);
     }
     i = j;
   }
   std::string().swap(arena_);
   std::vector<Entry>().swap(entries_);
   return columns;
-}
-
-void append_update(proto::ProtoColumnarUpdates& columns, std::string_view data, uint64_t time,
-                   int64_t diff) {
-  columns.mutable_data()->append(data);
-  columns.add_data_lens(static_cast<uint32_t>(data.size()));
-  columns.add_times(time);
-  columns.add_diffs(diff);
-  columns.set_num_updates(columns.num_updates() + 1);
-}
-
-uint64_t update_bytes(const proto::ProtoColumnarUpdates& columns) {
-  return columns.data().size() + 16 * static_cast<uint64_t>(columns.data_lens_size());
 }
 
 bool continues_run(const WrittenPart& previous, const WrittenPart& next) {
@@ -96,8 +117,7 @@ PartUploader::PartUploader(ThreadPool& pool, std::shared_ptr<Blob> blob, std::st
       zstd_level_(zstd_level),
       max_in_flight_(std::max<size_t>(1, max_in_flight)) {}
 
-absl::Status PartUploader::upload(std::string key,
-                                  absl::AnyInvocable<proto::ProtoColumnarUpdates() &&> produce) {
+absl::Status PartUploader::upload(std::string key, absl::AnyInvocable<Columns() &&> produce) {
   WEIR_RETURN_IF_ERROR(error_);
   while (pending_.size() >= max_in_flight_) {
     WEIR_RETURN_IF_ERROR(collect_oldest());
@@ -106,20 +126,20 @@ absl::Status PartUploader::upload(std::string key,
   pending_.push_back(pool_->submit(
       [blob = blob_, shard_id = shard_id_, level = zstd_level_, key = std::move(key),
        produce = std::move(produce)]() mutable -> absl::StatusOr<std::optional<WrittenPart>> {
-        const proto::ProtoColumnarUpdates columns = std::move(produce)();
-        const int n = columns.data_lens_size();
+        const Columns columns = std::move(produce)();
+        const size_t n = columns.size();
         if (n == 0) {
           return std::nullopt;
         }
         const std::string encoded = encode_part(shard_id, columns, level);
         WEIR_RETURN_IF_ERROR(blob->set(key, encoded));
         WrittenPart part;
-        part.ref = {key, encoded.size(), static_cast<uint64_t>(n), update_bytes(columns)};
-        const std::string_view data = columns.data();
-        part.first_data = std::string(data.substr(0, columns.data_lens(0)));
-        part.first_time = columns.times(0);
-        part.last_data = std::string(data.substr(data.size() - columns.data_lens(n - 1)));
-        part.last_time = columns.times(n - 1);
+        part.ref = {key, encoded.size(), n, columns.update_bytes()};
+        const std::string_view data = columns.data;
+        part.first_data = std::string(data.substr(0, columns.lens.front()));
+        part.first_time = columns.times.front();
+        part.last_data = std::string(data.substr(data.size() - columns.lens.back()));
+        part.last_time = columns.times.back();
         return part;
       }));
   return absl::OkStatus();

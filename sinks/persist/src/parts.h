@@ -29,6 +29,10 @@ inline constexpr size_t kMaxDataBytes = size_t{1} << 31;
 // Thread safety: worker-local.
 class PartBuffer {
  public:
+  PartBuffer() = default;
+  // Reserves room for about `expected_bytes` of updates.
+  explicit PartBuffer(size_t expected_bytes);
+
   // REQUIRES: data.size() <= kMaxDataBytes and fits(data.size()).
   void add(std::string_view data, uint64_t time, int64_t diff);
   // Whether `data_bytes` more bytes of data can still be addressed.
@@ -38,7 +42,7 @@ class PartBuffer {
   uint64_t update_bytes() const { return arena_.size() + 16 * entries_.size(); }
 
   // Sorts by (data, time), sums the diffs of equal (data, time) and drops zero sums.
-  proto::ProtoColumnarUpdates sort_and_consolidate() &&;
+  Columns sort_and_consolidate() &&;
 
  private:
   struct Entry {
@@ -52,12 +56,6 @@ class PartBuffer {
   std::string arena_;
   std::vector<Entry> entries_;
 };
-
-// Appends one update to columns being built in sorted order.
-void append_update(proto::ProtoColumnarUpdates& columns, std::string_view data, uint64_t time,
-                   int64_t diff);
-// Bytes of updates in `columns` (data + 16 each).
-uint64_t update_bytes(const proto::ProtoColumnarUpdates& columns);
 
 // A part that was uploaded, with its first and last (data, time) to tell runs apart.
 struct WrittenPart {
@@ -84,8 +82,7 @@ class PartUploader {
   // Runs `produce` on the pool and uploads the columns it returns under `key` (nothing if they
   // are empty). Waits first while max_in_flight uploads are pending; returns the first error of
   // an earlier upload.
-  absl::Status upload(std::string key,
-                      absl::AnyInvocable<proto::ProtoColumnarUpdates() &&> produce);
+  absl::Status upload(std::string key, absl::AnyInvocable<Columns() &&> produce);
 
   // Waits for every upload and returns the parts in upload order, empty ones left out.
   absl::StatusOr<std::vector<WrittenPart>> finish();

@@ -189,13 +189,13 @@ SnapshotCursorImpl::SnapshotCursorImpl(const Shard& shard, const proto::ProtoSha
     : as_of_(as_of), hold_(std::move(hold)), merger_(snapshot_runs(shard, state, as_of)) {}
 
 bool SnapshotCursorImpl::next() {
-  while (merger_.next_key()) {
-    int64_t sum = 0;
-    for (const auto& [time, diff] : merger_.entries()) {
-      if (time <= as_of_) {
-        sum = add_diffs(sum, diff);
-      }
+  int64_t sum;
+  const auto add = [&](uint64_t time, int64_t diff) {
+    if (time <= as_of_) {
+      sum = add_diffs(sum, diff);
     }
+  };
+  while ((sum = 0, merger_.next_key(add))) {
     if (sum != 0) {
       diff_ = sum;
       update_bytes_ += persist::update_bytes(merger_.key());

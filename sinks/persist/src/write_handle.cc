@@ -70,6 +70,7 @@ absl::StatusOr<AppendResult> WriterCore::compare_and_append(const Batch& batch,
   }
   const int64_t now = shard_.core().now_ms();
   absl::MutexLock lock(&mu_);
+  const uint64_t seqno_before = state_.seqno;
   AppendResult result;
   const auto change = [&](proto::ProtoShardState& state) -> absl::StatusOr<Shard::Step> {
     result = AppendResult();
@@ -112,8 +113,10 @@ absl::StatusOr<AppendResult> WriterCore::compare_and_append(const Batch& batch,
     last_heartbeat_ms_ = now;
   }
   const PersistConfig& config = shard_.core().config();
+  const uint64_t interval = std::max<uint64_t>(1, config.maintenance_seqno_interval);
   result.maintenance_due =
-      static_cast<size_t>(state_.proto.batches_size()) > config.maintenance_batch_threshold;
+      static_cast<size_t>(state_.proto.batches_size()) > config.maintenance_batch_threshold ||
+      state_.seqno / interval > seqno_before / interval;
   return result;
 }
 
@@ -166,6 +169,7 @@ absl::Status WriterCore::expire() {
 BatchBuilderImpl::BatchBuilderImpl(std::shared_ptr<WriterCore> writer, Frontier lower)
     : writer_(std::move(writer)),
       lower_(lower),
+      buffer_(part_target_bytes()),
       uploader_(writer_->shard().core().pool(), writer_->shard().core().blob(),
                 writer_->shard().id().str(), writer_->shard().core().config().zstd_level,
                 writer_->shard().core().config().max_parts_in_flight) {}
@@ -190,7 +194,7 @@ absl::Status BatchBuilderImpl::add(std::string_view data, uint64_t time, int64_t
   buffer_.add(data, time, diff);
   ++added_;
   max_time_ = std::max(max_time_.value_or(time), time);
-  if (buffer_.update_bytes() >= writer_->shard().core().config().part_target_bytes) {
+  if (buffer_.update_bytes() >= part_target_bytes()) {
     WEIR_RETURN_IF_ERROR(flush());
   }
   return absl::OkStatus();
@@ -202,10 +206,11 @@ absl::Status BatchBuilderImpl::flush() {
   }
   // A long build must keep its lease, or GC could take its parts before the append.
   WEIR_RETURN_IF_ERROR(writer_->maybe_heartbeat());
-  return uploader_.upload(writer_->shard().new_part_key(writer_->writer_id()),
-                          [buffer = std::exchange(buffer_, PartBuffer())]() mutable {
-                            return std::move(buffer).sort_and_consolidate();
-                          });
+  return uploader_.upload(
+      writer_->shard().new_part_key(writer_->writer_id()),
+      [buffer = std::exchange(buffer_, PartBuffer(part_target_bytes()))]() mutable {
+        return std::move(buffer).sort_and_consolidate();
+      });
 }
 
 absl::StatusOr<Batch> BatchBuilderImpl::finish(Frontier upper) {

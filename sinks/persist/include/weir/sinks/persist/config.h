@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -38,8 +39,11 @@ struct PersistConfig {
   // then removes the parts they had not appended yet.
   absl::Duration writer_lease = absl::Minutes(15);
   absl::Duration reader_lease = absl::Minutes(15);
-  // compare_and_append reports maintenance_due once the shard holds more batches than this.
+  // compare_and_append reports maintenance_due once the shard holds more batches than this, and
+  // whenever the state's seqno passes a multiple of maintenance_seqno_interval (so that GC
+  // truncates consensus regularly).
   size_t maintenance_batch_threshold = 32;
+  uint64_t maintenance_seqno_interval = 128;
   // Compaction merges at most this many runs in one step; its memory is about that many parts.
   size_t compaction_max_runs = 16;
   // The wall clock for leases and heartbeats. Tests move it forward to expire leases.

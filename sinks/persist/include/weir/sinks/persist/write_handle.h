@@ -40,7 +40,7 @@ struct UpperMismatch {
 
 struct AppendResult {
   std::optional<UpperMismatch> mismatch;  // Set if the append was refused.
-  // The shard holds more batches than PersistConfig::maintenance_batch_threshold: call
+  // The shard has many batches or many consensus versions (see PersistConfig): call
   // PersistClient::maintain when convenient.
   bool maintenance_due = false;
 
