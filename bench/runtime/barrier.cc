@@ -1,53 +1,52 @@
 // barrier ITERATIONS [-w W]: one operator on a feedback loop (summary +1) that, notified at time
-// t, asks to be notified at t+1 until ITERATIONS. Prints µs per round.
+// t, asks to be notified at t+1 until ITERATIONS. Figure: µs per round.
 
 #include <atomic>
-#include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 
+#include "bench_util.h"
 #include "weir/weir.h"
 
 int main(int argc, char** argv) {
-  auto config = weir::Config::from_args(argc, argv);
-  if (!config.ok()) {
-    std::fprintf(stderr, "barrier: %s\n", std::string(config.status().message()).c_str());
-    return 2;
-  }
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: barrier ITERATIONS [-w W]\n");
-    return 2;
-  }
-  const uint64_t iterations = std::strtoull(argv[1], nullptr, 10);
-  std::atomic<uint64_t> rounds{0};
-  const auto start = std::chrono::steady_clock::now();
-  absl::Status status = weir::execute(*config, [&](weir::Worker& worker) {
+  auto args = weir::bench::parse(argc, argv, 1, "barrier ITERATIONS [-w W]");
+  const uint64_t iterations = args.numbers[0];
+  weir::bench::Timer timer;
+  auto rounds = weir::execute(args.config, [&](weir::Worker& worker) {
+    uint64_t notified = 0;
     worker.dataflow<uint64_t>([&](weir::Scope<uint64_t>& scope) {
       auto [loop, stream] = weir::feedback<uint64_t>(scope, weir::IntSummary<uint64_t>{1});
       weir::unary_notify<uint64_t>(
           stream, weir::Pipeline{}, "Barrier", {0, 1},
-          [iterations, &rounds](auto& input, auto&, weir::Notificator<uint64_t>& notificator) {
+          [iterations, &notified](auto& input, auto&, weir::Notificator<uint64_t>& notificator) {
             while (input.next()) {
             }
             while (auto n = notificator.next()) {
-              if (std::getenv("BARRIER_COUNT")) ++rounds;
+              ++notified;
               const uint64_t time = n->first.time() + 1;
               if (time < iterations) notificator.notify_at(n->first.delayed(time));
             }
           }) |
           weir::connect_loop(loop);
     });
+    while (worker.step_or_park(std::nullopt)) {
+    }
+    return notified;
   });
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!status.ok()) {
-    std::fprintf(stderr, "barrier: %s\n", std::string(status.message()).c_str());
+  const double seconds = timer.seconds();
+  if (!rounds.ok()) {
+    std::fprintf(stderr, "barrier: %s\n", std::string(rounds.status().message()).c_str());
     return 1;
   }
-  if (std::getenv("BARRIER_COUNT")) std::printf("notifications=%llu\n", (unsigned long long)rounds.load());
-  std::printf("barrier iterations=%llu workers=%zu elapsed_s=%.3f us_per_round=%.3f\n",
-              static_cast<unsigned long long>(iterations), config->workers, seconds,
-              seconds * 1e6 / static_cast<double>(iterations));
+  for (uint64_t n : *rounds) {
+    if (n != iterations) {
+      std::fprintf(stderr, "barrier: a worker saw %llu rounds, expected %llu\n",
+                   static_cast<unsigned long long>(n), static_cast<unsigned long long>(iterations));
+      return 1;
+    }
+  }
+  std::printf("barrier: %llu rounds on %zu workers in %.3f s\n",
+              static_cast<unsigned long long>(iterations), args.config.workers, seconds);
+  weir::bench::result("barrier_us_per_round", seconds * 1e6 / static_cast<double>(iterations), "us");
   return 0;
 }
