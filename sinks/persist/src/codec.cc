@@ -7,7 +7,6 @@
 #include <zstd.h>
 
 #include "weir/check.h"
-#include "weir/persist/v1/part.pb.h"
 #include "weir/status.h"
 
 namespace weir::persist::internal {
@@ -146,45 +145,31 @@ absl::StatusOr<proto::ProtoShardState> decode_state(std::string_view shard_label
 
 std::string encode_state(const proto::ProtoShardState& state) { return state.SerializeAsString(); }
 
-void Columns::reserve(size_t updates, size_t data_bytes) {
-  data.reserve(data_bytes);
-  lens.reserve(updates);
-  times.reserve(updates);
-  diffs.reserve(updates);
+namespace wire {
+
+char* scratch(int slot, size_t size) {
+  struct Buffer {
+    std::unique_ptr<char[]> bytes;
+    size_t capacity = 0;
+  };
+  thread_local Buffer buffers[2];
+  Buffer& buffer = buffers[slot];
+  if (size > buffer.capacity) {
+    buffer.capacity = std::max(size, buffer.capacity * 2);
+    buffer.bytes = std::make_unique_for_overwrite<char[]>(buffer.capacity);
+  }
+  return buffer.bytes.get();
 }
+
+}  // namespace wire
 
 namespace {
 
 using Updates = proto::ProtoColumnarUpdates;
+using Part = proto::ProtoPart;
+using namespace wire;
 
-constexpr uint32_t kVarint = 0;
-constexpr uint32_t kFixed64 = 1;
-constexpr uint32_t kLengthDelimited = 2;
-constexpr uint32_t kFixed32 = 5;
-
-constexpr uint32_t tag(int field, uint32_t wire_type) {
-  return (static_cast<uint32_t>(field) << 3) | wire_type;
-}
-
-size_t varint_size(uint64_t value) {
-  size_t n = 1;
-  while (value >= 0x80) {
-    value >>= 7;
-    ++n;
-  }
-  return n;
-}
-
-char* put_varint(char* out, uint64_t value) {
-  while (value >= 0x80) {
-    *out++ = static_cast<char>(value | 0x80);
-    value >>= 7;
-  }
-  *out++ = static_cast<char>(value);
-  return out;
-}
-
-// Reads a varint at `*in`, not past `end`. False if it is malformed or truncated.
+// Reads a varint at `in`, not past `end`. False if it is malformed or truncated.
 bool get_varint(const char*& in, const char* end, uint64_t& value) {
   value = 0;
   for (int shift = 0; shift < 64 && in < end; shift += 7) {
@@ -197,127 +182,184 @@ bool get_varint(const char*& in, const char* end, uint64_t& value) {
   return false;
 }
 
-// A buffer reused by the calls of one thread: parts are large, and fresh allocations of that size
-// cost page faults.
-struct ScratchBuffer {
-  std::unique_ptr<char[]> bytes;
-  size_t capacity = 0;
-
-  char* get(size_t size) {
-    if (size > capacity) {
-      capacity = std::max(size, capacity * 2);
-      bytes = std::make_unique_for_overwrite<char[]>(capacity);
+// Calls field(number, wire_type, varint, bytes) for each field of the message in [in, end):
+// `varint` for varint fields, `bytes` for length-delimited ones. Fixed-width fields are skipped.
+// False if the message is malformed or `field` returns false.
+template <class Field>
+bool for_each_field(const char* in, const char* end, Field&& field) {
+  while (in < end) {
+    uint64_t key;
+    if (!get_varint(in, end, key)) {
+      return false;
     }
-    return bytes.get();
-  }
-};
-
-// Writes `values` as a packed fixed64 field: little-endian, 8 bytes each.
-template <class T>
-char* put_fixed64s(char* out, int field, const std::vector<T>& values) {
-  static_assert(sizeof(T) == 8);
-  out = put_varint(out, tag(field, kLengthDelimited));
-  out = put_varint(out, 8 * values.size());
-  if constexpr (std::endian::native == std::endian::little) {
-    std::memcpy(out, values.data(), 8 * values.size());
-    return out + 8 * values.size();
-  } else {
-    for (const T value : values) {
-      auto bits = static_cast<uint64_t>(value);
-      for (int b = 0; b < 8; ++b, bits >>= 8) {
-        *out++ = static_cast<char>(bits & 0xFF);
+    const int number = static_cast<int>(key >> 3);
+    const auto wire_type = static_cast<uint32_t>(key & 7);
+    uint64_t value = 0;
+    std::string_view bytes;
+    if (wire_type == kVarint) {
+      if (!get_varint(in, end, value)) {
+        return false;
       }
+    } else if (wire_type == kFixed64 || wire_type == kFixed32) {
+      const size_t width = wire_type == kFixed64 ? 8 : 4;
+      if (static_cast<size_t>(end - in) < width) {
+        return false;
+      }
+      in += width;
+      continue;
+    } else if (wire_type == kLengthDelimited) {
+      if (!get_varint(in, end, value) || value > static_cast<uint64_t>(end - in)) {
+        return false;
+      }
+      bytes = std::string_view(in, value);
+      in += value;
+    } else {
+      return false;
     }
-    return out;
+    if (!field(number, wire_type, value, bytes)) {
+      return false;
+    }
   }
+  return true;
 }
 
 }  // namespace
 
-std::string encode_part(std::string_view shard_id, const Columns& columns, int zstd_level) {
-  static_assert(std::endian::native == std::endian::little,
-                "DecodedPart reads packed fixed64 columns in place");
-  const size_t n = columns.size();
-  size_t lens_bytes = 0;
-  for (const uint32_t len : columns.lens) {
-    lens_bytes += varint_size(len);
-  }
-  const size_t plain_size = 1 + varint_size(n) + 1 + varint_size(lens_bytes) + lens_bytes + 1 +
-                            varint_size(columns.data.size()) + columns.data.size() +
-                            2 * (1 + varint_size(8 * n) + 8 * n);
-  thread_local ScratchBuffer plain_buffer;
-  thread_local ScratchBuffer compressed_buffer;
-  char* const plain = plain_buffer.get(plain_size);
-  char* out = plain;
-  out = put_varint(out, tag(Updates::kNumUpdatesFieldNumber, kVarint));
-  out = put_varint(out, n);
-  out = put_varint(out, tag(Updates::kDataLensFieldNumber, kLengthDelimited));
-  out = put_varint(out, lens_bytes);
-  for (const uint32_t len : columns.lens) {
-    out = put_varint(out, len);
-  }
-  out = put_varint(out, tag(Updates::kDataFieldNumber, kLengthDelimited));
-  out = put_varint(out, columns.data.size());
-  std::memcpy(out, columns.data.data(), columns.data.size());
-  out += columns.data.size();
-  out = put_fixed64s(out, Updates::kTimesFieldNumber, columns.times);
-  out = put_fixed64s(out, Updates::kDiffsFieldNumber, columns.diffs);
-  WEIR_CHECK(static_cast<size_t>(out - plain) == plain_size) << "part size miscomputed";
-
+std::string_view finish_part(std::string_view shard_id, const char* plain, size_t plain_size,
+                             int zstd_level) {
   thread_local std::unique_ptr<ZSTD_CCtx, CctxDeleter> cctx(ZSTD_createCCtx());
   ZSTD_CCtx_reset(cctx.get(), ZSTD_reset_session_and_parameters);
   ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, zstd_level);
   ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_checksumFlag, 1);
   ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_contentSizeFlag, 1);
+  // The ProtoPart envelope: its small fields, then the payload compressed in place after them.
+  // The header is written once the payload's size is known, ending where the payload starts.
+  constexpr size_t kMaxShardIdBytes = 64;  // Ids are 37 bytes.
+  WEIR_CHECK(shard_id.size() <= kMaxShardIdBytes) << "shard id too long: " << shard_id;
+  constexpr size_t header_max = 6 * 11 + kMaxShardIdBytes;
   const size_t bound = ZSTD_compressBound(plain_size);
-  char* const compressed = compressed_buffer.get(bound);
-  const size_t compressed_size = ZSTD_compress2(cctx.get(), compressed, bound, plain, plain_size);
-  WEIR_CHECK(!ZSTD_isError(compressed_size))
-      << "zstd compression failed: " << ZSTD_getErrorName(compressed_size);
+  char* const buffer = scratch(1, header_max + bound);
+  char* const payload = buffer + header_max;
+  const size_t payload_size = ZSTD_compress2(cctx.get(), payload, bound, plain, plain_size);
+  WEIR_CHECK(!ZSTD_isError(payload_size))
+      << "zstd compression failed: " << ZSTD_getErrorName(payload_size);
+  char header[header_max];
+  char* out = header;
+  out = put_varint(out, tag(Part::kFormatVersionFieldNumber, kVarint));
+  out = put_varint(out, kPartFormatVersion);
+  out = put_varint(out, tag(Part::kShardIdFieldNumber, kLengthDelimited));
+  out = put_varint(out, shard_id.size());
+  std::memcpy(out, shard_id.data(), shard_id.size());
+  out += shard_id.size();
+  out = put_varint(out, tag(Part::kCodecFieldNumber, kVarint));
+  out = put_varint(out, Part::CODEC_ZSTD);
+  out = put_varint(out, tag(Part::kUncompressedBytesFieldNumber, kVarint));
+  out = put_varint(out, plain_size);
+  out = put_varint(out, tag(Part::kPayloadFieldNumber, kLengthDelimited));
+  out = put_varint(out, payload_size);
+  const size_t header_size = static_cast<size_t>(out - header);
+  std::memcpy(payload - header_size, header, header_size);
+  return std::string_view(payload - header_size, header_size + payload_size);
+}
 
-  proto::ProtoPart envelope;
-  envelope.set_format_version(kPartFormatVersion);
-  envelope.set_shard_id(std::string(shard_id));
-  envelope.set_codec(proto::ProtoPart::CODEC_ZSTD);
-  envelope.set_uncompressed_bytes(plain_size);
-  envelope.set_payload(compressed, compressed_size);
-  return envelope.SerializeAsString();
+std::shared_ptr<DecodedPartPool> DecodedPartPool::create(size_t max_free) {
+  return std::shared_ptr<DecodedPartPool>(new DecodedPartPool(max_free));
+}
+
+std::unique_ptr<DecodedPart> DecodedPartPool::take() {
+  absl::MutexLock lock(&mu_);
+  if (free_.empty()) {
+    return std::make_unique<DecodedPart>();
+  }
+  std::unique_ptr<DecodedPart> part = std::move(free_.back());
+  free_.pop_back();
+  return part;
+}
+
+std::shared_ptr<const DecodedPart> DecodedPartPool::share(std::unique_ptr<DecodedPart> part) {
+  return std::shared_ptr<const DecodedPart>(
+      part.release(), [pool = shared_from_this()](const DecodedPart* released) {
+        pool->give(const_cast<DecodedPart*>(released));
+      });
+}
+
+void DecodedPartPool::give(DecodedPart* part) {
+  std::unique_ptr<DecodedPart> owned(part);
+  absl::MutexLock lock(&mu_);
+  if (free_.size() < max_free_) {
+    free_.push_back(std::move(owned));
+  }
 }
 
 absl::StatusOr<std::shared_ptr<const DecodedPart>> decode_part(std::string_view shard_label,
                                                                std::string_view shard_id,
                                                                const PartRef& ref,
-                                                               std::string_view blob) {
+                                                               std::string_view blob,
+                                                               DecodedPartPool* pool) {
   const auto corrupt = [&](std::string_view why) {
     return absl::DataLossError(
         str_cat(shard_label, ": part \"", ref.key, "\" is truncated or corrupt: ", why));
   };
-  proto::ProtoPart envelope;
-  if (!envelope.ParseFromArray(blob.data(), static_cast<int>(blob.size()))) {
+  std::optional<uint64_t> version;
+  std::optional<std::string_view> owner;
+  std::optional<uint64_t> codec;
+  std::optional<uint64_t> uncompressed_bytes;
+  std::optional<std::string_view> payload;
+  const auto set_once = [](auto& slot, auto value) {
+    const bool first = !slot.has_value();
+    slot = value;
+    return first;
+  };
+  const bool envelope_ok = for_each_field(
+      blob.data(), blob.data() + blob.size(),
+      [&](int number, uint32_t wire_type, uint64_t value, std::string_view bytes) {
+        const bool varint = wire_type == kVarint;
+        switch (number) {
+          case Part::kFormatVersionFieldNumber:
+            return varint && set_once(version, value);
+          case Part::kShardIdFieldNumber:
+            return !varint && set_once(owner, bytes);
+          case Part::kCodecFieldNumber:
+            return varint && set_once(codec, value);
+          case Part::kUncompressedBytesFieldNumber:
+            return varint && set_once(uncompressed_bytes, value);
+          case Part::kPayloadFieldNumber:
+            return !varint && set_once(payload, bytes);
+          default:
+            return true;  // A field this version does not know: skipped, as protobuf does.
+        }
+      });
+  if (!envelope_ok) {
     return corrupt(str_cat("not a part encoding (", blob.size(), " bytes)"));
   }
-  if (envelope.format_version() != kPartFormatVersion) {
+  if (version.value_or(0) != kPartFormatVersion) {
     return absl::FailedPreconditionError(
-        str_cat(shard_label, ": part \"", ref.key, "\" has format version ",
-                envelope.format_version(), "; this build reads version ", kPartFormatVersion));
+        str_cat(shard_label, ": part \"", ref.key, "\" has format version ", version.value_or(0),
+                "; this build reads version ", kPartFormatVersion));
   }
-  if (envelope.shard_id() != shard_id) {
-    return corrupt(str_cat("it belongs to shard \"", envelope.shard_id(), "\""));
+  if (owner.value_or("") != shard_id) {
+    return corrupt(str_cat("it belongs to shard \"", owner.value_or(""), "\""));
   }
-  if (envelope.codec() != proto::ProtoPart::CODEC_ZSTD) {
-    return corrupt(str_cat("unknown codec ", static_cast<int>(envelope.codec())));
+  if (codec.value_or(Part::CODEC_UNSPECIFIED) != Part::CODEC_ZSTD) {
+    return corrupt(str_cat("unknown codec ", codec.value_or(Part::CODEC_UNSPECIFIED)));
   }
-  const std::string& payload = envelope.payload();
-  const unsigned long long content_size = ZSTD_getFrameContentSize(payload.data(), payload.size());
+  const std::string_view compressed = payload.value_or("");
+  const unsigned long long content_size =
+      ZSTD_getFrameContentSize(compressed.data(), compressed.size());
   if (content_size == ZSTD_CONTENTSIZE_ERROR || content_size == ZSTD_CONTENTSIZE_UNKNOWN ||
-      content_size != envelope.uncompressed_bytes() || content_size > kMaxUncompressedPartBytes) {
+      content_size != uncompressed_bytes.value_or(0) || content_size > kMaxUncompressedPartBytes) {
     return corrupt("bad zstd frame header");
   }
-  auto part = std::make_shared<DecodedPart>();
-  part->plain_ = std::make_unique_for_overwrite<char[]>(content_size);
+  std::unique_ptr<DecodedPart> part =
+      pool != nullptr ? pool->take() : std::make_unique<DecodedPart>();
+  if (part->capacity_ < content_size) {
+    part->plain_ = std::make_unique_for_overwrite<char[]>(content_size);
+    part->capacity_ = content_size;
+  }
+  part->offsets_.clear();
   thread_local std::unique_ptr<ZSTD_DCtx, DctxDeleter> dctx(ZSTD_createDCtx());
-  const size_t n = ZSTD_decompressDCtx(dctx.get(), part->plain_.get(), content_size, payload.data(),
-                                       payload.size());
+  const size_t n = ZSTD_decompressDCtx(dctx.get(), part->plain_.get(), content_size,
+                                       compressed.data(), compressed.size());
   if (ZSTD_isError(n)) {
     return corrupt(str_cat("zstd: ", ZSTD_getErrorName(n)));
   }
@@ -326,73 +368,32 @@ absl::StatusOr<std::shared_ptr<const DecodedPart>> decode_part(std::string_view 
   }
 
   // Read the ProtoColumnarUpdates fields in place.
-  const char* in = part->plain_.get();
-  const char* const end = in + content_size;
   std::optional<uint64_t> num_updates;
-  const char* lens = nullptr;
-  const char* lens_end = nullptr;
+  std::optional<std::string_view> lens;
   std::optional<std::string_view> data;
   std::optional<std::string_view> times;
   std::optional<std::string_view> diffs;
-  while (in < end) {
-    uint64_t key;
-    if (!get_varint(in, end, key)) {
-      return corrupt("undecodable updates");
-    }
-    const int field = static_cast<int>(key >> 3);
-    const auto wire_type = static_cast<uint32_t>(key & 7);
-    if (wire_type == kVarint) {
-      uint64_t value;
-      if (!get_varint(in, end, value)) {
-        return corrupt("undecodable updates");
-      }
-      if (field == Updates::kNumUpdatesFieldNumber) {
-        num_updates = value;
-      }
-      continue;
-    }
-    if (wire_type == kFixed64 || wire_type == kFixed32) {
-      const size_t width = wire_type == kFixed64 ? 8 : 4;
-      if (static_cast<size_t>(end - in) < width) {
-        return corrupt("undecodable updates");
-      }
-      in += width;
-      continue;
-    }
-    uint64_t length;
-    if (wire_type != kLengthDelimited || !get_varint(in, end, length) ||
-        length > static_cast<uint64_t>(end - in)) {
-      return corrupt("undecodable updates");
-    }
-    const std::string_view value(in, length);
-    in += length;
-    const auto once = [&](std::optional<std::string_view>& slot) {
-      const bool first = !slot.has_value();
-      slot = value;
-      return first;
-    };
-    bool ok = true;
-    switch (field) {
-      case Updates::kDataLensFieldNumber:
-        ok = lens == nullptr;
-        lens = value.data();
-        lens_end = value.data() + value.size();
-        break;
-      case Updates::kDataFieldNumber:
-        ok = once(data);
-        break;
-      case Updates::kTimesFieldNumber:
-        ok = once(times);
-        break;
-      case Updates::kDiffsFieldNumber:
-        ok = once(diffs);
-        break;
-      default:
-        break;  // A field this version does not know: skipped, as protobuf does.
-    }
-    if (!ok) {
-      return corrupt("a column appears twice");
-    }
+  const bool updates_ok =
+      for_each_field(part->plain_.get(), part->plain_.get() + content_size,
+                     [&](int number, uint32_t wire_type, uint64_t value, std::string_view bytes) {
+                       const bool varint = wire_type == kVarint;
+                       switch (number) {
+                         case Updates::kNumUpdatesFieldNumber:
+                           return varint && set_once(num_updates, value);
+                         case Updates::kDataLensFieldNumber:
+                           return !varint && set_once(lens, bytes);
+                         case Updates::kDataFieldNumber:
+                           return !varint && set_once(data, bytes);
+                         case Updates::kTimesFieldNumber:
+                           return !varint && set_once(times, bytes);
+                         case Updates::kDiffsFieldNumber:
+                           return !varint && set_once(diffs, bytes);
+                         default:
+                           return true;
+                       }
+                     });
+  if (!updates_ok) {
+    return corrupt("undecodable updates");
   }
   const uint64_t count = num_updates.value_or(0);
   if (count != ref.num_updates) {
@@ -406,10 +407,15 @@ absl::StatusOr<std::shared_ptr<const DecodedPart>> decode_part(std::string_view 
   part->offsets_.reserve(count + 1);
   uint64_t offset = 0;
   part->offsets_.push_back(0);
-  while (lens != nullptr && lens < lens_end) {
+  const char* in = lens ? lens->data() : nullptr;
+  const char* const lens_end = lens ? lens->data() + lens->size() : nullptr;
+  while (in < lens_end) {
     uint64_t len;
-    if (!get_varint(lens, lens_end, len)) {
+    if (!get_varint(in, lens_end, len)) {
       return corrupt("undecodable data lengths");
+    }
+    if (part->offsets_.size() > count) {
+      return corrupt("more data lengths than updates");
     }
     offset += len;
     part->offsets_.push_back(offset);
@@ -422,6 +428,9 @@ absl::StatusOr<std::shared_ptr<const DecodedPart>> decode_part(std::string_view 
   part->data_ = data ? data->data() : nullptr;
   part->times_ = times ? times->data() : nullptr;
   part->diffs_ = diffs ? diffs->data() : nullptr;
+  if (pool != nullptr) {
+    return pool->share(std::move(part));
+  }
   return std::shared_ptr<const DecodedPart>(std::move(part));
 }
 

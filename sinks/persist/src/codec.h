@@ -9,6 +9,8 @@
 
 #pragma once
 
+#include <bit>
+#include <concepts>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -17,8 +19,12 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 
+#include "weir/check.h"
+#include "weir/persist/v1/part.pb.h"
 #include "weir/persist/v1/state.pb.h"
 #include "weir/sinks/persist/batch.h"
 #include "weir/sinks/persist/consensus.h"
@@ -46,29 +52,130 @@ absl::StatusOr<proto::ProtoShardState> decode_state(std::string_view shard_label
                                                     const VersionedData& version);
 std::string encode_state(const proto::ProtoShardState& state);
 
-// The updates of one part being written, sorted by (data, time): update i is the i-th slice of
-// `data` (lengths in `lens`), times[i] and diffs[i].
+// Protobuf wire format, for the part encoding.
+namespace wire {
+inline constexpr uint32_t kVarint = 0;
+inline constexpr uint32_t kFixed64 = 1;
+inline constexpr uint32_t kLengthDelimited = 2;
+inline constexpr uint32_t kFixed32 = 5;
+
+constexpr uint32_t tag(int field, uint32_t wire_type) {
+  return (static_cast<uint32_t>(field) << 3) | wire_type;
+}
+inline size_t varint_size(uint64_t value) {
+  size_t n = 1;
+  while (value >= 0x80) {
+    value >>= 7;
+    ++n;
+  }
+  return n;
+}
+inline char* put_varint(char* out, uint64_t value) {
+  while (value >= 0x80) {
+    *out++ = static_cast<char>(value | 0x80);
+    value >>= 7;
+  }
+  *out++ = static_cast<char>(value);
+  return out;
+}
+inline char* put_fixed64(char* out, uint64_t value) {
+  static_assert(std::endian::native == std::endian::little,
+                "DecodedPart reads packed fixed64 columns in place");
+  std::memcpy(out, &value, 8);
+  return out + 8;
+}
+// A buffer of `size` bytes reused by the calls of one thread (`slot` tells buffers apart): parts
+// are large, and fresh allocations of that size cost page faults.
+char* scratch(int slot, size_t size);
+}  // namespace wire
+
+// The updates of one part, sorted by (data, time): what encode_part reads.
+template <class T>
+concept PartSource = requires(const T& source, size_t i) {
+  { source.size() } -> std::convertible_to<size_t>;
+  { source.data(i) } -> std::convertible_to<std::string_view>;
+  { source.time(i) } -> std::convertible_to<uint64_t>;
+  { source.diff(i) } -> std::convertible_to<int64_t>;
+  { source.data_bytes() } -> std::convertible_to<size_t>;
+};
+
+// Sorted, consolidated updates built one by one (by compaction).
 struct Columns {
-  std::string data;
-  std::vector<uint32_t> lens;
+  std::string bytes;
+  std::vector<uint64_t> ends;  // End of update i's data in `bytes`.
   std::vector<uint64_t> times;
   std::vector<int64_t> diffs;
 
   size_t size() const { return times.size(); }
   bool empty() const { return times.empty(); }
-  uint64_t update_bytes() const { return data.size() + 16 * static_cast<uint64_t>(size()); }
-  void reserve(size_t updates, size_t data_bytes);
-  void append(std::string_view update_data, uint64_t time, int64_t diff) {
-    data.append(update_data);
-    lens.push_back(static_cast<uint32_t>(update_data.size()));
+  std::string_view data(size_t i) const {
+    const uint64_t begin = i == 0 ? 0 : ends[i - 1];
+    return std::string_view(bytes).substr(begin, ends[i] - begin);
+  }
+  uint64_t time(size_t i) const { return times[i]; }
+  int64_t diff(size_t i) const { return diffs[i]; }
+  size_t data_bytes() const { return bytes.size(); }
+  uint64_t update_bytes() const { return bytes.size() + 16 * static_cast<uint64_t>(size()); }
+  void append(std::string_view data, uint64_t time, int64_t diff) {
+    bytes.append(data);
+    ends.push_back(bytes.size());
     times.push_back(time);
     diffs.push_back(diff);
   }
 };
 
-// Encodes sorted, consolidated columns as a part blob of shard `shard_id`: a ProtoPart whose
-// payload is the zstd-compressed ProtoColumnarUpdates encoding of `columns`.
-std::string encode_part(std::string_view shard_id, const Columns& columns, int zstd_level);
+// Compresses the ProtoColumnarUpdates encoding `plain` into a part blob of shard `shard_id` (a
+// ProtoPart). The result lives in a buffer of this thread until its next call.
+std::string_view finish_part(std::string_view shard_id, const char* plain, size_t plain_size,
+                             int zstd_level);
+
+// Encodes `source` as a part blob of shard `shard_id`: a ProtoPart whose payload is the
+// zstd-compressed ProtoColumnarUpdates encoding of the updates, written in one pass. The result
+// lives in a buffer of this thread until the next encode_part or finish_part on it.
+template <PartSource Source>
+std::string_view encode_part(std::string_view shard_id, const Source& source, int zstd_level) {
+  using Updates = proto::ProtoColumnarUpdates;
+  using namespace wire;
+  const size_t n = source.size();
+  size_t lens_bytes = 0;
+  for (size_t i = 0; i < n; ++i) {
+    lens_bytes += varint_size(source.data(i).size());
+  }
+  const size_t data_bytes = source.data_bytes();
+  const size_t plain_size = 1 + varint_size(n) + 1 + varint_size(lens_bytes) + lens_bytes + 1 +
+                            varint_size(data_bytes) + data_bytes +
+                            2 * (1 + varint_size(8 * n) + 8 * n);
+  char* const plain = scratch(0, plain_size);
+  char* out = plain;
+  out = put_varint(out, tag(Updates::kNumUpdatesFieldNumber, kVarint));
+  out = put_varint(out, n);
+  out = put_varint(out, tag(Updates::kDataLensFieldNumber, kLengthDelimited));
+  out = put_varint(out, lens_bytes);
+  for (size_t i = 0; i < n; ++i) {
+    out = put_varint(out, source.data(i).size());
+  }
+  out = put_varint(out, tag(Updates::kDataFieldNumber, kLengthDelimited));
+  out = put_varint(out, data_bytes);
+  for (size_t i = 0; i < n; ++i) {
+    const std::string_view data = source.data(i);
+    std::memcpy(out, data.data(), data.size());
+    out += data.size();
+  }
+  out = put_varint(out, tag(Updates::kTimesFieldNumber, kLengthDelimited));
+  out = put_varint(out, 8 * n);
+  for (size_t i = 0; i < n; ++i) {
+    out = put_fixed64(out, source.time(i));
+  }
+  out = put_varint(out, tag(Updates::kDiffsFieldNumber, kLengthDelimited));
+  out = put_varint(out, 8 * n);
+  for (size_t i = 0; i < n; ++i) {
+    out = put_fixed64(out, static_cast<uint64_t>(source.diff(i)));
+  }
+  WEIR_CHECK(static_cast<size_t>(out - plain) == plain_size) << "part size miscomputed";
+  return finish_part(shard_id, plain, plain_size, zstd_level);
+}
+
+class DecodedPartPool;
 
 // The updates of one part, decoded. Update i is (data(i), time(i), diff(i)).
 //
@@ -84,10 +191,8 @@ class DecodedPart {
   int64_t diff(size_t i) const { return load<int64_t>(diffs_ + 8 * i); }
 
  private:
-  friend absl::StatusOr<std::shared_ptr<const DecodedPart>> decode_part(std::string_view,
-                                                                        std::string_view,
-                                                                        const PartRef&,
-                                                                        std::string_view);
+  friend absl::StatusOr<std::shared_ptr<const DecodedPart>> decode_part(
+      std::string_view, std::string_view, const PartRef&, std::string_view, DecodedPartPool*);
   // Packed fixed64 values are little-endian and unaligned in the buffer.
   template <class T>
   static T load(const char* at) {
@@ -97,6 +202,7 @@ class DecodedPart {
   }
 
   std::unique_ptr<char[]> plain_;  // The decompressed encoding; the pointers below are into it.
+  size_t capacity_ = 0;            // Of plain_.
   size_t size_ = 0;
   const char* data_ = nullptr;
   const char* times_ = nullptr;
@@ -104,10 +210,33 @@ class DecodedPart {
   std::vector<uint64_t> offsets_;  // size() + 1 offsets into data_.
 };
 
-// Decodes the blob of part `ref` of shard `shard_id`.
+// Decoded parts handed back when their last user drops them, for the next decode: fresh buffers
+// of part size cost page faults on every part.
+//
+// Thread safety: thread-safe.
+class DecodedPartPool : public std::enable_shared_from_this<DecodedPartPool> {
+ public:
+  // Keeps at most `max_free` parts for reuse.
+  static std::shared_ptr<DecodedPartPool> create(size_t max_free);
+
+  std::unique_ptr<DecodedPart> take();
+  // Shares `part`; it comes back here when the last copy goes.
+  std::shared_ptr<const DecodedPart> share(std::unique_ptr<DecodedPart> part);
+
+ private:
+  explicit DecodedPartPool(size_t max_free) : max_free_(max_free) {}
+  void give(DecodedPart* part);
+
+  const size_t max_free_;
+  absl::Mutex mu_;
+  std::vector<std::unique_ptr<DecodedPart>> free_ ABSL_GUARDED_BY(mu_);
+};
+
+// Decodes the blob of part `ref` of shard `shard_id`, reusing a part of `pool` if given.
 absl::StatusOr<std::shared_ptr<const DecodedPart>> decode_part(std::string_view shard_label,
                                                                std::string_view shard_id,
                                                                const PartRef& ref,
-                                                               std::string_view blob);
+                                                               std::string_view blob,
+                                                               DecodedPartPool* pool = nullptr);
 
 }  // namespace weir::persist::internal

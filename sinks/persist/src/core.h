@@ -37,6 +37,7 @@ class ClientCore {
   Consensus& consensus() const { return *consensus_; }
   const PersistConfig& config() const { return config_; }
   ThreadPool& pool() { return pool_; }
+  const std::shared_ptr<DecodedPartPool>& decoded_parts() const { return decoded_parts_; }
   int64_t now_ms() const { return absl::ToUnixMillis(config_.clock()); }
 
   absl::StatusOr<std::optional<ShardId>> find_shard(std::string_view name);
@@ -52,6 +53,7 @@ class ClientCore {
   absl::Mutex names_mu_;
   // Names never change their id once mapped, so hits need no consensus round trip.
   absl::flat_hash_map<std::string, ShardId> names_ ABSL_GUARDED_BY(names_mu_);
+  const std::shared_ptr<DecodedPartPool> decoded_parts_;
   ThreadPool pool_;  // Last: its threads stop before the rest goes away.
 };
 
@@ -67,6 +69,7 @@ struct PartFetcher {
   std::shared_ptr<Blob> blob;
   std::string shard_id;
   std::string label;
+  std::shared_ptr<DecodedPartPool> parts;
 
   absl::StatusOr<std::shared_ptr<const DecodedPart>> operator()(const PartRef& ref) const;
 };
@@ -101,7 +104,9 @@ class Shard {
       ShardState current,
       absl::FunctionRef<absl::StatusOr<Step>(proto::ProtoShardState&)> change) const;
 
-  PartFetcher part_fetcher() const { return {core_->blob(), id_.str(), label_}; }
+  PartFetcher part_fetcher() const {
+    return {core_->blob(), id_.str(), label_, core_->decoded_parts()};
+  }
   // A fresh key "<shard id>/<writer id>/p<uuid>": GC recognizes the writer by it.
   std::string new_part_key(std::string_view writer_id) const;
 

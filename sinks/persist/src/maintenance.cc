@@ -182,15 +182,17 @@ absl::StatusOr<std::vector<PartRef>> merge_runs(const Shard& shard, WriterCore& 
     cursors.emplace_back(core.pool(), fetcher, std::move(run));
   }
   RunMerger merger(std::move(cursors));
-  PartUploader uploader(core.pool(), core.blob(), shard.id().str(), config.zstd_level,
-                        config.max_parts_in_flight);
+  PartUploader uploader(core.pool(), core.blob(), config.max_parts_in_flight);
   Columns columns;
   std::vector<std::pair<uint64_t, int64_t>> entries;
   const auto flush = [&]() -> absl::Status {
     WEIR_RETURN_IF_ERROR(writer.maybe_heartbeat());
+    std::string key = shard.new_part_key(writer.writer_id());
     return uploader.upload(
-        shard.new_part_key(writer.writer_id()),
-        [columns = std::exchange(columns, {})]() mutable { return std::move(columns); });
+        key, [columns = std::exchange(columns, {}), blob = core.blob(), shard_id = shard.id().str(),
+              key, level = config.zstd_level]() mutable {
+          return write_part(*blob, shard_id, key, columns, level);
+        });
   };
   absl::Status status;
   const auto collect = [&](uint64_t time, int64_t diff) {

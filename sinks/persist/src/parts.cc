@@ -43,7 +43,7 @@ void PartBuffer::add(std::string_view data, uint64_t time, int64_t diff) {
   arena_.append(data);
 }
 
-Columns PartBuffer::sort_and_consolidate() && {
+void PartBuffer::sort_and_consolidate() {
   const char* arena = arena_.data();
   const auto view = [arena](const Entry& e) { return std::string_view(arena + e.offset, e.size); };
   const auto less = [&](const Entry& a, const Entry& b) {
@@ -71,7 +71,8 @@ Columns PartBuffer::sort_and_consolidate() && {
     for (int b = 0; b < 256; ++b) {
       starts[b + 1] += starts[b];
     }
-    std::vector<Entry> sorted(entries_.size());
+    thread_local std::vector<Entry> sorted;  // Reused: sorting must not page-fault.
+    sorted.resize(entries_.size());
     size_t next[256];
     std::copy(starts, starts + 256, next);
     for (const Entry& entry : entries_) {
@@ -81,12 +82,13 @@ Columns PartBuffer::sort_and_consolidate() && {
       std::sort(sorted.begin() + static_cast<long>(starts[b]),
                 sorted.begin() + static_cast<long>(starts[b + 1]), less);
     }
-    entries_ = std::move(sorted);
+    entries_.swap(sorted);
   }
-  Columns columns;
-  columns.reserve(entries_.size(), arena_.size());
+  // Consolidate in place.
+  size_t kept = 0;
+  data_bytes_ = 0;
   for (size_t i = 0; i < entries_.size();) {
-    const Entry& first = entries_[i];
+    const Entry first = entries_[i];
     int64_t diff = first.diff;
     size_t j = i + 1;
     while (j < entries_.size() && entries_[j].time == first.time &&
@@ -95,13 +97,36 @@ Columns PartBuffer::sort_and_consolidate() && {
       ++j;
     }
     if (diff != 0) {
-      columns.append(view(first), first.time, diff);
+      entries_[kept] = first;
+      entries_[kept].diff = diff;
+      ++kept;
+      data_bytes_ += first.size;
     }
     i = j;
   }
-  std::string().swap(arena_);
-  std::vector<Entry>().swap(entries_);
-  return columns;
+  entries_.resize(kept);
+}
+
+void PartBuffer::clear() {
+  arena_.clear();
+  entries_.clear();
+  data_bytes_ = 0;
+}
+
+PartBuffer BufferRecycler::take() {
+  absl::MutexLock lock(&mu_);
+  if (free_.empty()) {
+    return PartBuffer(part_bytes_);
+  }
+  PartBuffer buffer = std::move(free_.back());
+  free_.pop_back();
+  return buffer;
+}
+
+void BufferRecycler::give(PartBuffer buffer) {
+  buffer.clear();
+  absl::MutexLock lock(&mu_);
+  free_.push_back(std::move(buffer));
 }
 
 bool continues_run(const WrittenPart& previous, const WrittenPart& next) {
@@ -109,39 +134,17 @@ bool continues_run(const WrittenPart& previous, const WrittenPart& next) {
   return c < 0 || (c == 0 && previous.last_time <= next.first_time);
 }
 
-PartUploader::PartUploader(ThreadPool& pool, std::shared_ptr<Blob> blob, std::string shard_id,
-                           int zstd_level, size_t max_in_flight)
-    : pool_(&pool),
-      blob_(std::move(blob)),
-      shard_id_(std::move(shard_id)),
-      zstd_level_(zstd_level),
-      max_in_flight_(std::max<size_t>(1, max_in_flight)) {}
+PartUploader::PartUploader(ThreadPool& pool, std::shared_ptr<Blob> blob, size_t max_in_flight)
+    : pool_(&pool), blob_(std::move(blob)), max_in_flight_(std::max<size_t>(1, max_in_flight)) {}
 
-absl::Status PartUploader::upload(std::string key, absl::AnyInvocable<Columns() &&> produce) {
+absl::Status PartUploader::upload(std::string key, Task task) {
   WEIR_RETURN_IF_ERROR(error_);
   while (pending_.size() >= max_in_flight_) {
     WEIR_RETURN_IF_ERROR(collect_oldest());
   }
-  keys_.push_back(key);
-  pending_.push_back(pool_->submit(
-      [blob = blob_, shard_id = shard_id_, level = zstd_level_, key = std::move(key),
-       produce = std::move(produce)]() mutable -> absl::StatusOr<std::optional<WrittenPart>> {
-        const Columns columns = std::move(produce)();
-        const size_t n = columns.size();
-        if (n == 0) {
-          return std::nullopt;
-        }
-        const std::string encoded = encode_part(shard_id, columns, level);
-        WEIR_RETURN_IF_ERROR(blob->set(key, encoded));
-        WrittenPart part;
-        part.ref = {key, encoded.size(), n, columns.update_bytes()};
-        const std::string_view data = columns.data;
-        part.first_data = std::string(data.substr(0, columns.lens.front()));
-        part.first_time = columns.times.front();
-        part.last_data = std::string(data.substr(data.size() - columns.lens.back()));
-        part.last_time = columns.times.back();
-        return part;
-      }));
+  keys_.push_back(std::move(key));
+  pending_.push_back(
+      pool_->submit([task = std::move(task)]() mutable { return std::move(task)(); }));
   return absl::OkStatus();
 }
 

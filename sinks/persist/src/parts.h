@@ -12,19 +12,23 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "codec.h"
 #include "thread_pool.h"
 
 #include "weir/sinks/persist/blob.h"
+#include "weir/status.h"
 
 namespace weir::persist::internal {
 
 // The largest data of one update; offsets into a part's data fit in 32 bits.
 inline constexpr size_t kMaxDataBytes = size_t{1} << 31;
 
-// Updates buffered for one part, in arrival order.
+// Updates buffered for one part, in arrival order until sort_and_consolidate(), then a
+// PartSource.
 //
 // Thread safety: worker-local.
 class PartBuffer {
@@ -42,7 +46,19 @@ class PartBuffer {
   uint64_t update_bytes() const { return arena_.size() + 16 * entries_.size(); }
 
   // Sorts by (data, time), sums the diffs of equal (data, time) and drops zero sums.
-  Columns sort_and_consolidate() &&;
+  void sort_and_consolidate();
+
+  // Empties the buffer, keeping its memory for reuse.
+  void clear();
+
+  // The PartSource, after sort_and_consolidate().
+  size_t size() const { return entries_.size(); }
+  std::string_view data(size_t i) const {
+    return std::string_view(arena_.data() + entries_[i].offset, entries_[i].size);
+  }
+  uint64_t time(size_t i) const { return entries_[i].time; }
+  int64_t diff(size_t i) const { return entries_[i].diff; }
+  size_t data_bytes() const { return data_bytes_; }
 
  private:
   struct Entry {
@@ -55,6 +71,24 @@ class PartBuffer {
 
   std::string arena_;
   std::vector<Entry> entries_;
+  size_t data_bytes_ = 0;  // Of the entries left by sort_and_consolidate().
+};
+
+// Buffers handed back by finished uploads for the next part: fresh buffers of part size cost page
+// faults on every part.
+//
+// Thread safety: thread-safe.
+class BufferRecycler {
+ public:
+  explicit BufferRecycler(size_t part_bytes) : part_bytes_(part_bytes) {}
+
+  PartBuffer take();
+  void give(PartBuffer buffer);
+
+ private:
+  const size_t part_bytes_;
+  absl::Mutex mu_;
+  std::vector<PartBuffer> free_ ABSL_GUARDED_BY(mu_);
 };
 
 // A part that was uploaded, with its first and last (data, time) to tell runs apart.
@@ -69,20 +103,40 @@ struct WrittenPart {
 // True if part `next` can follow `previous` in one run.
 bool continues_run(const WrittenPart& previous, const WrittenPart& next);
 
+// Encodes `source` and stores it under `key`; nullopt (and nothing stored) if it is empty.
+template <PartSource Source>
+absl::StatusOr<std::optional<WrittenPart>> write_part(Blob& blob, std::string_view shard_id,
+                                                      const std::string& key, const Source& source,
+                                                      int zstd_level) {
+  const size_t n = source.size();
+  if (n == 0) {
+    return std::nullopt;
+  }
+  const std::string_view encoded = encode_part(shard_id, source, zstd_level);
+  WEIR_RETURN_IF_ERROR(blob.set(key, encoded));
+  WrittenPart part;
+  part.ref = {key, encoded.size(), n, source.data_bytes() + 16 * static_cast<uint64_t>(n)};
+  part.first_data = std::string(source.data(0));
+  part.first_time = source.time(0);
+  part.last_data = std::string(source.data(n - 1));
+  part.last_time = source.time(n - 1);
+  return part;
+}
+
 // Uploads parts on the pool, keeping at most `max_in_flight` queued or running.
 //
 // Thread safety: worker-local. Uploads still running when it is destroyed finish on their own.
 class PartUploader {
  public:
+  using Task = absl::AnyInvocable<absl::StatusOr<std::optional<WrittenPart>>() &&>;
+
   // `pool` must outlive this.
-  PartUploader(ThreadPool& pool, std::shared_ptr<Blob> blob, std::string shard_id, int zstd_level,
-               size_t max_in_flight);
+  PartUploader(ThreadPool& pool, std::shared_ptr<Blob> blob, size_t max_in_flight);
   PartUploader(PartUploader&&) = default;
 
-  // Runs `produce` on the pool and uploads the columns it returns under `key` (nothing if they
-  // are empty). Waits first while max_in_flight uploads are pending; returns the first error of
-  // an earlier upload.
-  absl::Status upload(std::string key, absl::AnyInvocable<Columns() &&> produce);
+  // Runs `task`, which writes the part `key` (see write_part), on the pool. Waits first while
+  // max_in_flight uploads are pending; returns the first error of an earlier upload.
+  absl::Status upload(std::string key, Task task);
 
   // Waits for every upload and returns the parts in upload order, empty ones left out.
   absl::StatusOr<std::vector<WrittenPart>> finish();
@@ -98,8 +152,6 @@ class PartUploader {
 
   ThreadPool* pool_;
   std::shared_ptr<Blob> blob_;
-  std::string shard_id_;
-  int zstd_level_;
   size_t max_in_flight_;
   std::deque<Pending> pending_;
   std::vector<WrittenPart> done_;

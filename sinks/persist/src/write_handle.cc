@@ -169,9 +169,9 @@ absl::Status WriterCore::expire() {
 BatchBuilderImpl::BatchBuilderImpl(std::shared_ptr<WriterCore> writer, Frontier lower)
     : writer_(std::move(writer)),
       lower_(lower),
-      buffer_(part_target_bytes()),
+      recycler_(std::make_shared<BufferRecycler>(part_target_bytes())),
+      buffer_(recycler_->take()),
       uploader_(writer_->shard().core().pool(), writer_->shard().core().blob(),
-                writer_->shard().id().str(), writer_->shard().core().config().zstd_level,
                 writer_->shard().core().config().max_parts_in_flight) {}
 
 absl::Status BatchBuilderImpl::add(std::string_view data, uint64_t time, int64_t diff) {
@@ -206,10 +206,15 @@ absl::Status BatchBuilderImpl::flush() {
   }
   // A long build must keep its lease, or GC could take its parts before the append.
   WEIR_RETURN_IF_ERROR(writer_->maybe_heartbeat());
+  std::string key = writer_->shard().new_part_key(writer_->writer_id());
   return uploader_.upload(
-      writer_->shard().new_part_key(writer_->writer_id()),
-      [buffer = std::exchange(buffer_, PartBuffer(part_target_bytes()))]() mutable {
-        return std::move(buffer).sort_and_consolidate();
+      key, [buffer = std::exchange(buffer_, recycler_->take()), recycler = recycler_,
+            blob = writer_->shard().core().blob(), shard_id = writer_->shard().id().str(), key,
+            level = writer_->shard().core().config().zstd_level]() mutable {
+        buffer.sort_and_consolidate();
+        auto written = write_part(*blob, shard_id, key, buffer, level);
+        recycler->give(std::move(buffer));
+        return written;
       });
 }
 
@@ -254,7 +259,7 @@ absl::StatusOr<Batch> BatchBuilderImpl::finish(Frontier upper) {
 
 absl::Status BatchBuilderImpl::discard() {
   spent_ = true;
-  buffer_ = PartBuffer();
+  buffer_.clear();
   return uploader_.discard();
 }
 

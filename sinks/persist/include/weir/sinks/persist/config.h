@@ -29,11 +29,13 @@ struct PersistLocation {
 struct PersistConfig {
   // A part is cut when the updates buffered for it reach this many bytes (data + 16 each).
   size_t part_target_bytes = size_t{8} << 20;
-  // Parts a BatchBuilder may have being encoded or uploaded before add() waits for one.
-  size_t max_parts_in_flight = 2;
+  // Parts a BatchBuilder may have being encoded or uploaded before add() waits for one. A
+  // builder's memory is about this many parts plus the one filling.
+  size_t max_parts_in_flight = 4;
   // zstd level for parts (negative levels are faster and compress less).
   int zstd_level = 1;
-  // Threads that encode, compress, upload, fetch and decode parts. 0: one per core, at least 2.
+  // Threads that encode, compress, upload, fetch and decode parts. 0: two per core (uploads wait
+  // for fsync part of the time), at least 4.
   int io_threads = 0;
   // Writers and leased readers that do not heartbeat for this long may be expired by GC, which
   // then removes the parts they had not appended yet.
