@@ -26,7 +26,7 @@ using Time = uint64_t;
 using Record = std::pair<Time, uint64_t>;  // (time, value)
 using Multiset = std::vector<Record>;      // Sorted.
 
-enum class Kind { kInput, kMap, kFilter, kExchange, kConcat, kDelay, kBranchTrue, kBranchFalse, kLoop };
+enum class Kind { kInput, kMap, kFilter, kExchange, kConcat, kDelay, kBranchTrue, kBranchFalse, kLoop, kNestedLoop, kRegion };
 
 struct Node {
   Kind kind;
@@ -56,7 +56,7 @@ Spec generate(uint64_t seed, size_t workers) {
   for (size_t i = 0; i < ops; ++i) {
     const size_t n = spec.nodes.size();
     const size_t up = pick(0, n - 1), up2 = pick(0, n - 1);
-    switch (pick(0, 7)) {
+    switch (pick(0, 9)) {
       case 0: spec.nodes.push_back({Kind::kMap, up, 0, pick(1, 7), pick(0, 5)}); break;
       case 1: spec.nodes.push_back({Kind::kFilter, up, 0, pick(2, 5), pick(0, 1)}); break;
       case 2: spec.nodes.push_back({Kind::kExchange, up, 0, 0, 0}); break;
@@ -69,6 +69,8 @@ Spec generate(uint64_t seed, size_t workers) {
         break;
       }
       case 6: spec.nodes.push_back({Kind::kLoop, up, 0, pick(0, 1), 0}); break;
+      case 8: spec.nodes.push_back({Kind::kNestedLoop, up, 0, pick(0, 1), 0}); break;
+      case 9: spec.nodes.push_back({Kind::kRegion, up, 0, pick(1, 7), pick(0, 5)}); break;
       default: spec.nodes.push_back({Kind::kExchange, up, 0, 0, 0}); break;
     }
   }
@@ -124,6 +126,18 @@ std::vector<Multiset> reference(const Spec& spec) {
         for (auto [t, x] : out[n.a]) {
           if (branch_pred(n, x)) m.push_back({t, x});
         }
+        break;
+      case Kind::kNestedLoop: {
+        // The same loop inside an iterative scope: rounds are inner times, so every iteration
+        // leaves at the record's own time.
+        for (auto [t, x] : out[n.a]) {
+          m.push_back({t, x});
+          for (x /= 2; x > 0; x /= 2) m.push_back({t, x});
+        }
+        break;
+      }
+      case Kind::kRegion:
+        for (auto [t, x] : out[n.a]) m.push_back({t, apply_map(n, x)});
         break;
       case Kind::kLoop: {
         // Every record enters, then halves each round (time + 1) while positive.
@@ -207,6 +221,33 @@ Outcome run_worker(Worker& worker, const Spec& spec, uint64_t seed) {
           s = entry;
           break;
         }
+        case Kind::kNestedLoop: {
+          using P = Product<Time, uint64_t>;
+          s = scope.iterative<uint64_t>([&](auto& inner) {
+            auto [loop, cycle] = loop_variable<uint64_t>(inner, uint64_t{1});
+            auto entry = inner.enter(streams[n.a]) | concat(cycle);
+            auto checked = unary_frontier<uint64_t>(entry, Pipeline{}, "InnerCheck", [&](Capability<P>, OperatorInfo) {
+              return [&](auto& input, auto& output) {
+                input.for_each([&](const InputCapability<P>& cap, std::vector<uint64_t>& data) {
+                  if (!input.frontier().less_equal(cap.time())) ++outcome.violations;
+                  output.session(cap).give_vec(data);
+                });
+              };
+            });
+            auto body = checked | map([](uint64_t x) { return x / 2; });
+            if (n.p == 1) body = body | exchange([](const uint64_t& x) { return x; });
+            auto [done, again] = body | branch([](const P&, const uint64_t& x) { return x > 0; });
+            again | connect_loop(loop);
+            return inner.leave(checked);
+          });
+          break;
+        }
+        case Kind::kRegion:
+          s = scope.region([&](auto& inner) {
+            return inner.leave(inner.enter(streams[n.a]) | map([n](uint64_t x) { return apply_map(n, x); }) |
+                               exchange([](const uint64_t& x) { return x; }));
+          });
+          break;
       }
       streams.push_back(check(*s, &outcome.streams[i], &outcome.violations));
     }

@@ -59,6 +59,19 @@ std::pair<LoopHandle<T, D>, Stream<T, D>> feedback(Scope<T>& scope, SummaryOf<T>
   return {LoopHandle<T, D>(std::move(builder), output, summary), stream};
 }
 
+// A feedback stream inside an iterative scope: records fed back come around at the next round
+// (the inner coordinate advances by `step`; the outer is unchanged).
+template <class D, Timestamp TOuter, Timestamp TInner>
+std::pair<LoopHandle<Product<TOuter, TInner>, D>, Stream<Product<TOuter, TInner>, D>> loop_variable(
+    Scope<Product<TOuter, TInner>>& scope, SummaryOf<TInner> step) {
+  return feedback<D>(scope, ProductSummary<TOuter, TInner>{identity_summary<TOuter>(), step});
+}
+template <class D, Timestamp TOuter, std::unsigned_integral U>
+std::pair<LoopHandle<Product<TOuter, U>, D>, Stream<Product<TOuter, U>, D>> loop_variable(
+    Scope<Product<TOuter, U>>& scope, U step) {
+  return loop_variable<D>(scope, IntSummary<U>{step});
+}
+
 template <Timestamp T, class D>
 void connect_loop(const Stream<T, D>& stream, LoopHandle<T, D>& handle) {
   handle.connect(stream);

@@ -13,6 +13,11 @@
 //   4. broadcast this worker's progress changes as one batch to every worker, itself included.
 // A scope is complete when no location holds a capability or a message in flight.
 //
+// Nested scopes (see nested.h) are operators of their parent with their own tracker. They
+// exchange no progress of their own: their changes ride in the root scope's batch (tagged with
+// their path), so one worker step is still one atomic batch, and their parent sees them as the
+// capabilities of an operator (their local changes projected onto the scope's outputs).
+//
 // Thread safety: worker-local.
 
 #pragma once
@@ -28,6 +33,7 @@
 
 #include "absl/status/status.h"
 #include "weir/check.h"
+#include "weir/status.h"
 #include "weir/communication/allocator.h"
 #include "weir/communication/channel.h"
 #include "weir/dataflow/operator.h"
@@ -41,8 +47,34 @@
 
 namespace weir {
 
+template <Timestamp T, class D>
+class Stream;
+
+// Progress changes of a nested scope, carried in the root scope's batch. Immutable once sent.
+class NestedBatchBase {
+ public:
+  virtual ~NestedBatchBase() = default;
+};
 template <Timestamp T>
-class Scope final : public LocalActivator {
+struct NestedBatch final : NestedBatchBase {
+  std::vector<std::pair<std::pair<Location, T>, int64_t>> updates;
+};
+struct NestedProgress {
+  std::vector<uint32_t> path;  // Operator indices from the scope that holds it down to the nested scope.
+  std::shared_ptr<const NestedBatchBase> batch;
+};
+
+// An operator that is a scope: it accepts progress batches for itself and the scopes inside it.
+class ProgressHost {
+ public:
+  virtual void receive_nested(std::span<const uint32_t> path, std::shared_ptr<const NestedBatchBase> batch) = 0;
+
+ protected:
+  ~ProgressHost() = default;
+};
+
+template <Timestamp T>
+class Scope : public LocalActivator {
  public:
   using Time = T;
 
@@ -54,7 +86,7 @@ class Scope final : public LocalActivator {
   }
   Scope(const Scope&) = delete;
   Scope& operator=(const Scope&) = delete;
-  ~Scope() {
+  virtual ~Scope() {
     // Operators go first: their capabilities and handles point into ports and progress.
     for (auto& child : children_) child.reset();
     for (uint64_t id : channels_) worker_.allocator().process().release_channel(id);
@@ -131,7 +163,16 @@ class Scope final : public LocalActivator {
     return SyncActivator(worker_.allocator().activation_queue(), path_of(node));
   }
 
-  // Completes construction: checks the graph and starts progress tracking.
+  // A nested scope with timestamps Product<T, Inner>, for iteration: `build(NestedScope&)`
+  // builds inside it (enter streams with `enter`, bring results out with `leave`) and its
+  // result is returned. Defined in nested.h.
+  template <Timestamp Inner, class F>
+  decltype(auto) iterative(F&& build);
+  // A nested scope with the same timestamps, for structure.
+  template <class F>
+  decltype(auto) region(F&& build);
+
+  // Completes construction of a root scope: checks the graph and starts progress tracking.
   absl::Status build();
 
   // ---- running ----
@@ -140,6 +181,11 @@ class Scope final : public LocalActivator {
   bool step();
 
   void activate_child(uint32_t child) override {
+    if (child == 0) {  // Data arrived at the scope's outputs (a nested scope's boundary).
+      boundary_active_ = true;
+      if (!scheduling_) request_run();
+      return;
+    }
     if (child >= active_.size()) return;  // Before build: every child runs once at build.
     if (active_[child]) return;
     active_[child] = 1;
@@ -148,19 +194,44 @@ class Scope final : public LocalActivator {
       std::push_heap(pending_.begin(), pending_.end(), std::greater<>());
     } else {
       deferred_.push_back(child);
-      if (!scheduling_) worker_.activations().activate(path_);
+      if (!scheduling_) request_run();
     }
+  }
+
+  // Runtime-internal, for nested scopes: hands a progress batch to the scope on `path` below
+  // this one (or keeps it, when `path` is empty); queues a batch from child `child`'s subtree
+  // to be sent with this worker's next batch.
+  void dispatch_nested(std::span<const uint32_t> path, std::shared_ptr<const NestedBatchBase> batch);
+  void queue_nested(uint32_t child, NestedProgress progress) {
+    progress.path.insert(progress.path.begin(), child);
+    nested_out_.push_back(std::move(progress));
+  }
+  // Runtime-internal: a failure found while building a nested scope, reported by `build`.
+  void set_build_error(absl::Status status) {
+    if (build_error_.ok()) build_error_ = std::move(status);
   }
 
   // Diagnostics: every nonzero pointstamp count.
   std::vector<std::tuple<Location, T, int64_t>> pointstamps() { return tracker_.pointstamps(); }
 
- private:
+ protected:
   using Update = std::pair<std::pair<Location, T>, int64_t>;
   struct ProgressMessage {
     std::vector<Update> updates;
+    std::vector<NestedProgress> nested;
   };
   using ProgressShared = InboxSet<ProgressMessage>;
+
+  // Asks the worker to run this scope in its next step.
+  virtual void request_run() { worker_.activations().activate(path_); }
+
+  // Checks the graph and makes the tracker; node 0 has the given shape (the scope's outputs
+  // are its inputs, and the other way around).
+  absl::Status build_graph(uint32_t scope_inputs, uint32_t scope_outputs);
+  // Runs the activated operators (see the class comment, steps 2 and 3).
+  void pass();
+  // Collects the records node `node`'s output ports sent since the last harvest.
+  void harvest_ports(uint32_t node);
 
   void receive_progress();
   void send_progress();
@@ -193,6 +264,10 @@ class Scope final : public LocalActivator {
 
   Tracker<T> tracker_;
   ChangeBatch<std::pair<Location, T>> local_;  // This worker's changes since the last send.
+  std::vector<NestedProgress> nested_out_;     // Changes of nested scopes since the last send.
+  std::deque<std::shared_ptr<const NestedBatchBase>> nested_in_;  // For a nested scope.
+  bool boundary_active_ = false;
+  absl::Status build_error_;
 
   // Progress exchange.
   std::shared_ptr<ProgressShared> progress_shared_;
@@ -211,8 +286,9 @@ class Scope final : public LocalActivator {
 // ---- implementation ----
 
 template <Timestamp T>
-absl::Status Scope<T>::build() {
+absl::Status Scope<T>::build_graph(uint32_t scope_inputs, uint32_t scope_outputs) {
   WEIR_CHECK(!built_) << "scope " << name_ << " built twice";
+  WEIR_RETURN_IF_ERROR(build_error_);
   for (uint32_t i = 1; i < children_.size(); ++i) {
     if (children_[i] == nullptr) {
       return absl::FailedPreconditionError(
@@ -221,7 +297,9 @@ absl::Status Scope<T>::build() {
     }
   }
   ReachabilityBuilder<T> builder;
-  builder.add_node(0, name_, 0, 0, {});
+  // Node 0's inputs are the scope's outputs; its outputs are the scope's inputs.
+  builder.add_node(0, name_, scope_outputs, scope_inputs,
+                   Connectivity<T>(scope_outputs, std::vector<Antichain<SummaryOf<T>>>(scope_inputs)));
   for (uint32_t i = 1; i < children_.size(); ++i) {
     const Operator<T>& op = *children_[i];
     builder.add_node(i, std::string(op.name()), op.inputs(), op.outputs(), op.connectivity());
@@ -243,29 +321,41 @@ absl::Status Scope<T>::build() {
     }
   }
   tracker_.propagate_all();
+  built_ = true;
+  active_.assign(children_.size(), 0);
+  deliver_frontiers();
+  for (uint32_t i = 1; i < children_.size(); ++i) activate_child(i);
+  return absl::OkStatus();
+}
 
+template <Timestamp T>
+absl::Status Scope<T>::build() {
+  WEIR_RETURN_IF_ERROR(build_graph(0, 0));
   progress_channel_ = worker_.allocator().next_channel_id();
   channels_.push_back(progress_channel_);
   progress_shared_ = worker_.allocator().process().template channel<ProgressShared>(
       progress_channel_, [&] { return std::make_shared<ProgressShared>(peers()); });
   progress_shared_->inbox(index()).set_activator(
       SyncActivator(worker_.allocator().activation_queue(), path_));
-
-  built_ = true;
-  active_.assign(children_.size(), 0);
-  deliver_frontiers();
-  for (uint32_t i = 1; i < children_.size(); ++i) activate_child(i);
   worker_.activations().activate(path_);
   return absl::OkStatus();
 }
 
 template <Timestamp T>
 bool Scope<T>::step() {
+  receive_progress();
+  pass();
+  send_progress();
+  if (!deferred_.empty()) request_run();
+  return tracker_.tracking_anything() || !deferred_.empty();
+}
+
+template <Timestamp T>
+void Scope<T>::pass() {
   // Activations from outside the scope's own pass (activators, other threads, timers).
   worker_.activations().for_extensions(path_, [&](size_t child) {
     activate_child(static_cast<uint32_t>(child));
   });
-  receive_progress();
   tracker_.propagate_all();
   deliver_frontiers();
 
@@ -287,10 +377,22 @@ bool Scope<T>::step() {
   pending_.clear();
   scheduling_ = false;
   running_ = 0;
+}
 
-  send_progress();
-  if (!deferred_.empty()) worker_.activations().activate(path_);
-  return tracker_.tracking_anything() || !deferred_.empty();
+template <Timestamp T>
+void Scope<T>::dispatch_nested(std::span<const uint32_t> path,
+                               std::shared_ptr<const NestedBatchBase> batch) {
+  if (path.empty()) {
+    nested_in_.push_back(std::move(batch));
+    return;
+  }
+  const uint32_t child = path[0];
+  WEIR_CHECK(child < children_.size() && children_[child] != nullptr)
+      << "progress for unknown nested scope " << child << " in " << name_;
+  auto* host = dynamic_cast<ProgressHost*>(children_[child].get());
+  WEIR_CHECK(host != nullptr) << "progress for operator " << names_[child] << ", not a scope";
+  host->receive_nested(path.subspan(1), std::move(batch));
+  activate_child(child);
 }
 
 template <Timestamp T>
@@ -312,6 +414,16 @@ void Scope<T>::run_child(uint32_t child) {
 }
 
 template <Timestamp T>
+void Scope<T>::harvest_ports(uint32_t node) {
+  for (auto& port : ports_[node]) {
+    for (const auto& edge : port->edges()) {
+      edge.produced->drain(
+          [&](const T& time, int64_t diff) { local_.update({edge.target, time}, diff); });
+    }
+  }
+}
+
+template <Timestamp T>
 void Scope<T>::harvest(uint32_t child) {
   SharedProgress<T>& progress = children_[child]->progress();
   for (uint32_t i = 0; i < progress.consumeds.size(); ++i) {
@@ -322,12 +434,7 @@ void Scope<T>::harvest(uint32_t child) {
     progress.internals[o]->drain(
         [&](const T& time, int64_t diff) { local_.update({Source{child, o}, time}, diff); });
   }
-  for (auto& port : ports_[child]) {
-    for (const auto& edge : port->edges()) {
-      edge.produced->drain(
-          [&](const T& time, int64_t diff) { local_.update({edge.target, time}, diff); });
-    }
-  }
+  harvest_ports(child);
 }
 
 template <Timestamp T>
@@ -343,6 +450,7 @@ void Scope<T>::receive_progress() {
   while (!progress_in_.empty()) {
     auto& message = progress_in_.front();
     apply(message.updates);
+    for (auto& nested : message.nested) dispatch_nested(nested.path, std::move(nested.batch));
     if (update_pool_.size() < 4) {
       message.updates.clear();
       update_pool_.push_back(std::move(message.updates));
@@ -353,7 +461,7 @@ void Scope<T>::receive_progress() {
 
 template <Timestamp T>
 void Scope<T>::send_progress() {
-  if (local_.is_empty()) return;
+  if (local_.is_empty() && nested_out_.empty()) return;
   auto updates = local_.iter();
   const size_t n = peers();
   const size_t me = index();
@@ -364,7 +472,8 @@ void Scope<T>::send_progress() {
       update_pool_.pop_back();
     }
     copy.assign(updates.begin(), updates.end());
-    ProgressMessage message{std::move(copy)};
+    ProgressMessage message{std::move(copy), {}};
+    if (!nested_out_.empty()) message.nested = nested_out_;  // Shares the immutable batches.
     if (w == me) {
       progress_in_.push_back(std::move(message));
       worker_.activations().activate(path_);
@@ -373,6 +482,7 @@ void Scope<T>::send_progress() {
     }
   }
   local_.clear();
+  nested_out_.clear();
 }
 
 template <Timestamp T>
@@ -385,3 +495,5 @@ void Scope<T>::deliver_frontiers() {
 }
 
 }  // namespace weir
+
+#include "weir/dataflow/nested.h"

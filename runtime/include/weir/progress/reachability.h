@@ -122,6 +122,12 @@ class Tracker {
     return sources_[0][input].output_summaries[output];
   }
 
+  // Summaries from `location` to each scope output.
+  const std::vector<Antichain<Summary>>& output_summaries(Location location) const {
+    return location.is_source ? sources_[location.node][location.port].output_summaries
+                              : targets_[location.node][location.port].output_summaries;
+  }
+
   // True while some location holds a nonzero count (a capability or a message in flight).
   bool tracking_anything() const { return nonempty_locations_ > 0; }
 
