@@ -1,5 +1,6 @@
 #include "blocking_pool.h"
 
+#include <chrono>
 #include <deque>
 #include <mutex>
 #include <thread>

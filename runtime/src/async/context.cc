@@ -1,9 +1,9 @@
 #include "weir/async/context.h"
 
-#include <sys/epoll.h>
-
 #include "blocking_pool.h"
 #include "reactor.h"
+#include <sys/epoll.h>
+
 #include "weir/check.h"
 #include "weir/worker/worker.h"
 

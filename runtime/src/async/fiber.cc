@@ -12,14 +12,14 @@
 
 #include "weir/async/fiber.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
-#include <boost/context/fiber.hpp>
 #include <cstdlib>
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include <boost/context/fiber.hpp>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "weir/check.h"
 
@@ -277,20 +277,20 @@ void Fiber::resume() {
     tsan_switch(impl.tsan_fiber);
 #endif
     Impl* raw = &impl;
-    impl.fiber = ctx::fiber(std::allocator_arg, PooledStack(impl.stack_size),
-                            [raw](ctx::fiber&& caller) -> ctx::fiber {
-                              raw->caller = std::move(caller);
-                              try {
-                                raw->entry();
-                              } catch (const ctx::detail::forced_unwind&) {
-                                throw;  // Boost catches it at the fiber's entry.
-                              } catch (...) {
-                                raw->exception = std::current_exception();
-                              }
-                              WEIR_CHECK(!raw->unwinding)
-                                  << "a fiber swallowed its unwinding (catch (...) without rethrow)";
-                              return std::move(raw->caller);
-                            });
+    impl.fiber = ctx::fiber(
+        std::allocator_arg, PooledStack(impl.stack_size), [raw](ctx::fiber&& caller) -> ctx::fiber {
+          raw->caller = std::move(caller);
+          try {
+            raw->entry();
+          } catch (const ctx::detail::forced_unwind&) {
+            throw;  // Boost catches it at the fiber's entry.
+          } catch (...) {
+            raw->exception = std::current_exception();
+          }
+          WEIR_CHECK(!raw->unwinding)
+              << "a fiber swallowed its unwinding (catch (...) without rethrow)";
+          return std::move(raw->caller);
+        });
 #if defined(WEIR_TSAN)
     tsan_switch(impl.tsan_caller);
 #endif

@@ -1,12 +1,12 @@
 #include "reactor.h"
 
-#include <sys/epoll.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
+
+#include <sys/epoll.h>
+#include <unistd.h>
 
 #include "weir/check.h"
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+
 #include "weir/worker/activator.h"
 
 namespace weir::internal {
@@ -51,7 +52,7 @@ class Reactor {
   int epoll_fd_ = -1;
   std::mutex mu_;
   std::unordered_map<int, std::vector<IoWait*>> waiters_;  // Guarded by mu_.
-  std::unordered_set<int> registered_;                      // Guarded by mu_: in the epoll set.
+  std::unordered_set<int> registered_;                     // Guarded by mu_: in the epoll set.
   std::thread thread_;
 };
 

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+
 #include "weir/async/fiber.h"
 #include "weir/progress/timestamp.h"
 #include "weir/worker/activator.h"
@@ -125,8 +126,7 @@ class BlockingCallGuard {
 class AsyncContext {
  public:
   // Made by the async operator. `worker` must outlive the context.
-  AsyncContext(Worker& worker, std::vector<size_t> path, SyncActivator activator,
-               std::string name);
+  AsyncContext(Worker& worker, std::vector<size_t> path, SyncActivator activator, std::string name);
   AsyncContext(const AsyncContext&) = delete;
   AsyncContext& operator=(const AsyncContext&) = delete;
 

@@ -63,10 +63,10 @@ class Fiber {
 
 // Diagnostics of the calling thread's fibers (tests and benchmarks).
 struct FiberStats {
-  int64_t live_fibers = 0;       // Fibers created on this thread and not yet destroyed.
-  int64_t stacks_in_use = 0;     // Stacks held by fibers that have started.
-  int64_t stacks_pooled = 0;     // Stacks kept for reuse.
-  int64_t stacks_mapped = 0;     // Stacks ever mapped on this thread (pool misses).
+  int64_t live_fibers = 0;    // Fibers created on this thread and not yet destroyed.
+  int64_t stacks_in_use = 0;  // Stacks held by fibers that have started.
+  int64_t stacks_pooled = 0;  // Stacks kept for reuse.
+  int64_t stacks_mapped = 0;  // Stacks ever mapped on this thread (pool misses).
 };
 FiberStats fiber_stats_on_this_thread();
 
