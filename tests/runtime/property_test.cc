@@ -1,6 +1,6 @@
 // Property test of progress tracking: random dataflows (map, filter, exchange, concat, delay,
-// branch, feedback loops) fed random batches at random times, on W = 1, 2, 4 workers with random
-// step interleavings. Asserts that
+// branch, feedback loops, nested scopes, async operators) fed random batches at random times, on
+// W = 1, 2, 4 workers with random step interleavings. Asserts that
 //   (a) no record reaches an operator input at a time its frontier has already passed,
 //   (b) every stream carries exactly what a single-threaded reference computation says,
 //   (c) every dataflow completes (a watchdog turns a hang into a failure naming the seed).
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "testing/harness.h"
+#include "weir/async/async_operator.h"
 #include "weir/weir.h"
 
 namespace weir {
@@ -26,7 +27,7 @@ using Time = uint64_t;
 using Record = std::pair<Time, uint64_t>;  // (time, value)
 using Multiset = std::vector<Record>;      // Sorted.
 
-enum class Kind { kInput, kMap, kFilter, kExchange, kConcat, kDelay, kBranchTrue, kBranchFalse, kLoop, kNestedLoop, kRegion };
+enum class Kind { kInput, kMap, kFilter, kExchange, kConcat, kDelay, kBranchTrue, kBranchFalse, kLoop, kNestedLoop, kRegion, kAsync };
 
 struct Node {
   Kind kind;
@@ -45,6 +46,7 @@ uint64_t apply_map(const Node& n, uint64_t x) { return (x * n.p + n.q) % 1000; }
 bool keep(const Node& n, uint64_t x) { return x % n.p != n.q; }
 Time delayed(const Node& n, Time t, uint64_t x) { return t + (x % n.p); }
 bool branch_pred(const Node& n, uint64_t x) { return x % n.p == 0; }
+Time async_time(const Node& n, Time t, uint64_t x) { return n.q == 0 ? t : t + x % n.p; }
 
 Spec generate(uint64_t seed, size_t workers) {
   std::mt19937_64 rng(seed);
@@ -69,6 +71,7 @@ Spec generate(uint64_t seed, size_t workers) {
         break;
       }
       case 6: spec.nodes.push_back({Kind::kLoop, up, 0, pick(0, 1), 0}); break;
+      case 7: spec.nodes.push_back({Kind::kAsync, up, 0, pick(1, 4), pick(0, 1)}); break;
       case 8: spec.nodes.push_back({Kind::kNestedLoop, up, 0, pick(0, 1), 0}); break;
       case 9: spec.nodes.push_back({Kind::kRegion, up, 0, pick(1, 7), pick(0, 5)}); break;
       default: spec.nodes.push_back({Kind::kExchange, up, 0, 0, 0}); break;
@@ -139,6 +142,9 @@ std::vector<Multiset> reference(const Spec& spec) {
       case Kind::kRegion:
         for (auto [t, x] : out[n.a]) m.push_back({t, apply_map(n, x)});
         break;
+      case Kind::kAsync:
+        for (auto [t, x] : out[n.a]) m.push_back({async_time(n, t, x), x});
+        break;
       case Kind::kLoop: {
         // Every record enters, then halves each round (time + 1) while positive.
         Multiset current = out[n.a];
@@ -175,6 +181,62 @@ Stream<Time, uint64_t> check(const Stream<Time, uint64_t>& stream, Multiset* see
     };
   });
 }
+
+// ---- Async operator nodes (kAsync) ----
+// q == 0: an async pass-through that gives each record at its input capability, with so little
+// fuel that it yields in the middle of batches. q == 1: an async delay by x % p behind an
+// exchange: it stashes records and holds a capability set at the earliest of its input frontier
+// and what it stashed, across suspensions, giving each record once the frontier passes its time.
+Stream<Time, uint64_t> async_node(const Stream<Time, uint64_t>& stream, const Node& n) {
+  AsyncOperatorBuilder<Time> builder("Async", stream.scope());
+  using Caps = std::span<CapabilitySet<Time>>;
+  if (n.q == 0) {
+    auto in = builder.add_input(stream, Pipeline{});
+    auto [out, result] = builder.add_output<uint64_t>();
+    builder.set_fuel(2 * sizeof(uint64_t));
+    builder.build([in, out](AsyncContext&, Caps caps) mutable {
+      caps[0].clear();
+      for (;;) {
+        auto event = in.next();
+        if (event.is_end()) return;
+        if (auto* data = event.data()) {
+          for (uint64_t x : data->batch) out.give(data->capability, x);
+        }
+      }
+    });
+    return result;
+  }
+  auto in = builder.add_input(stream, Exchange([](const uint64_t& x) { return x * 31 + 7; }));
+  auto [out, result] = builder.add_output<uint64_t>();
+  builder.build([in, out, n](AsyncContext& ctx, Caps caps) mutable {
+    std::map<Time, std::vector<uint64_t>> stash;
+    CapabilitySet<Time>& held = caps[0];
+    auto release = [&](const Antichain<Time>& frontier) {
+      while (!stash.empty() && !frontier.less_equal(stash.begin()->first)) {
+        Capability<Time> cap = held.delayed(stash.begin()->first);
+        for (uint64_t x : stash.begin()->second) out.give(cap, x);
+        stash.erase(stash.begin());
+      }
+      std::vector<Time> hold(frontier.begin(), frontier.end());
+      if (!stash.empty() && (hold.empty() || stash.begin()->first < hold[0])) hold = {stash.begin()->first};
+      held.downgrade(hold);
+    };
+    for (;;) {
+      auto event = in.next();
+      if (auto* data = event.data()) {
+        for (uint64_t x : data->batch) stash[data->time() + x % n.p].push_back(x);
+        if (data->batch.size() % 3 == 0) ctx.yield();
+      } else if (const auto* progress = event.progress()) {
+        release(progress->frontier);
+      } else {
+        release(Antichain<Time>());
+        return;
+      }
+    }
+  });
+  return result;
+}
+// ---- end of async operator nodes ----
 
 Outcome run_worker(Worker& worker, const Spec& spec, uint64_t seed) {
   Outcome outcome;
@@ -242,6 +304,7 @@ Outcome run_worker(Worker& worker, const Spec& spec, uint64_t seed) {
           });
           break;
         }
+        case Kind::kAsync: s = async_node(streams[n.a], n); break;
         case Kind::kRegion:
           s = scope.region([&](auto& inner) {
             return inner.leave(inner.enter(streams[n.a]) | map([n](uint64_t x) { return apply_map(n, x); }) |
