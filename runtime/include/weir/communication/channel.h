@@ -17,13 +17,13 @@
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <utility>
 #include <vector>
 
+#include "weir/communication/fifo.h"
 #include "weir/progress/change_batch.h"
 #include "weir/progress/timestamp.h"
 #include "weir/worker/activator.h"
@@ -63,13 +63,12 @@ class Inbox {
   }
 
   // Moves every pending message to the back of `out`. Returns true if there were any.
-  bool drain(std::deque<M>& out) {
+  bool drain(FifoQueue<M>& out) {
     // Acquire pairs with the release in push: a false read only delays delivery to a later
     // drain, and the push that set it also activated the consumer.
     if (!has_pending_.load(std::memory_order_acquire)) return false;
     std::lock_guard lock(mu_);
-    for (auto& m : pending_) out.push_back(std::move(m));
-    pending_.clear();
+    out.append(pending_);
     has_pending_.store(false, std::memory_order_relaxed);
     notified_ = false;
     return true;
@@ -138,16 +137,15 @@ class ChannelEnd final : public InputEndBase {
     return &current_;
   }
 
-  // An empty buffer with room for a batch.
-  std::vector<D> take_buffer(size_t capacity) {
+  // An empty buffer: a recycled one (with its capacity) if there is one. New buffers start
+  // empty and grow as records arrive, so channels that carry little stay small.
+  std::vector<D> take_buffer(size_t /*capacity*/) {
     if (!pool_.empty()) {
       std::vector<D> buffer = std::move(pool_.back());
       pool_.pop_back();
       return buffer;
     }
-    std::vector<D> buffer;
-    buffer.reserve(capacity);
-    return buffer;
+    return {};
   }
 
   void recycle(std::vector<D>&& buffer) {
@@ -167,7 +165,7 @@ class ChannelEnd final : public InputEndBase {
   uint32_t consumer_;
   Inbox<Message<T, D>>* inbox_;  // Null for channels within one worker.
   std::shared_ptr<void> keep_alive_;  // Owns inbox_.
-  std::deque<Message<T, D>> local_;
+  FifoQueue<Message<T, D>> local_;
   Message<T, D> current_{};
   bool has_current_ = false;
   std::vector<std::vector<D>> pool_;

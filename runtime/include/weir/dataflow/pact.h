@@ -124,7 +124,6 @@ class ExchangePusher final : public Pusher<T, D> {
       const uint64_t hash = static_cast<uint64_t>(key_(std::as_const(record)));
       const size_t worker = mask_ != 0 ? (hash & mask_) : (hash % peers_);
       auto& buffer = buffers_[worker];
-      if (buffer.capacity() == 0) buffer.reserve(capacity_);
       buffer.push_back(std::move(record));
       if (buffer.size() >= capacity_) send(worker, buffer);
     }

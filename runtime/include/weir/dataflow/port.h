@@ -39,10 +39,9 @@ class OutputPortBase {
 template <Timestamp T, class D>
 class OutputPort final : public OutputPortBase<T> {
  public:
+  // The buffer is allocated on first use, so idle ports cost almost nothing.
   explicit OutputPort(size_t batch_capacity = default_batch_capacity<D>())
-      : capacity_(batch_capacity) {
-    buffer_.reserve(capacity_);
-  }
+      : capacity_(batch_capacity) {}
 
   void add_pusher(Target target, std::unique_ptr<Pusher<T, D>> pusher) {
     this->edges_.push_back({target, &pusher->produced()});
@@ -93,7 +92,6 @@ class OutputPort final : public OutputPortBase<T> {
       tee_[i]->push(time, copy);
     }
     tee_.back()->push(time, batch);
-    if (batch.capacity() < capacity_) batch.reserve(capacity_);
   }
 
   size_t capacity_;

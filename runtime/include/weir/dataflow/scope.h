@@ -23,7 +23,6 @@
 #pragma once
 
 #include <algorithm>
-#include <deque>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -36,6 +35,7 @@
 #include "weir/status.h"
 #include "weir/communication/allocator.h"
 #include "weir/communication/channel.h"
+#include "weir/communication/fifo.h"
 #include "weir/dataflow/operator.h"
 #include "weir/dataflow/pact.h"
 #include "weir/dataflow/port.h"
@@ -265,14 +265,14 @@ class Scope : public LocalActivator {
   Tracker<T> tracker_;
   ChangeBatch<std::pair<Location, T>> local_;  // This worker's changes since the last send.
   std::vector<NestedProgress> nested_out_;     // Changes of nested scopes since the last send.
-  std::deque<std::shared_ptr<const NestedBatchBase>> nested_in_;  // For a nested scope.
+  FifoQueue<std::shared_ptr<const NestedBatchBase>> nested_in_;  // For a nested scope.
   bool boundary_active_ = false;
   absl::Status build_error_;
 
   // Progress exchange.
   std::shared_ptr<ProgressShared> progress_shared_;
   uint64_t progress_channel_ = 0;
-  std::deque<ProgressMessage> progress_in_;
+  FifoQueue<ProgressMessage> progress_in_;
   std::vector<std::vector<Update>> update_pool_;
 
   // Scheduling.

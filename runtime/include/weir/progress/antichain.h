@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "weir/progress/change_batch.h"
 #include "weir/progress/timestamp.h"
 
@@ -46,7 +47,9 @@ class Antichain {
     for (const T& e : elements_) {
       if (time_le(e, time)) return false;
     }
-    std::erase_if(elements_, [&](const T& e) { return time_le(time, e); });
+    elements_.erase(std::remove_if(elements_.begin(), elements_.end(),
+                                   [&](const T& e) { return time_le(time, e); }),
+                    elements_.end());
     elements_.push_back(time);
     return true;
   }
@@ -93,7 +96,7 @@ class Antichain {
   }
 
  private:
-  std::vector<T> elements_;  // Mutually incomparable; order unspecified.
+  absl::InlinedVector<T, 1> elements_;  // Mutually incomparable; order unspecified.
 };
 
 // A multiset of times with the antichain ("frontier") of its minimal elements of positive count.
@@ -189,7 +192,7 @@ class MutableAntichain {
   }
 
   ChangeBatch<T> updates_;  // Counts per time.
-  std::vector<T> frontier_;  // Minimal times with positive count; sorted by `<`.
+  absl::InlinedVector<T, 1> frontier_;  // Minimal times with positive count; sorted by `<`.
   ChangeBatch<T> changes_;  // Scratch: the last frontier changes.
 };
 

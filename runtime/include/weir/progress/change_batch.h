@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
+
 namespace weir {
 
 template <class T>
@@ -99,7 +101,7 @@ class ChangeBatch {
   }
 
   // The raw, possibly uncompacted updates. Exposed for code that compacts elsewhere.
-  std::vector<Update>& unstable_internal_updates() { return updates_; }
+  auto& unstable_internal_updates() { return updates_; }
   size_t unstable_len() const { return updates_.size(); }
 
  private:
@@ -108,7 +110,8 @@ class ChangeBatch {
     if (updates_.size() > 32 && updates_.size() >> 1 >= clean_) compact();
   }
 
-  std::vector<Update> updates_;
+  // Most batches hold one or two times: keep those inline, without a heap allocation.
+  absl::InlinedVector<Update, 2> updates_;
   size_t clean_ = 0;  // The prefix [0, clean_) is compacted.
 };
 
