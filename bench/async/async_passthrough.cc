@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bench_util.h"
+
 #include "weir/async/async_operator.h"
 #include "weir/weir.h"
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bench_util.h"
+
 #include "weir/async/async_operator.h"
 #include "weir/async/fiber.h"
 #include "weir/weir.h"
@@ -46,15 +47,15 @@ double activation_ns(uint64_t rounds, bool async) {
         weir::AsyncOperatorBuilder<uint64_t> builder("AsyncPass", scope);
         auto in = builder.add_input(stream);
         auto [out, result] = builder.add_output<uint64_t>();
-        builder.build([in, out](weir::AsyncContext&,
-                                std::span<weir::CapabilitySet<uint64_t>> caps) mutable {
-          caps[0].clear();
-          for (;;) {
-            auto event = in.next();
-            if (auto* data = event.data()) out.give_batch(data->capability, data->batch);
-            if (event.is_end()) return;
-          }
-        });
+        builder.build(
+            [in, out](weir::AsyncContext&, std::span<weir::CapabilitySet<uint64_t>> caps) mutable {
+              caps[0].clear();
+              for (;;) {
+                auto event = in.next();
+                if (auto* data = event.data()) out.give_batch(data->capability, data->batch);
+                if (event.is_end()) return;
+              }
+            });
         passed = result;
       } else {
         passed = stream | weir::map([](uint64_t x) { return x; });

@@ -5,62 +5,51 @@
 #include <mutex>
 #include <thread>
 
-#include "oneapi/tbb/global_control.h"
-#include "oneapi/tbb/task_arena.h"
+#include "tbb_arena.h"
 
 namespace weir::internal {
 namespace {
 
-// At most this many blocking calls run at once; more wait in the queue. Blocking calls mostly
-// wait, so there are more of them than cores.
-constexpr int kMaxConcurrentCalls = 64;
-
-class BlockingPool {
+// The queue of calls: each task the arena runs takes one call from it, so calls cross threads
+// through this mutex, which the sanitizers see.
+class BlockingQueue {
  public:
-  BlockingPool()
-      // oneTBB's default thread limit is the number of cores; blocking calls need more.
-      : control_(oneapi::tbb::global_control::max_allowed_parallelism,
-                 static_cast<size_t>(kMaxConcurrentCalls) + 1),
-        // No slot is reserved for an application thread: none joins the arena.
-        arena_(kMaxConcurrentCalls, 0) {}
-
-  void submit(BlockingCall* call) {
-    {
-      std::lock_guard lock(mu_);
-      queue_.push_back(call);
-    }
-    // A capture-free task: nothing our instrumented code wrote travels inside oneTBB.
-    arena_.enqueue([] { instance().run_one(); });
+  static BlockingQueue& instance() {
+    // Never destroyed: a call may still be running when static destructors run.
+    static BlockingQueue* queue = new BlockingQueue();
+    return *queue;
   }
 
-  static BlockingPool& instance() {
-    // Never destroyed: a call may still be running when static destructors run.
-    static BlockingPool* pool = new BlockingPool();
-    return *pool;
+  void push(BlockingCall* call) {
+    std::lock_guard lock(mu_);
+    calls_.push_back(call);
+  }
+  BlockingCall* pop() {
+    std::lock_guard lock(mu_);
+    if (calls_.empty()) return nullptr;
+    BlockingCall* call = calls_.front();
+    calls_.pop_front();
+    return call;
   }
 
  private:
-  void run_one() {
-    BlockingCall* call = nullptr;
-    {
-      std::lock_guard lock(mu_);
-      if (queue_.empty()) return;
-      call = queue_.front();
-      queue_.pop_front();
-    }
+  std::mutex mu_;
+  std::deque<BlockingCall*> calls_;  // Guarded by mu_.
+};
+
+void run_one() {
+  if (BlockingCall* call = BlockingQueue::instance().pop()) {
     call->run();
     call->finish();
   }
-
-  oneapi::tbb::global_control control_;
-  oneapi::tbb::task_arena arena_;
-  std::mutex mu_;
-  std::deque<BlockingCall*> queue_;  // Guarded by mu_.
-};
+}
 
 }  // namespace
 
-void submit_blocking(BlockingCall* call) { BlockingPool::instance().submit(call); }
+void submit_blocking(BlockingCall* call) {
+  BlockingQueue::instance().push(call);
+  arena_enqueue(&run_one);
+}
 
 void BlockingCall::wait() const {
   // Only reached while unwinding a body whose call is still running: poll rather than keep a

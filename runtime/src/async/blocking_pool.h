@@ -2,7 +2,7 @@
 // threads of a oneTBB task arena, so blocking calls (database clients, file IO) never block a
 // worker thread.
 //
-// Calls are queued here and the arena only gets empty tasks that each take one call from the
+// Calls are queued here and the arena only gets tasks that each take one call from the
 // queue: the hand-off between threads goes through a mutex the sanitizers see, not through
 // oneTBB's own (uninstrumented) synchronization.
 //
