@@ -319,7 +319,8 @@ void Fiber::suspend() {
   Impl& impl = *impl_;
   WEIR_CHECK(running_fiber == this && impl.state == Impl::State::kRunning)
       << "suspend() called outside its fiber";
-  WEIR_CHECK(!impl.unwinding) << "a fiber swallowed its unwinding (catch (...) without rethrow)";
+  WEIR_CHECK(!impl.unwinding) << "a fiber waited while being unwound (a catch (...) that does "
+                                 "not rethrow, or a wait in a destructor)";
 #if defined(WEIR_TSAN)
   tsan_switch(impl.tsan_caller);
 #endif

@@ -1,6 +1,7 @@
 #include "weir/worker/config.h"
 
 #include <charconv>
+#include <cstdlib>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
@@ -23,6 +24,12 @@ absl::StatusOr<size_t> parse_count(const std::string& flag, const std::string& v
 
 absl::StatusOr<Config> Config::from_args(std::vector<std::string>& args) {
   Config config;
+  if (const char* id = std::getenv("WEIR_CLUSTER_ID"); id != nullptr) config.cluster_id = id;
+  if (const char* inc = std::getenv("WEIR_INCARNATION"); inc != nullptr) {
+    auto parsed = parse_count("$WEIR_INCARNATION", inc);
+    if (!parsed.ok()) return parsed.status();
+    config.incarnation = *parsed;
+  }
   std::vector<std::string> rest;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
@@ -35,7 +42,10 @@ absl::StatusOr<Config> Config::from_args(std::vector<std::string>& args) {
     }
     const bool known = flag == "-w" || flag == "--workers" || flag == "-n" ||
                        flag == "--processes" || flag == "-p" || flag == "--process" ||
-                       flag == "-h" || flag == "--hostfile";
+                       flag == "-h" || flag == "--hostfile" || flag == "--cluster-id" ||
+                       flag == "--incarnation" || flag == "--heartbeat-timeout-ms" ||
+                       flag == "--startup-timeout-ms" || flag == "--tls-cert" ||
+                       flag == "--tls-key" || flag == "--tls-ca";
     if (!known) {
       rest.push_back(arg);
       continue;
@@ -50,6 +60,14 @@ absl::StatusOr<Config> Config::from_args(std::vector<std::string>& args) {
       config.hostfile = value;
       continue;
     }
+    if (flag == "--cluster-id") {
+      config.cluster_id = value;
+      continue;
+    }
+    if (flag == "--tls-cert" || flag == "--tls-key" || flag == "--tls-ca") {
+      (flag == "--tls-cert" ? config.tls_cert : flag == "--tls-key" ? config.tls_key : config.tls_ca) = value;
+      continue;
+    }
     auto count = parse_count(flag, value);
     if (!count.ok()) return count.status();
     if (flag == "-w" || flag == "--workers") {
@@ -58,6 +76,12 @@ absl::StatusOr<Config> Config::from_args(std::vector<std::string>& args) {
     } else if (flag == "-n" || flag == "--processes") {
       if (*count == 0) return absl::InvalidArgumentError("flag -n/--processes must be at least 1");
       config.processes = *count;
+    } else if (flag == "--incarnation") {
+      config.incarnation = *count;
+    } else if (flag == "--heartbeat-timeout-ms") {
+      config.heartbeat_timeout = std::chrono::milliseconds(*count);
+    } else if (flag == "--startup-timeout-ms") {
+      config.startup_timeout = std::chrono::milliseconds(*count);
     } else {
       config.process = *count;
     }
@@ -90,10 +114,15 @@ absl::StatusOr<Config> Config::from_args(int& argc, char** argv) {
 
 absl::Status Config::validate() const {
   if (workers == 0) return absl::InvalidArgumentError("at least one worker is required");
-  if (processes > 1 || !hostfile.empty()) {
+  if (process >= processes) {
+    return absl::InvalidArgumentError("process index -p " + std::to_string(process) +
+                                      " is out of range for -n " + std::to_string(processes));
+  }
+  if (processes > 1 && !transport) {
     return absl::UnimplementedError(
-        "multi-process execution (-n/-p/-h) needs the cluster transport, which this build does "
-        "not have yet; run a single process with -w workers");
+        "multi-process execution (-n " + std::to_string(processes) +
+        ") needs the cluster transport: link weir::protocol and run through "
+        "weir::cluster::execute (weir/cluster.h); this program runs one process with -w workers");
   }
   return absl::OkStatus();
 }

@@ -24,7 +24,14 @@ void run_one(Worker& worker, const std::function<void(Worker&)>& per_worker) {
 
 absl::Status run_workers(const Config& config, const std::function<void(Worker&)>& per_worker) {
   if (absl::Status status = config.validate(); !status.ok()) return status;
-  auto process = std::make_shared<ProcessShared>(config.workers);
+  auto process = std::make_shared<ProcessShared>(config.workers, config.processes, config.process);
+  std::unique_ptr<Transport> transport;
+  if (config.processes > 1) {
+    auto made = config.transport(config, *process);
+    if (!made.ok()) return made.status();
+    transport = std::move(*made);
+    process->set_transport(transport.get());
+  }
   std::vector<std::thread> threads;
   threads.reserve(config.workers - 1);
   for (size_t i = 1; i < config.workers; ++i) {
@@ -38,6 +45,10 @@ absl::Status run_workers(const Config& config, const std::function<void(Worker&)
     run_one(worker, per_worker);
   }
   for (auto& thread : threads) thread.join();
+  if (transport) {
+    absl::Status closed = transport->close();
+    if (process->status().ok() && !closed.ok()) return closed;
+  }
   return process->status();
 }
 

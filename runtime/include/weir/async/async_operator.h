@@ -29,7 +29,11 @@
 // InputCapability may be used to give records until then, across suspensions.
 //
 // Outputs are fueled: after AsyncOptions' fuel bytes given since the body last suspended, giving
-// yields (flushing what was given and letting other operators run).
+// yields (flushing what was given and letting other operators run). To give many records one by
+// one, `output.session(capability)` checks the capability once.
+//
+// Capabilities should be dropped by the body: a change made outside it (by the worker's own code
+// holding a copy, say) is reported only when the operator next runs.
 //
 // Errors. A body may return absl::Status or void. An error returned, or an exception thrown, ends
 // the body but keeps its capabilities, so partial output never looks complete: the ones in its
@@ -292,9 +296,44 @@ class AsyncInput {
 template <Timestamp T, class D>
 class AsyncOutput {
  public:
+  // Records at one time, checked once: the cheap way to give many records one by one. Valid
+  // as long as the capability it was made from (across suspensions too).
+  class Session {
+   public:
+    Session(OutputPort<T, D>* port, AsyncContext* context, const T& time)
+        : port_(port), context_(context), time_(time) {}
+    void give(D record) {
+      port_->give(time_, std::move(record));
+      context_->use_fuel(sizeof(D));
+    }
+    // Gives a whole batch; leaves `batch` empty.
+    void give_batch(std::vector<D>& batch) {
+      const size_t bytes = batch.size() * sizeof(D);
+      port_->give_batch(time_, batch);
+      context_->use_fuel(bytes);
+    }
+    const T& time() const { return time_; }
+
+   private:
+    OutputPort<T, D>* port_;
+    AsyncContext* context_;
+    T time_;
+  };
+
   AsyncOutput() = default;
   AsyncOutput(AsyncOperator<T>* op, OutputPort<T, D>* port, uint32_t index)
       : op_(op), port_(port), index_(index) {}
+
+  // A session at `capability`'s time (a Capability of this output, or the InputCapability of
+  // data from a connected input).
+  Session session(const Capability<T>& capability) {
+    check(capability);
+    return Session(port_, &op_->context(), capability.time());
+  }
+  Session session(const InputCapability<T>& capability) {
+    check(capability);
+    return Session(port_, &op_->context(), capability.time());
+  }
 
   // Gives `record` at `capability`'s time. REQUIRES: a capability for this output.
   void give(const Capability<T>& capability, D record) {

@@ -26,6 +26,8 @@
 #include <utility>
 #include <vector>
 
+#include "weir/progress/location.h"
+
 namespace weir {
 
 template <class D, class Enable = void>
@@ -65,6 +67,26 @@ inline bool decode_length(std::string_view& in, uint64_t& n, size_t min_element_
   return min_element_bytes == 0 || n <= in.size() / min_element_bytes;
 }
 }  // namespace internal
+
+// Locations field by field (their `is_source` flag must decode to a valid bool).
+template <>
+struct Codec<Location> {
+  static void encode(const Location& l, std::string& out) {
+    Codec<uint32_t>::encode(l.node, out);
+    Codec<uint32_t>::encode(l.port, out);
+    out.push_back(l.is_source ? 1 : 0);
+  }
+  static bool decode(std::string_view& in, Location& l) {
+    if (!Codec<uint32_t>::decode(in, l.node) || !Codec<uint32_t>::decode(in, l.port) || in.empty()) {
+      return false;
+    }
+    const char kind = in.front();
+    in.remove_prefix(1);
+    if (kind != 0 && kind != 1) return false;
+    l.is_source = kind == 1;
+    return true;
+  }
+};
 
 template <>
 struct Codec<std::string> {

@@ -170,7 +170,20 @@ class NestedScope final : public Scope<TInner> {
       });
     }
     while (!this->nested_in_.empty()) {
-      this->apply(static_cast<const NestedBatch<TInner>&>(*this->nested_in_.front()).updates);
+      const NestedBatchBase& batch = *this->nested_in_.front();
+      if (const auto* encoded = dynamic_cast<const EncodedNestedBatch*>(&batch)) {
+        // From another process: decode and check before applying.
+        ProgressUpdates<TInner> updates;
+        std::string_view bytes(encoded->bytes);
+        if (!decode_updates<TInner>(bytes, updates) || !bytes.empty() || !this->valid(updates)) {
+          this->worker().allocator().process().link_failed(absl::InvalidArgumentError(
+              "malformed progress batch for nested scope '" + this->name() + "' from another process"));
+          return false;
+        }
+        this->apply(updates);
+      } else {
+        this->apply(static_cast<const NestedBatch<TInner>&>(batch).updates);
+      }
       this->nested_in_.pop_front();
     }
     for (uint32_t i = 0; i < inputs_.size(); ++i) inputs_[i]->move(progress.consumeds[i]);

@@ -18,6 +18,7 @@
 
 #include "weir/communication/allocator.h"
 #include "weir/communication/channel.h"
+#include "weir/communication/codec.h"
 #include "weir/progress/timestamp.h"
 
 namespace weir {
@@ -39,8 +40,8 @@ struct Broadcast {};
 
 // What a pact needs to know to make a channel into one operator input.
 struct ChannelSite {
-  size_t index = 0;  // This worker.
-  size_t peers = 1;
+  size_t index = 0;  // This worker (global index).
+  size_t peers = 1;  // Workers in the cluster.
   ProcessShared* process = nullptr;
   uint64_t channel_id = 0;
   LocalActivator* scope = nullptr;
@@ -76,26 +77,43 @@ class PipelinePusher final : public Pusher<T, D> {
   size_t capacity_;
 };
 
-// Delivers whole batches to any worker of the process.
+// Delivers whole batches to any worker: within the process through its inbox, to other
+// processes encoded (weir::Codec) through the transport.
 template <class T, class D>
 class Router {
  public:
   Router(const ChannelSite& site, std::shared_ptr<ChannelShared<T, D>> shared,
          std::shared_ptr<ChannelEnd<T, D>> local)
-      : index_(site.index), shared_(std::move(shared)), local_(std::move(local)) {}
+      : index_(site.index),
+        channel_(site.channel_id),
+        process_(site.process),
+        shared_(std::move(shared)),
+        local_(std::move(local)) {}
 
   void send(size_t worker, const T& time, std::vector<D>& batch, size_t capacity) {
+    if (!process_->is_local(worker)) {
+      std::string payload;
+      Codec<T>::encode(time, payload);
+      Codec<std::vector<D>>::encode(batch, payload);
+      batch.clear();
+      process_->transport()->send_data(process_->process_of(worker), channel_,
+                                       static_cast<uint32_t>(index_), static_cast<uint32_t>(worker),
+                                       std::move(payload));
+      return;
+    }
     std::vector<D> next = local_->take_buffer(capacity);
     std::swap(next, batch);
     if (worker == index_) {
       local_->push_local(Message<T, D>{time, std::move(next)});
     } else {
-      shared_->inbox(worker).push(Message<T, D>{time, std::move(next)});
+      shared_->inbox(worker - process_->first_worker()).push(Message<T, D>{time, std::move(next)});
     }
   }
 
  private:
   size_t index_;
+  uint64_t channel_;
+  ProcessShared* process_;
   std::shared_ptr<ChannelShared<T, D>> shared_;
   std::shared_ptr<ChannelEnd<T, D>> local_;
 };
@@ -182,9 +200,24 @@ class BroadcastPusher final : public Pusher<T, D> {
 template <class T, class D>
 std::pair<std::shared_ptr<ChannelShared<T, D>>, std::shared_ptr<ChannelEnd<T, D>>> shared_channel(
     const ChannelSite& site) {
-  auto shared = site.process->channel<ChannelShared<T, D>>(
-      site.channel_id, [&] { return std::make_shared<ChannelShared<T, D>>(site.peers); });
-  auto& inbox = shared->inbox(site.index);
+  ProcessShared* process = site.process;
+  const uint64_t id = site.channel_id;
+  auto shared = process->channel<ChannelShared<T, D>>(
+      id, [&] { return std::make_shared<ChannelShared<T, D>>(process->workers()); },
+      [process, id](std::shared_ptr<ChannelShared<T, D>> channel) -> RemoteSink {
+        // Runs on a transport thread: decode the batch and hand it to the local worker.
+        return [process, id, channel](uint32_t from, uint32_t to, uint64_t, std::string_view payload) {
+          Message<T, D> message;
+          if (!Codec<T>::decode(payload, message.time) ||
+              !Codec<std::vector<D>>::decode(payload, message.data) || !payload.empty()) {
+            return absl::InvalidArgumentError("malformed batch from worker " + std::to_string(from) +
+                                              " on channel " + std::to_string(id));
+          }
+          channel->inbox(to - process->first_worker()).push(std::move(message));
+          return absl::OkStatus();
+        };
+      });
+  auto& inbox = shared->inbox(site.index - process->first_worker());
   inbox.set_activator(site.consumer_sync);
   auto end = std::make_shared<ChannelEnd<T, D>>(site.scope, site.consumer, &inbox, shared);
   return {std::move(shared), std::move(end)};

@@ -26,7 +26,10 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -35,6 +38,7 @@
 #include "weir/status.h"
 #include "weir/communication/allocator.h"
 #include "weir/communication/channel.h"
+#include "weir/communication/codec.h"
 #include "weir/communication/fifo.h"
 #include "weir/dataflow/operator.h"
 #include "weir/dataflow/pact.h"
@@ -54,10 +58,43 @@ class Stream;
 class NestedBatchBase {
  public:
   virtual ~NestedBatchBase() = default;
+  virtual void encode(std::string& out) const = 0;
 };
+// Progress changes, encoded field by field (a location's flag must decode to a valid bool).
+template <Timestamp T>
+using ProgressUpdates = std::vector<std::pair<std::pair<Location, T>, int64_t>>;
+template <Timestamp T>
+void encode_updates(const ProgressUpdates<T>& updates, std::string& out) {
+  Codec<uint64_t>::encode(updates.size(), out);
+  for (const auto& [key, diff] : updates) {
+    Codec<Location>::encode(key.first, out);
+    Codec<T>::encode(key.second, out);
+    Codec<int64_t>::encode(diff, out);
+  }
+}
+template <Timestamp T>
+bool decode_updates(std::string_view& in, ProgressUpdates<T>& updates) {
+  uint64_t n = 0;
+  if (!Codec<uint64_t>::decode(in, n) || n > in.size()) return false;
+  updates.resize(n);
+  for (auto& [key, diff] : updates) {
+    if (!Codec<Location>::decode(in, key.first) || !Codec<T>::decode(in, key.second) ||
+        !Codec<int64_t>::decode(in, diff)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 template <Timestamp T>
 struct NestedBatch final : NestedBatchBase {
-  std::vector<std::pair<std::pair<Location, T>, int64_t>> updates;
+  ProgressUpdates<T> updates;
+  void encode(std::string& out) const override { encode_updates<T>(updates, out); }
+};
+// A nested batch from another process, decoded by the scope it is for.
+struct EncodedNestedBatch final : NestedBatchBase {
+  std::string bytes;
+  void encode(std::string& out) const override { out.append(bytes); }
 };
 struct NestedProgress {
   std::vector<uint32_t> path;  // Operator indices from the scope that holds it down to the nested scope.
@@ -219,7 +256,11 @@ class Scope : public LocalActivator {
   struct ProgressMessage {
     std::vector<Update> updates;
     std::vector<NestedProgress> nested;
+    bool remote = false;  // Decoded from another process: check before applying.
+    uint32_t from = 0;
   };
+  static void encode(const ProgressMessage& message, std::string& out);
+  static bool decode(std::string_view in, ProgressMessage& message);
   using ProgressShared = InboxSet<ProgressMessage>;
 
   // Asks the worker to run this scope in its next step.
@@ -239,6 +280,14 @@ class Scope : public LocalActivator {
   void run_child(uint32_t child);
   void harvest(uint32_t child);
   void fail(uint32_t child, std::string_view what);
+  // Applies progress changes. Those from other processes are checked against the graph first:
+  // false if one names a location that does not exist.
+  bool valid(const std::vector<Update>& updates) const {
+    for (const auto& [key, diff] : updates) {
+      if (!tracker_.has_location(key.first)) return false;
+    }
+    return true;
+  }
   void apply(const std::vector<Update>& updates) {
     for (const auto& [key, diff] : updates) {
       if (key.first.is_source) {
@@ -272,6 +321,7 @@ class Scope : public LocalActivator {
   // Progress exchange.
   std::shared_ptr<ProgressShared> progress_shared_;
   uint64_t progress_channel_ = 0;
+  uint64_t progress_seq_ = 0;  // Progress batches sent to other processes.
   FifoQueue<ProgressMessage> progress_in_;
   std::vector<std::vector<Update>> update_pool_;
 
@@ -333,9 +383,40 @@ absl::Status Scope<T>::build() {
   WEIR_RETURN_IF_ERROR(build_graph(0, 0));
   progress_channel_ = worker_.allocator().next_channel_id();
   channels_.push_back(progress_channel_);
-  progress_shared_ = worker_.allocator().process().template channel<ProgressShared>(
-      progress_channel_, [&] { return std::make_shared<ProgressShared>(peers()); });
-  progress_shared_->inbox(index()).set_activator(
+  ProcessShared* process = &worker_.allocator().process();
+  const uint64_t channel = progress_channel_;
+  progress_shared_ = process->template channel<ProgressShared>(
+      channel, [&] { return std::make_shared<ProgressShared>(process->workers()); },
+      [process, channel](std::shared_ptr<ProgressShared> shared) -> RemoteSink {
+        // Runs on a transport thread: check the order, decode once, give every local worker a copy.
+        auto expected = std::make_shared<std::pair<std::mutex, std::unordered_map<uint32_t, uint64_t>>>();
+        return [process, channel, shared, expected](uint32_t from, uint32_t, uint64_t seq,
+                                                    std::string_view payload) -> absl::Status {
+          {
+            std::lock_guard lock(expected->first);
+            uint64_t& next = expected->second[from];
+            if (seq != next) {
+              return absl::DataLossError("progress batch " + std::to_string(seq) + " from worker " +
+                                         std::to_string(from) + " on channel " + std::to_string(channel) +
+                                         " arrived out of order (expected " + std::to_string(next) + ")");
+            }
+            ++next;
+          }
+          ProgressMessage message;
+          if (!decode(payload, message)) {
+            return absl::InvalidArgumentError("malformed progress batch from worker " + std::to_string(from) +
+                                              " on channel " + std::to_string(channel));
+          }
+          message.remote = true;
+          message.from = from;
+          for (size_t w = 0; w < process->workers(); ++w) {
+            ProgressMessage copy = message;
+            shared->inbox(w).push(std::move(copy));
+          }
+          return absl::OkStatus();
+        };
+      });
+  progress_shared_->inbox(index() - process->first_worker()).set_activator(
       SyncActivator(worker_.allocator().activation_queue(), path_));
   worker_.activations().activate(path_);
   return absl::OkStatus();
@@ -446,9 +527,15 @@ void Scope<T>::fail(uint32_t child, std::string_view what) {
 
 template <Timestamp T>
 void Scope<T>::receive_progress() {
-  progress_shared_->inbox(index()).drain(progress_in_);
+  progress_shared_->inbox(index() - worker_.allocator().process().first_worker()).drain(progress_in_);
   while (!progress_in_.empty()) {
     auto& message = progress_in_.front();
+    if (message.remote && !valid(message.updates)) {
+      worker_.allocator().process().link_failed(absl::InvalidArgumentError(
+          "progress batch from worker " + std::to_string(message.from) + " names locations that dataflow '" +
+          name_ + "' does not have"));
+      return;
+    }
     apply(message.updates);
     for (auto& nested : message.nested) dispatch_nested(nested.path, std::move(nested.batch));
     if (update_pool_.size() < 4) {
@@ -463,9 +550,10 @@ template <Timestamp T>
 void Scope<T>::send_progress() {
   if (local_.is_empty() && nested_out_.empty()) return;
   auto updates = local_.iter();
-  const size_t n = peers();
+  ProcessShared& process = worker_.allocator().process();
   const size_t me = index();
-  for (size_t w = 0; w < n; ++w) {
+  for (size_t local = 0; local < process.workers(); ++local) {
+    const size_t w = process.first_worker() + local;
     std::vector<Update> copy;
     if (!update_pool_.empty()) {
       copy = std::move(update_pool_.back());
@@ -478,11 +566,49 @@ void Scope<T>::send_progress() {
       progress_in_.push_back(std::move(message));
       worker_.activations().activate(path_);
     } else {
-      progress_shared_->inbox(w).push(std::move(message));
+      progress_shared_->inbox(local).push(std::move(message));
     }
+  }
+  if (process.processes() > 1) {
+    ProgressMessage message{std::vector<Update>(updates.begin(), updates.end()), nested_out_};
+    std::string payload;
+    encode(message, payload);
+    for (size_t p = 0; p < process.processes(); ++p) {
+      if (p == process.process()) continue;
+      process.transport()->send_progress(p, progress_channel_, static_cast<uint32_t>(me), progress_seq_, payload);
+    }
+    ++progress_seq_;
   }
   local_.clear();
   nested_out_.clear();
+}
+
+template <Timestamp T>
+void Scope<T>::encode(const ProgressMessage& message, std::string& out) {
+  encode_updates<T>(message.updates, out);
+  Codec<uint64_t>::encode(message.nested.size(), out);
+  for (const auto& nested : message.nested) {
+    Codec<std::vector<uint32_t>>::encode(nested.path, out);
+    std::string bytes;
+    nested.batch->encode(bytes);
+    Codec<std::string>::encode(bytes, out);
+  }
+}
+
+template <Timestamp T>
+bool Scope<T>::decode(std::string_view in, ProgressMessage& message) {
+  if (!decode_updates<T>(in, message.updates)) return false;
+  uint64_t n = 0;
+  if (!Codec<uint64_t>::decode(in, n) || n > in.size()) return false;
+  message.nested.resize(n);
+  for (auto& nested : message.nested) {
+    auto batch = std::make_shared<EncodedNestedBatch>();
+    if (!Codec<std::vector<uint32_t>>::decode(in, nested.path) || !Codec<std::string>::decode(in, batch->bytes)) {
+      return false;
+    }
+    nested.batch = std::move(batch);
+  }
+  return in.empty();
 }
 
 template <Timestamp T>

@@ -122,6 +122,13 @@ class Tracker {
     return sources_[0][input].output_summaries[output];
   }
 
+  // True if `location` exists in this graph.
+  bool has_location(Location location) const {
+    if (location.node >= targets_.size()) return false;
+    return location.is_source ? location.port < sources_[location.node].size()
+                              : location.port < targets_[location.node].size();
+  }
+
   // Summaries from `location` to each scope output.
   const std::vector<Antichain<Summary>>& output_summaries(Location location) const {
     return location.is_source ? sources_[location.node][location.port].output_summaries

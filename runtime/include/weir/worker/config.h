@@ -5,17 +5,31 @@
 //   -p, --process I      this process's index (default 0)
 //   -h, --hostfile FILE  one host:port per line, one line per process
 //
+// and, for clusters (see weir::cluster::execute in weir/cluster.h):
+//
+//   --cluster-id ID          processes of one cluster share it (default: from the hostfile);
+//                            also read from $WEIR_CLUSTER_ID
+//   --incarnation N          restarts count up; a process refuses peers of an older one
+//                            (default 0, or $WEIR_INCARNATION)
+//   --heartbeat-timeout-ms N a peer silent this long is lost (default 5000)
+//   --startup-timeout-ms N   how long to wait for every peer at start (default 30000)
+//   --tls-cert F --tls-key F --tls-ca F   TLS on the links; with --tls-ca, peers must present a
+//                            certificate signed by that CA (mutual TLS)
+//
 // `from_args` takes these flags out of argv and leaves the program's own arguments.
 //
 // Thread safety: a value type.
 
 #pragma once
 
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "weir/communication/transport.h"
 
 namespace weir {
 
@@ -25,12 +39,21 @@ struct Config {
   size_t process = 0;
   std::string hostfile;
 
+  std::string cluster_id;
+  uint64_t incarnation = 0;
+  std::chrono::milliseconds heartbeat_timeout{5000};
+  std::chrono::milliseconds startup_timeout{30000};
+  std::string tls_cert, tls_key, tls_ca;
+
+  // Connects the processes of a cluster; set by weir::cluster::execute (protocol library).
+  TransportFactory transport;
+
   // Parses and removes the worker flags from `args`; the remaining arguments stay in order.
   static absl::StatusOr<Config> from_args(std::vector<std::string>& args);
   // The same for main's argc/argv: argv keeps the program name and the remaining arguments.
   static absl::StatusOr<Config> from_args(int& argc, char** argv);
 
-  // Error unless this configuration can run (today: a single process).
+  // Error unless this configuration can run (several processes need a transport).
   absl::Status validate() const;
 };
 

@@ -11,7 +11,7 @@
 // worker keeps stepping until its dataflows complete. An exception thrown by `fn`, by an
 // operator, or a dataflow that fails to build, fails the execution: every worker stops and the
 // returned Status names the operator (or worker). If `fn` returns a value, `execute` returns one
-// per worker, in worker order.
+// per worker of this process, in worker order.
 //
 // Thread safety: call from any thread; blocks until the workers finish.
 
@@ -43,7 +43,7 @@ auto execute(const Config& config, F&& fn) {
   } else {
     std::vector<std::optional<Result>> results(config.workers);
     absl::Status status = internal::run_workers(
-        config, [&](Worker& worker) { results[worker.index()].emplace(fn(worker)); });
+        config, [&](Worker& worker) { results[worker.allocator().local_index()].emplace(fn(worker)); });
     absl::StatusOr<std::vector<Result>> out;
     if (!status.ok()) {
       out = status;

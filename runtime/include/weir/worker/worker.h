@@ -54,11 +54,14 @@ class DataflowBase {
 
 class Worker {
  public:
-  Worker(size_t index, std::shared_ptr<ProcessShared> process);
+  // `local_index`: the worker's index within its process (its global index follows from the
+  // process's place in the cluster).
+  Worker(size_t local_index, std::shared_ptr<ProcessShared> process);
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
   ~Worker();
 
+  // This worker's index among all workers of the cluster, and their number.
   size_t index() const { return allocator_.index(); }
   size_t peers() const { return allocator_.peers(); }
 
