@@ -25,6 +25,16 @@ PersistConfig small_config() {
   return config;
 }
 
+// The number of parts the batches of shard `name` reference.
+size_t parts_in(PersistClient& client, std::string_view name) {
+  const ShardDescription description = client.describe(name).value();
+  size_t parts = 0;
+  for (const auto& batch : description.batches) {
+    parts += batch.num_parts;
+  }
+  return parts;
+}
+
 class ShardTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -235,10 +245,7 @@ TEST_P(ShardTest, LoserOfARaceGetsUpperMismatchAndTheShardKeepsTheWinner) {
   ReadHandle reader = client_->open_reader("race").value();
   EXPECT_EQ(reader.snapshot(4).value(), (std::vector<Update>{{"from a", 4, 1}}));
   // The loser's parts were removed: every blob of the shard is referenced by a batch.
-  size_t referenced = 0;
-  for (const auto& batch : client_->describe("race").value().batches) {
-    referenced += batch.num_parts;
-  }
+  const size_t referenced = parts_in(*client_, "race");
   auto blob = Blob::open(location_.blob_url).value();
   EXPECT_EQ(blob->list_keys(a.shard_id().str() + "/").value().size(), referenced);
 }
@@ -433,10 +440,7 @@ TEST_P(ShardTest, GcRemovesCompactedPartsOnceNoReadHoldsThem) {
   const GcResult gc = client_->gc("gc").value();
   EXPECT_GT(gc.blobs_deleted, 0u);
   EXPECT_GT(gc.versions_truncated, 0u);
-  size_t referenced = 0;
-  for (const auto& batch : client_->describe("gc").value().batches) {
-    referenced += batch.num_parts;
-  }
+  const size_t referenced = parts_in(*client_, "gc");
   EXPECT_EQ(blob->list_keys(prefix).value().size(), referenced);
   rows = 0;
   while (cursor.next()) {

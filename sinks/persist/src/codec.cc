@@ -1,6 +1,7 @@
 #include "codec.h"
 
 #include <bit>
+#include <mutex>
 #include <optional>
 
 #include "str_cat.h"
@@ -267,7 +268,7 @@ std::shared_ptr<DecodedPartPool> DecodedPartPool::create(size_t max_free) {
 }
 
 std::unique_ptr<DecodedPart> DecodedPartPool::take() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   if (free_.empty()) {
     return std::make_unique<DecodedPart>();
   }
@@ -285,7 +286,7 @@ std::shared_ptr<const DecodedPart> DecodedPartPool::share(std::unique_ptr<Decode
 
 void DecodedPartPool::give(DecodedPart* part) {
   std::unique_ptr<DecodedPart> owned(part);
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   if (free_.size() < max_free_) {
     free_.push_back(std::move(owned));
   }

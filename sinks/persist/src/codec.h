@@ -14,14 +14,13 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 
 #include "weir/check.h"
 #include "weir/persist/v1/part.pb.h"
@@ -228,8 +227,8 @@ class DecodedPartPool : public std::enable_shared_from_this<DecodedPartPool> {
   void give(DecodedPart* part);
 
   const size_t max_free_;
-  absl::Mutex mu_;
-  std::vector<std::unique_ptr<DecodedPart>> free_ ABSL_GUARDED_BY(mu_);
+  std::mutex mu_;
+  std::vector<std::unique_ptr<DecodedPart>> free_;  // Guarded by mu_.
 };
 
 // Decodes the blob of part `ref` of shard `shard_id`, reusing a part of `pool` if given.

@@ -1,6 +1,7 @@
 #include "core.h"
 
 #include <algorithm>
+#include <mutex>
 #include <thread>
 
 #include "absl/strings/escaping.h"
@@ -77,7 +78,7 @@ ClientCore::fetch_names() {
 absl::StatusOr<std::optional<ShardId>> ClientCore::find_shard(std::string_view name) {
   WEIR_RETURN_IF_ERROR(validate_name(name));
   {
-    absl::MutexLock lock(&names_mu_);
+    std::lock_guard lock(names_mu_);
     if (auto it = names_.find(absl::string_view(name.data(), name.size())); it != names_.end()) {
       return it->second;
     }
@@ -93,7 +94,7 @@ absl::StatusOr<std::optional<ShardId>> ClientCore::find_shard(std::string_view n
                                                  "\" map \"", name, "\" to a malformed id \"",
                                                  it->second, "\""));
   }
-  absl::MutexLock lock(&names_mu_);
+  std::lock_guard lock(names_mu_);
   names_.emplace(std::string(name), *id);
   return *id;
 }
@@ -118,7 +119,7 @@ absl::StatusOr<ShardId> ClientCore::find_or_create_shard(std::string_view name) 
     if (result == CasResult::kCommitted) {
       // Only the head of the name map is ever read.
       consensus_->truncate(kShardNamesKey, next).IgnoreError();
-      absl::MutexLock lock(&names_mu_);
+      std::lock_guard lock(names_mu_);
       names_.emplace(std::string(name), id);
       return id;
     }

@@ -5,16 +5,15 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "codec.h"
 #include "thread_pool.h"
 
@@ -50,9 +49,9 @@ class ClientCore {
   const std::shared_ptr<Blob> blob_;
   const std::shared_ptr<Consensus> consensus_;
   const PersistConfig config_;
-  absl::Mutex names_mu_;
+  std::mutex names_mu_;
   // Names never change their id once mapped, so hits need no consensus round trip.
-  absl::flat_hash_map<std::string, ShardId> names_ ABSL_GUARDED_BY(names_mu_);
+  absl::flat_hash_map<std::string, ShardId> names_;  // Guarded by names_mu_.
   const std::shared_ptr<DecodedPartPool> decoded_parts_;
   ThreadPool pool_;  // Last: its threads stop before the rest goes away.
 };

@@ -6,15 +6,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "core.h"
 #include "merge.h"
 #include "parts.h"
@@ -50,9 +49,9 @@ class WriterCore {
 
   const Shard shard_;
   const std::string writer_id_;
-  mutable absl::Mutex mu_;
-  ShardState state_ ABSL_GUARDED_BY(mu_);  // The latest state this writer saw.
-  int64_t last_heartbeat_ms_ ABSL_GUARDED_BY(mu_) = 0;
+  mutable std::mutex mu_;
+  ShardState state_;               // Guarded by mu_. The latest state this writer saw.
+  int64_t last_heartbeat_ms_ = 0;  // Guarded by mu_.
 };
 
 class BatchBuilderImpl {
@@ -126,17 +125,16 @@ class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
 
   // Applies `change` to this reader's entry, also renewing its lease and moving its seqno hold
   // up to the oldest seqno in use.
-  absl::Status update(absl::FunctionRef<void(proto::ProtoLeasedReader&)> change)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status update(absl::FunctionRef<void(proto::ProtoLeasedReader&)> change);
   void release_seqno(uint64_t seqno);
 
   const Shard shard_;
   const std::string reader_id_;
-  mutable absl::Mutex mu_;
-  ShardState state_ ABSL_GUARDED_BY(mu_);
-  Frontier since_ ABSL_GUARDED_BY(mu_);
-  int64_t last_heartbeat_ms_ ABSL_GUARDED_BY(mu_) = 0;
-  std::multiset<uint64_t> seqnos_in_use_ ABSL_GUARDED_BY(mu_);
+  mutable std::mutex mu_;
+  ShardState state_;                       // Guarded by mu_.
+  Frontier since_;                         // Guarded by mu_.
+  int64_t last_heartbeat_ms_ = 0;          // Guarded by mu_.
+  std::multiset<uint64_t> seqnos_in_use_;  // Guarded by mu_.
 };
 
 // Thread safety: thread-safe.
@@ -160,10 +158,10 @@ class CriticalCore {
 
   const Shard shard_;
   const CriticalReaderId id_;
-  mutable absl::Mutex mu_;
-  ShardState state_ ABSL_GUARDED_BY(mu_);
-  uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
-  Frontier since_ ABSL_GUARDED_BY(mu_);
+  mutable std::mutex mu_;
+  ShardState state_;    // Guarded by mu_.
+  uint64_t epoch_ = 0;  // Guarded by mu_.
+  Frontier since_;      // Guarded by mu_.
 };
 
 // OK if `as_of` can be read from `state`: since <= as_of < upper.

@@ -4,10 +4,8 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
-
-#include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 
 #include "weir/sinks/persist/blob.h"
 
@@ -26,8 +24,8 @@ class MemBlob final : public Blob {
 
  private:
   struct Store {
-    absl::Mutex mu;
-    std::map<std::string, std::string, std::less<>> values ABSL_GUARDED_BY(mu);
+    std::mutex mu;
+    std::map<std::string, std::string, std::less<>> values;  // Guarded by mu.
   };
 
   explicit MemBlob(std::shared_ptr<Store> store) : store_(std::move(store)) {}

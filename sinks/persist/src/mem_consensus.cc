@@ -1,10 +1,9 @@
 // An in-memory Consensus for tests (mem:// URLs).
 
 #include <map>
+#include <mutex>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
 #include "consensus_stores.h"
 #include "str_cat.h"
 
@@ -14,9 +13,9 @@ namespace weir::persist::internal {
 namespace {
 
 struct MemStore {
-  absl::Mutex mu;
+  std::mutex mu;
   // key -> seqno -> data.
-  std::map<std::string, std::map<uint64_t, std::string>, std::less<>> versions ABSL_GUARDED_BY(mu);
+  std::map<std::string, std::map<uint64_t, std::string>, std::less<>> versions;  // Guarded by mu.
 };
 
 class MemConsensus final : public Consensus {
@@ -24,7 +23,7 @@ class MemConsensus final : public Consensus {
   explicit MemConsensus(std::shared_ptr<MemStore> store) : store_(std::move(store)) {}
 
   absl::StatusOr<std::optional<VersionedData>> head(std::string_view key) override {
-    absl::MutexLock lock(&store_->mu);
+    std::lock_guard lock(store_->mu);
     auto it = store_->versions.find(key);
     if (it == store_->versions.end() || it->second.empty()) {
       return std::nullopt;
@@ -37,7 +36,7 @@ class MemConsensus final : public Consensus {
                                             std::optional<uint64_t> expected_seqno,
                                             const VersionedData& new_version) override {
     WEIR_RETURN_IF_ERROR(check_next_seqno(key, expected_seqno, new_version.seqno));
-    absl::MutexLock lock(&store_->mu);
+    std::lock_guard lock(store_->mu);
     auto& versions = store_->versions[std::string(key)];
     const std::optional<uint64_t> current =
         versions.empty() ? std::nullopt : std::optional(versions.rbegin()->first);
@@ -50,7 +49,7 @@ class MemConsensus final : public Consensus {
 
   absl::StatusOr<std::vector<VersionedData>> scan(std::string_view key, uint64_t from_seqno,
                                                   size_t limit) override {
-    absl::MutexLock lock(&store_->mu);
+    std::lock_guard lock(store_->mu);
     std::vector<VersionedData> result;
     auto it = store_->versions.find(key);
     if (it == store_->versions.end()) {
@@ -64,7 +63,7 @@ class MemConsensus final : public Consensus {
   }
 
   absl::StatusOr<size_t> truncate(std::string_view key, uint64_t seqno) override {
-    absl::MutexLock lock(&store_->mu);
+    std::lock_guard lock(store_->mu);
     auto it = store_->versions.find(key);
     if (it == store_->versions.end() || it->second.empty() || it->second.rbegin()->first < seqno) {
       return absl::FailedPreconditionError(internal::str_cat(
@@ -87,9 +86,9 @@ std::unique_ptr<Consensus> open_mem_consensus(const std::string& name) {
   if (name.empty()) {
     return std::make_unique<MemConsensus>(std::make_shared<MemStore>());
   }
-  static absl::Mutex registry_mu(absl::kConstInit);
+  static std::mutex registry_mu;
   static auto* registry = new absl::flat_hash_map<std::string, std::shared_ptr<MemStore>>();
-  absl::MutexLock lock(&registry_mu);
+  std::lock_guard lock(registry_mu);
   std::shared_ptr<MemStore>& store = (*registry)[name];
   if (store == nullptr) {
     store = std::make_shared<MemStore>();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <mutex>
 
 #include "str_cat.h"
 
@@ -114,7 +115,7 @@ void PartBuffer::clear() {
 }
 
 PartBuffer BufferRecycler::take() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   if (free_.empty()) {
     return PartBuffer(part_bytes_);
   }
@@ -125,7 +126,7 @@ PartBuffer BufferRecycler::take() {
 
 void BufferRecycler::give(PartBuffer buffer) {
   buffer.clear();
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   free_.push_back(std::move(buffer));
 }
 

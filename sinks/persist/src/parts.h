@@ -7,15 +7,14 @@
 #include <deque>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "codec.h"
 #include "thread_pool.h"
 
@@ -87,8 +86,8 @@ class BufferRecycler {
 
  private:
   const size_t part_bytes_;
-  absl::Mutex mu_;
-  std::vector<PartBuffer> free_ ABSL_GUARDED_BY(mu_);
+  std::mutex mu_;
+  std::vector<PartBuffer> free_;  // Guarded by mu_.
 };
 
 // A part that was uploaded, with its first and last (data, time) to tell runs apart.

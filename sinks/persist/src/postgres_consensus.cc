@@ -7,9 +7,8 @@
 
 #include <charconv>
 #include <cstring>
+#include <mutex>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "consensus_stores.h"
 #include "str_cat.h"
 #include <libpq-fe.h>
@@ -74,13 +73,13 @@ class PostgresConsensus final : public Consensus {
  public:
   static absl::StatusOr<std::unique_ptr<Consensus>> open(const std::string& url) {
     auto consensus = std::unique_ptr<PostgresConsensus>(new PostgresConsensus(url));
-    absl::MutexLock lock(&consensus->mu_);
+    std::lock_guard lock(consensus->mu_);
     WEIR_RETURN_IF_ERROR(consensus->connect());
     return std::unique_ptr<Consensus>(std::move(consensus));
   }
 
   absl::StatusOr<std::optional<VersionedData>> head(std::string_view key) override {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mu_);
     WEIR_ASSIGN_OR_RETURN(Result result, query("head", kHead, {{key}}, /*retry=*/true));
     if (PQntuples(result.get()) == 0) {
       return std::nullopt;
@@ -94,7 +93,7 @@ class PostgresConsensus final : public Consensus {
     WEIR_RETURN_IF_ERROR(check_next_seqno(key, expected_seqno, new_version.seqno));
     const std::string seqno = std::to_string(new_version.seqno);
     const std::string expected = expected_seqno ? std::to_string(*expected_seqno) : "";
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mu_);
     // Not retried here: after a lost connection the insert may or may not have committed, and
     // only the caller can tell (persist re-reads the head and recognizes its own change).
     absl::StatusOr<Result> result =
@@ -111,7 +110,7 @@ class PostgresConsensus final : public Consensus {
                                                   size_t limit) override {
     const std::string from = std::to_string(from_seqno);
     const std::string max = std::to_string(std::min<size_t>(limit, INT64_MAX));
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mu_);
     WEIR_ASSIGN_OR_RETURN(Result result,
                           query("scan", kScan, {{key}, {from}, {max}}, /*retry=*/true));
     std::vector<VersionedData> versions;
@@ -123,7 +122,7 @@ class PostgresConsensus final : public Consensus {
 
   absl::StatusOr<size_t> truncate(std::string_view key, uint64_t seqno) override {
     const std::string to = std::to_string(seqno);
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mu_);
     WEIR_ASSIGN_OR_RETURN(Result result,
                           query("truncate", kTruncate, {{key}, {to}}, /*retry=*/true));
     const size_t deleted = std::strtoull(PQcmdTuples(result.get()), nullptr, 10);
@@ -141,7 +140,7 @@ class PostgresConsensus final : public Consensus {
  private:
   explicit PostgresConsensus(std::string url) : url_(std::move(url)) {}
 
-  absl::Status connect() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  absl::Status connect() {
     conn_.reset(PQconnectdb(url_.c_str()));
     if (conn_ == nullptr || PQstatus(conn_.get()) != CONNECTION_OK) {
       const std::string message = conn_ ? PQerrorMessage(conn_.get()) : "out of memory";
@@ -163,8 +162,7 @@ class PostgresConsensus final : public Consensus {
   }
 
   absl::StatusOr<Result> query(std::string_view what, const char* sql,
-                               std::initializer_list<Param> params, bool retry)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                               std::initializer_list<Param> params, bool retry) {
     std::vector<std::string> values;  // NUL-terminated copies of the text parameters.
     std::vector<const char*> pointers;
     std::vector<int> lengths;
@@ -208,7 +206,7 @@ class PostgresConsensus final : public Consensus {
     return version;
   }
 
-  absl::Status error(PGresult* result, std::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  absl::Status error(PGresult* result, std::string_view what) {
     const std::string message =
         internal::str_cat("postgres consensus \"", redact(url_), "\": ", what, ": ",
                           result ? PQresultErrorMessage(result) : PQerrorMessage(conn_.get()));
@@ -219,8 +217,8 @@ class PostgresConsensus final : public Consensus {
   }
 
   const std::string url_;
-  absl::Mutex mu_;
-  std::unique_ptr<PGconn, ConnDeleter> conn_ ABSL_GUARDED_BY(mu_);
+  std::mutex mu_;
+  std::unique_ptr<PGconn, ConnDeleter> conn_;  // Guarded by mu_.
 };
 
 }  // namespace

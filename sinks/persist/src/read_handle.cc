@@ -1,5 +1,7 @@
 #include "weir/sinks/persist/read_handle.h"
 
+#include <mutex>
+
 #include "handles.h"
 #include "str_cat.h"
 
@@ -39,7 +41,7 @@ void SeqnoHold::release() {
 absl::StatusOr<std::shared_ptr<ReaderCore>> ReaderCore::open(Shard shard, std::string purpose) {
   std::shared_ptr<ReaderCore> reader(new ReaderCore(std::move(shard), random_id('r')));
   const Shard& s = reader->shard_;
-  absl::MutexLock lock(&reader->mu_);
+  std::lock_guard lock(reader->mu_);
   WEIR_ASSIGN_OR_RETURN(ShardState current, s.fetch());
   const int64_t now = s.core().now_ms();
   WEIR_ASSIGN_OR_RETURN(
@@ -62,12 +64,12 @@ absl::StatusOr<std::shared_ptr<ReaderCore>> ReaderCore::open(Shard shard, std::s
 }
 
 Frontier ReaderCore::since() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   return since_;
 }
 
 absl::StatusOr<std::pair<ShardState, SeqnoHold>> ReaderCore::state_for_read() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   WEIR_ASSIGN_OR_RETURN(ShardState latest, shard_.fetch());
   if (latest.seqno > state_.seqno) {
     state_ = std::move(latest);
@@ -111,7 +113,7 @@ absl::Status ReaderCore::update(absl::FunctionRef<void(proto::ProtoLeasedReader&
 }
 
 absl::Status ReaderCore::downgrade_since(Frontier new_since) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   return update([&](proto::ProtoLeasedReader& entry) {
     if (frontier_of(entry.since()) < new_since) {
       to_proto(new_since, entry.mutable_since());
@@ -120,12 +122,12 @@ absl::Status ReaderCore::downgrade_since(Frontier new_since) {
 }
 
 absl::Status ReaderCore::heartbeat() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   return update([](proto::ProtoLeasedReader&) {});
 }
 
 absl::Status ReaderCore::expire() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   WEIR_ASSIGN_OR_RETURN(ShardState latest, shard_.fetch());
   WEIR_ASSIGN_OR_RETURN(state_, shard_.apply(std::move(latest), [&](proto::ProtoShardState& state) {
     auto* readers = state.mutable_leased_readers();
@@ -142,7 +144,7 @@ absl::Status ReaderCore::expire() {
 }
 
 void ReaderCore::release_seqno(uint64_t seqno) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   auto it = seqnos_in_use_.find(seqno);
   if (it != seqnos_in_use_.end()) {
     seqnos_in_use_.erase(it);

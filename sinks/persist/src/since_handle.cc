@@ -1,5 +1,7 @@
 #include "weir/sinks/persist/since_handle.h"
 
+#include <mutex>
+
 #include "handles.h"
 #include "str_cat.h"
 
@@ -12,7 +14,7 @@ absl::StatusOr<std::shared_ptr<CriticalCore>> CriticalCore::open(Shard shard, Cr
                                                                  std::string purpose) {
   std::shared_ptr<CriticalCore> core(new CriticalCore(std::move(shard), std::move(id)));
   const Shard& s = core->shard_;
-  absl::MutexLock lock(&core->mu_);
+  std::lock_guard lock(core->mu_);
   WEIR_ASSIGN_OR_RETURN(ShardState current, s.fetch());
   WEIR_ASSIGN_OR_RETURN(
       core->state_, s.apply(std::move(current), [&](proto::ProtoShardState& state) {
@@ -34,19 +36,19 @@ absl::StatusOr<std::shared_ptr<CriticalCore>> CriticalCore::open(Shard shard, Cr
 }
 
 uint64_t CriticalCore::epoch() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   return epoch_;
 }
 
 Frontier CriticalCore::since() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   return since_;
 }
 
 absl::StatusOr<SinceResult> CriticalCore::compare_and_downgrade_since(uint64_t expected_epoch,
                                                                       uint64_t new_epoch,
                                                                       Frontier new_since) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   SinceResult result;
   WEIR_ASSIGN_OR_RETURN(
       state_,
@@ -76,7 +78,7 @@ absl::StatusOr<SinceResult> CriticalCore::compare_and_downgrade_since(uint64_t e
 }
 
 absl::StatusOr<std::optional<EpochMismatch>> CriticalCore::expire(uint64_t expected_epoch) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   std::optional<EpochMismatch> mismatch;
   WEIR_ASSIGN_OR_RETURN(state_, shard_.apply(state_, [&](proto::ProtoShardState& state) {
     mismatch.reset();

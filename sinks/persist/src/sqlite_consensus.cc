@@ -2,8 +2,8 @@
 // compare_and_set runs in a BEGIN IMMEDIATE transaction, which SQLite's file locks serialize
 // across processes.
 
-#include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include <mutex>
+
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "consensus_stores.h"
@@ -54,7 +54,7 @@ class SqliteConsensus final : public Consensus {
   }
 
   absl::StatusOr<std::optional<VersionedData>> head(std::string_view key) override {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mu_);
     ResetOnExit reset(head_.get());
     WEIR_RETURN_IF_ERROR(check(bind_key(head_.get(), key), "head"));
     const int rc = sqlite3_step(head_.get());
@@ -71,7 +71,7 @@ class SqliteConsensus final : public Consensus {
                                             std::optional<uint64_t> expected_seqno,
                                             const VersionedData& new_version) override {
     WEIR_RETURN_IF_ERROR(check_next_seqno(key, expected_seqno, new_version.seqno));
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mu_);
     WEIR_RETURN_IF_ERROR(exec("BEGIN IMMEDIATE"));
     absl::StatusOr<CasResult> result = cas_in_transaction(key, expected_seqno, new_version);
     if (result.ok() && *result == CasResult::kCommitted) {
@@ -88,7 +88,7 @@ class SqliteConsensus final : public Consensus {
 
   absl::StatusOr<std::vector<VersionedData>> scan(std::string_view key, uint64_t from_seqno,
                                                   size_t limit) override {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mu_);
     ResetOnExit reset(scan_.get());
     WEIR_RETURN_IF_ERROR(check(bind_key(scan_.get(), key), "scan"));
     WEIR_RETURN_IF_ERROR(
@@ -111,7 +111,7 @@ class SqliteConsensus final : public Consensus {
   }
 
   absl::StatusOr<size_t> truncate(std::string_view key, uint64_t seqno) override {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mu_);
     WEIR_RETURN_IF_ERROR(exec("BEGIN IMMEDIATE"));
     absl::StatusOr<size_t> result = truncate_in_transaction(key, seqno);
     if (result.ok()) {
@@ -130,7 +130,7 @@ class SqliteConsensus final : public Consensus {
   explicit SqliteConsensus(std::string path) : path_(std::move(path)) {}
 
   absl::Status init() {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mu_);
     const int rc =
         sqlite3_open_v2(path_.c_str(), &db_,
                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
@@ -179,8 +179,7 @@ class SqliteConsensus final : public Consensus {
 
   absl::StatusOr<CasResult> cas_in_transaction(std::string_view key,
                                                std::optional<uint64_t> expected_seqno,
-                                               const VersionedData& new_version)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                                               const VersionedData& new_version) {
     WEIR_ASSIGN_OR_RETURN(std::optional<uint64_t> current, max_seqno(key));
     if (current != expected_seqno) {
       return CasResult::kExpectationMismatch;
@@ -200,8 +199,7 @@ class SqliteConsensus final : public Consensus {
     return CasResult::kCommitted;
   }
 
-  absl::StatusOr<size_t> truncate_in_transaction(std::string_view key, uint64_t seqno)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  absl::StatusOr<size_t> truncate_in_transaction(std::string_view key, uint64_t seqno) {
     WEIR_ASSIGN_OR_RETURN(std::optional<uint64_t> current, max_seqno(key));
     if (!current || *current < seqno) {
       return absl::FailedPreconditionError(internal::str_cat(
@@ -218,8 +216,7 @@ class SqliteConsensus final : public Consensus {
     return static_cast<size_t>(sqlite3_changes(db_));
   }
 
-  absl::StatusOr<std::optional<uint64_t>> max_seqno(std::string_view key)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  absl::StatusOr<std::optional<uint64_t>> max_seqno(std::string_view key) {
     ResetOnExit reset(max_.get());
     WEIR_RETURN_IF_ERROR(check(bind_key(max_.get(), key), "head"));
     const int rc = sqlite3_step(max_.get());
@@ -247,20 +244,20 @@ class SqliteConsensus final : public Consensus {
     return version;
   }
 
-  absl::Status prepare(const char* sql, Statement& stmt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  absl::Status prepare(const char* sql, Statement& stmt) {
     return check(sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, stmt.out(), nullptr),
                  sql);
   }
 
-  absl::Status exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  absl::Status exec(const char* sql) {
     return check(sqlite3_exec(db_, sql, nullptr, nullptr, nullptr), sql);
   }
 
-  absl::Status check(int rc, std::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  absl::Status check(int rc, std::string_view what) {
     return rc == SQLITE_OK ? absl::OkStatus() : error(rc, what);
   }
 
-  absl::Status error(int rc, std::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  absl::Status error(int rc, std::string_view what) {
     const std::string message =
         internal::str_cat("sqlite consensus \"", path_, "\": ", what, ": ", sqlite3_errmsg(db_));
     switch (rc & 0xFF) {
@@ -281,15 +278,15 @@ class SqliteConsensus final : public Consensus {
   };
 
   const std::string path_;
-  absl::Mutex mu_;
+  std::mutex mu_;
   // Declared before the statements, so that they are finalized first.
   std::unique_ptr<sqlite3, Closer> connection_;
-  sqlite3* db_ ABSL_GUARDED_BY(mu_) = nullptr;  // Owned by connection_.
-  Statement head_ ABSL_GUARDED_BY(mu_);
-  Statement max_ ABSL_GUARDED_BY(mu_);
-  Statement insert_ ABSL_GUARDED_BY(mu_);
-  Statement scan_ ABSL_GUARDED_BY(mu_);
-  Statement truncate_ ABSL_GUARDED_BY(mu_);
+  sqlite3* db_ = nullptr;  // Guarded by mu_. Owned by connection_.
+  Statement head_;         // Guarded by mu_.
+  Statement max_;          // Guarded by mu_.
+  Statement insert_;       // Guarded by mu_.
+  Statement scan_;         // Guarded by mu_.
+  Statement truncate_;     // Guarded by mu_.
 };
 
 }  // namespace

@@ -11,25 +11,29 @@ ThreadPool::ThreadPool(int threads) {
 
 ThreadPool::~ThreadPool() {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mu_);
     stopping_ = true;
   }
+  work_.notify_all();
   for (std::thread& thread : threads_) {
     thread.join();
   }
 }
 
 void ThreadPool::schedule(absl::AnyInvocable<void() &&> task) {
-  absl::MutexLock lock(&mu_);
-  queue_.push_back(std::move(task));
+  {
+    std::lock_guard lock(mu_);
+    queue_.push_back(std::move(task));
+  }
+  work_.notify_one();
 }
 
 void ThreadPool::run() {
   while (true) {
     absl::AnyInvocable<void() &&> task;
     {
-      absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(this, &ThreadPool::has_work_or_stopping));
+      std::unique_lock lock(mu_);
+      work_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) {
         return;  // Stopping, and nothing left to run.
       }
