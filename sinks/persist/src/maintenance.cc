@@ -2,7 +2,6 @@
 // collection (expiring lapsed leases, removing unreferenced blobs, truncating consensus).
 
 #include <algorithm>
-#include <numeric>
 
 #include "absl/container/flat_hash_set.h"
 #include "handles.h"
@@ -314,19 +313,20 @@ absl::Status run_compaction(const Shard& shard, ReaderCore& reader, WriterCore& 
       replaced = true;
       return Shard::Step::kWrite;
     };
-    absl::StatusOr<ShardState> applied = shard.apply(state, change);
-    if (!applied.ok() || !replaced) {
-      // Someone else changed those batches; our parts were never referenced.
+    // After an error the new state may or may not have been written, so the parts stay; GC
+    // removes them once this compaction's writer is gone if they are not in the shard.
+    WEIR_ASSIGN_OR_RETURN(ShardState applied, shard.apply(state, change));
+    if (!replaced) {
+      // Someone else changed those batches: our parts were never referenced.
       for (const PartRef& part : output.parts) {
         if (writer_of_key(part.key) == writer.writer_id()) {
           shard.core().blob()->remove(part.key).IgnoreError();
         }
       }
-      WEIR_RETURN_IF_ERROR(applied.status());
       continue;
     }
     ++result.merges;
-    result.batches_after = static_cast<size_t>(applied->proto.batches_size());
+    result.batches_after = static_cast<size_t>(applied.proto.batches_size());
   }
   return absl::InternalError(internal::str_cat(shard.label(), ": compaction did not settle"));
 }
