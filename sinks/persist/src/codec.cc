@@ -357,7 +357,7 @@ absl::StatusOr<std::shared_ptr<const DecodedPart>> decode_part(std::string_view 
     part->plain_ = std::make_unique_for_overwrite<char[]>(content_size);
     part->capacity_ = content_size;
   }
-  part->offsets_.clear();
+  part->rows_.clear();
   thread_local std::unique_ptr<ZSTD_DCtx, DctxDeleter> dctx(ZSTD_createDCtx());
   const size_t n = ZSTD_decompressDCtx(dctx.get(), part->plain_.get(), content_size,
                                        compressed.data(), compressed.size());
@@ -405,30 +405,30 @@ absl::StatusOr<std::shared_ptr<const DecodedPart>> decode_part(std::string_view 
   if (times_size != 8 * count || diffs_size != 8 * count) {
     return corrupt("columns of different lengths");
   }
-  part->offsets_.reserve(count + 1);
+  const size_t data_size = data ? data->size() : 0;
+  part->rows_.resize(count);
   uint64_t offset = 0;
-  part->offsets_.push_back(0);
   const char* in = lens ? lens->data() : nullptr;
   const char* const lens_end = lens ? lens->data() + lens->size() : nullptr;
-  while (in < lens_end) {
+  for (uint64_t i = 0; i < count; ++i) {
     uint64_t len;
-    if (!get_varint(in, lens_end, len)) {
-      return corrupt("undecodable data lengths");
+    if (in >= lens_end || !get_varint(in, lens_end, len)) {
+      return corrupt("fewer data lengths than updates");
     }
-    if (part->offsets_.size() > count) {
-      return corrupt("more data lengths than updates");
+    if (len > data_size - offset) {
+      return corrupt("data lengths exceed the data");
     }
+    DecodedPart::Row& row = part->rows_[i];
+    row.offset = offset;
+    row.size = len;
+    std::memcpy(&row.time, times->data() + 8 * i, 8);
+    std::memcpy(&row.diff, diffs->data() + 8 * i, 8);
     offset += len;
-    part->offsets_.push_back(offset);
   }
-  const size_t data_size = data ? data->size() : 0;
-  if (part->offsets_.size() != count + 1 || offset != data_size) {
+  if (in != lens_end || offset != data_size) {
     return corrupt("data lengths do not add up");
   }
-  part->size_ = count;
   part->data_ = data ? data->data() : nullptr;
-  part->times_ = times ? times->data() : nullptr;
-  part->diffs_ = diffs ? diffs->data() : nullptr;
   if (pool != nullptr) {
     return pool->share(std::move(part));
   }

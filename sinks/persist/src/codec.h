@@ -178,35 +178,41 @@ class DecodedPartPool;
 
 // The updates of one part, decoded. Update i is (data(i), time(i), diff(i)).
 //
-// The columns are read in place from the decompressed ProtoColumnarUpdates encoding (see
-// decode_part), so decoding copies nothing after decompression.
+// The data stays in place in the decompressed ProtoColumnarUpdates encoding (see decode_part);
+// offset, size, time and diff of each update are gathered into one row, so that reading an update
+// touches two places in memory rather than four (a merge over many parts is bound by cache
+// misses).
 class DecodedPart {
  public:
-  size_t size() const { return size_; }
+  size_t size() const { return rows_.size(); }
   std::string_view data(size_t i) const {
-    return std::string_view(data_ + offsets_[i], offsets_[i + 1] - offsets_[i]);
+    return std::string_view(data_ + rows_[i].offset, rows_[i].size);
   }
-  uint64_t time(size_t i) const { return load<uint64_t>(times_ + 8 * i); }
-  int64_t diff(size_t i) const { return load<int64_t>(diffs_ + 8 * i); }
+  uint64_t time(size_t i) const { return rows_[i].time; }
+  int64_t diff(size_t i) const { return rows_[i].diff; }
+
+  // Hints the processor to load update i.
+  void prefetch(size_t i) const {
+    if (i < rows_.size()) {
+      __builtin_prefetch(&rows_[i]);
+      __builtin_prefetch(data_ + rows_[i].offset);
+    }
+  }
 
  private:
   friend absl::StatusOr<std::shared_ptr<const DecodedPart>> decode_part(
       std::string_view, std::string_view, const PartRef&, std::string_view, DecodedPartPool*);
-  // Packed fixed64 values are little-endian and unaligned in the buffer.
-  template <class T>
-  static T load(const char* at) {
-    T value;
-    std::memcpy(&value, at, sizeof(value));
-    return value;
-  }
+  struct Row {
+    uint64_t offset;  // Into data_.
+    uint64_t time;
+    int64_t diff;
+    uint64_t size;
+  };
 
-  std::unique_ptr<char[]> plain_;  // The decompressed encoding; the pointers below are into it.
+  std::unique_ptr<char[]> plain_;  // The decompressed encoding; data_ points into it.
   size_t capacity_ = 0;            // Of plain_.
-  size_t size_ = 0;
   const char* data_ = nullptr;
-  const char* times_ = nullptr;
-  const char* diffs_ = nullptr;
-  std::vector<uint64_t> offsets_;  // size() + 1 offsets into data_.
+  std::vector<Row> rows_;
 };
 
 // Decoded parts handed back when their last user drops them, for the next decode: fresh buffers

@@ -20,6 +20,8 @@ bool RunCursor::advance() {
   }
   if (started_ && part_ != nullptr && index_ + 1 < part_->size()) {
     data_ = part_->data(++index_);
+    // Many runs are read side by side, too many streams for the hardware prefetcher.
+    part_->prefetch(index_ + 4);
     return true;
   }
   started_ = true;
@@ -53,9 +55,11 @@ RunMerger::RunMerger(std::vector<RunCursor> runs) : runs_(std::move(runs)) {
 bool RunMerger::start() {
   started_ = true;
   exhausted_.assign(leaves_, 1);  // Padding leaves are exhausted runs.
+  heads_.assign(leaves_, std::string_view());
   for (uint32_t r = 0; r < runs_.size(); ++r) {
     if (runs_[r].advance()) {
       exhausted_[r] = 0;
+      heads_[r] = runs_[r].data();
     } else if (!runs_[r].status().ok()) {
       status_ = runs_[r].status();
       return false;

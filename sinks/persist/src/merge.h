@@ -79,13 +79,16 @@ class RunMerger {
     if (exhausted_[a] || exhausted_[b]) {
       return !exhausted_[a] && exhausted_[b];
     }
-    return runs_[a].data() < runs_[b].data();
+    return heads_[a] < heads_[b];
   }
   bool start();
   // Plays run `run` up the tree after its current update changed.
   void replay(uint32_t run);
 
   std::vector<RunCursor> runs_;
+  // The current data of each run, side by side: the tree's comparisons touch only this array and
+  // the data itself.
+  std::vector<std::string_view> heads_;
   std::vector<char> exhausted_;
   // tree_[0] is the run with the smallest data; tree_[1 .. leaves) hold the loser of each match.
   std::vector<uint32_t> tree_;
@@ -118,7 +121,9 @@ bool RunMerger::next_key(Visit&& visit) {
       visit(cursor.time(), cursor.diff());
       more = cursor.advance();
     } while (more && cursor.data() == key_);
-    if (!more) {
+    if (more) {
+      heads_[run] = cursor.data();
+    } else {
       if (!cursor.status().ok()) {
         status_ = cursor.status();
         return false;
@@ -127,7 +132,7 @@ bool RunMerger::next_key(Visit&& visit) {
     }
     replay(run);
     run = tree_[0];
-  } while (!exhausted_[run] && runs_[run].data() == key_);
+  } while (!exhausted_[run] && heads_[run] == key_);
   return true;
 }
 
