@@ -9,7 +9,9 @@
 // Each figure is the median of --runs runs; every run writes a fresh shard.
 //
 //   persist_bench [--runs 5] [--batches 4] [--batch-mib 64] [--part-mib 8] [--zstd-level 1]
-//                 [--dir DIR]
+//                 [--store file|mem] [--dir DIR]
+//
+// --store mem keeps parts and state in memory (no disk, no fsync): the CPU cost alone.
 
 #include <algorithm>
 #include <chrono>
@@ -37,6 +39,7 @@ struct Options {
   size_t batch_mib = 64;
   size_t part_mib = 8;
   int zstd_level = 1;
+  bool in_memory = false;  // --store mem: mem:// blob and consensus, to separate CPU from I/O.
   std::string dir;
 };
 
@@ -180,9 +183,12 @@ RunResult run_once(const Options& options, const std::vector<BatchData>& batches
   weir::persist::PersistConfig config;
   config.part_target_bytes = options.part_mib << 20;
   config.zstd_level = options.zstd_level;
-  std::unique_ptr<weir::persist::PersistClient> client = check(
-      weir::persist::PersistClient::open(weir::persist::PersistLocation::in_directory(dir), config),
-      "open");
+  const weir::persist::PersistLocation location =
+      options.in_memory ? weir::persist::PersistLocation{"mem://bench-" + std::to_string(run),
+                                                         "mem://bench-" + std::to_string(run)}
+                        : weir::persist::PersistLocation::in_directory(dir);
+  std::unique_ptr<weir::persist::PersistClient> client =
+      check(weir::persist::PersistClient::open(location, config), "open");
   weir::persist::WriteHandle writer = check(client->open_writer("bench"), "open_writer");
   weir::persist::ReadHandle reader = check(client->open_reader("bench"), "open_reader");
   uint64_t bytes = 0;
@@ -243,6 +249,11 @@ Options parse(int argc, char** argv) {
       options.part_mib = std::stoul(value);
     } else if (flag == "--zstd-level") {
       options.zstd_level = std::stoi(value);
+    } else if (flag == "--store") {
+      if (value != "file" && value != "mem") {
+        die("--store takes file or mem");
+      }
+      options.in_memory = value == "mem";
     } else if (flag == "--dir") {
       options.dir = value;
     } else {

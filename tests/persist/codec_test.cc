@@ -34,7 +34,7 @@ std::string decompress_payload(std::string_view blob) {
 TEST(CodecTest, GeneratedCodeReadsWhatPartsAreWrittenAs) {
   const Columns columns = sample_columns();
   proto::ProtoColumnarUpdates parsed;
-  ASSERT_TRUE(parsed.ParseFromString(decompress_payload(encode_part("s1", columns, 1))));
+  ASSERT_TRUE(parsed.ParseFromString(decompress_payload(encode_part("s1", columns, 1).bytes)));
   ASSERT_EQ(parsed.num_updates(), columns.size());
   EXPECT_EQ(parsed.data(), columns.bytes);
   for (size_t i = 0; i < columns.size(); ++i) {
@@ -78,7 +78,7 @@ TEST(CodecTest, PartsWrittenByGeneratedCodeDecode) {
 
 TEST(CodecTest, EveryTruncationIsAnError) {
   const Columns columns = sample_columns();
-  const std::string blob(encode_part("s1", columns, 1));
+  const std::string blob(encode_part("s1", columns, 1).bytes);
   const PartRef ref{"s1/w1/p1", blob.size(), columns.size(), 0};
   ASSERT_TRUE(decode_part("l", "s1", ref, blob).ok());
   for (size_t size = 0; size < blob.size(); size += 1 + size / 8) {

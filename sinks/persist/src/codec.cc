@@ -146,23 +146,50 @@ absl::StatusOr<proto::ProtoShardState> decode_state(std::string_view shard_label
 
 std::string encode_state(const proto::ProtoShardState& state) { return state.SerializeAsString(); }
 
-namespace wire {
+namespace {
 
-char* scratch(int slot, size_t size) {
-  struct Buffer {
-    std::unique_ptr<char[]> bytes;
-    size_t capacity = 0;
-  };
-  thread_local Buffer buffers[2];
-  Buffer& buffer = buffers[slot];
-  if (size > buffer.capacity) {
-    buffer.capacity = std::max(size, buffer.capacity * 2);
-    buffer.bytes = std::make_unique_for_overwrite<char[]>(buffer.capacity);
-  }
-  return buffer.bytes.get();
+// The free buffers of ScratchBuffer: a few, so that an idle client keeps little memory.
+constexpr size_t kMaxFreeScratchBuffers = 4;
+
+struct ScratchPool {
+  std::mutex mu;
+  std::vector<std::pair<std::unique_ptr<char[]>, size_t>> free;  // Guarded by mu.
+};
+
+ScratchPool& scratch_pool() {
+  static ScratchPool* pool = new ScratchPool();  // Never destroyed: used by pool threads at exit.
+  return *pool;
 }
 
-}  // namespace wire
+}  // namespace
+
+ScratchBuffer::ScratchBuffer(size_t size) {
+  ScratchPool& pool = scratch_pool();
+  {
+    std::lock_guard lock(pool.mu);
+    for (auto it = pool.free.begin(); it != pool.free.end(); ++it) {
+      if (it->second >= size) {
+        bytes_ = std::move(it->first);
+        capacity_ = it->second;
+        pool.free.erase(it);
+        return;
+      }
+    }
+  }
+  bytes_ = std::make_unique_for_overwrite<char[]>(size);
+  capacity_ = size;
+}
+
+ScratchBuffer::~ScratchBuffer() {
+  if (bytes_ == nullptr) {
+    return;
+  }
+  ScratchPool& pool = scratch_pool();
+  std::lock_guard lock(pool.mu);
+  if (pool.free.size() < kMaxFreeScratchBuffers) {
+    pool.free.emplace_back(std::move(bytes_), capacity_);
+  }
+}
 
 namespace {
 
@@ -226,8 +253,8 @@ bool for_each_field(const char* in, const char* end, Field&& field) {
 
 }  // namespace
 
-std::string_view finish_part(std::string_view shard_id, const char* plain, size_t plain_size,
-                             int zstd_level) {
+EncodedPart finish_part(std::string_view shard_id, const char* plain, size_t plain_size,
+                        int zstd_level) {
   thread_local std::unique_ptr<ZSTD_CCtx, CctxDeleter> cctx(ZSTD_createCCtx());
   ZSTD_CCtx_reset(cctx.get(), ZSTD_reset_session_and_parameters);
   ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, zstd_level);
@@ -239,8 +266,8 @@ std::string_view finish_part(std::string_view shard_id, const char* plain, size_
   WEIR_CHECK(shard_id.size() <= kMaxShardIdBytes) << "shard id too long: " << shard_id;
   constexpr size_t header_max = 6 * 11 + kMaxShardIdBytes;
   const size_t bound = ZSTD_compressBound(plain_size);
-  char* const buffer = scratch(1, header_max + bound);
-  char* const payload = buffer + header_max;
+  ScratchBuffer buffer(header_max + bound);
+  char* const payload = buffer.data() + header_max;
   const size_t payload_size = ZSTD_compress2(cctx.get(), payload, bound, plain, plain_size);
   WEIR_CHECK(!ZSTD_isError(payload_size))
       << "zstd compression failed: " << ZSTD_getErrorName(payload_size);
@@ -260,7 +287,8 @@ std::string_view finish_part(std::string_view shard_id, const char* plain, size_
   out = put_varint(out, payload_size);
   const size_t header_size = static_cast<size_t>(out - header);
   std::memcpy(payload - header_size, header, header_size);
-  return std::string_view(payload - header_size, header_size + payload_size);
+  return EncodedPart{std::move(buffer),
+                     std::string_view(payload - header_size, header_size + payload_size)};
 }
 
 std::shared_ptr<DecodedPartPool> DecodedPartPool::create(size_t max_free) {

@@ -83,10 +83,30 @@ inline char* put_fixed64(char* out, uint64_t value) {
   std::memcpy(out, &value, 8);
   return out + 8;
 }
-// A buffer of `size` bytes reused by the calls of one thread (`slot` tells buffers apart): parts
-// are large, and fresh allocations of that size cost page faults.
-char* scratch(int slot, size_t size);
 }  // namespace wire
+
+// A buffer of at least `size` bytes from a small process-wide pool, to which it goes back when
+// destroyed: parts are large, and fresh allocations of that size cost page faults on every part.
+class ScratchBuffer {
+ public:
+  explicit ScratchBuffer(size_t size);
+  ScratchBuffer(ScratchBuffer&& other) noexcept
+      : bytes_(std::move(other.bytes_)), capacity_(other.capacity_) {}
+  ScratchBuffer& operator=(ScratchBuffer&&) = delete;
+  ~ScratchBuffer();
+
+  char* data() const { return bytes_.get(); }
+
+ private:
+  std::unique_ptr<char[]> bytes_;
+  size_t capacity_ = 0;
+};
+
+// An encoded part blob and the buffer it lives in.
+struct EncodedPart {
+  ScratchBuffer buffer;
+  std::string_view bytes;
+};
 
 // The updates of one part, sorted by (data, time): what encode_part reads.
 template <class T>
@@ -124,15 +144,14 @@ struct Columns {
 };
 
 // Compresses the ProtoColumnarUpdates encoding `plain` into a part blob of shard `shard_id` (a
-// ProtoPart). The result lives in a buffer of this thread until its next call.
-std::string_view finish_part(std::string_view shard_id, const char* plain, size_t plain_size,
-                             int zstd_level);
+// ProtoPart).
+EncodedPart finish_part(std::string_view shard_id, const char* plain, size_t plain_size,
+                        int zstd_level);
 
 // Encodes `source` as a part blob of shard `shard_id`: a ProtoPart whose payload is the
-// zstd-compressed ProtoColumnarUpdates encoding of the updates, written in one pass. The result
-// lives in a buffer of this thread until the next encode_part or finish_part on it.
+// zstd-compressed ProtoColumnarUpdates encoding of the updates, written in one pass.
 template <PartSource Source>
-std::string_view encode_part(std::string_view shard_id, const Source& source, int zstd_level) {
+EncodedPart encode_part(std::string_view shard_id, const Source& source, int zstd_level) {
   using Updates = proto::ProtoColumnarUpdates;
   using namespace wire;
   const size_t n = source.size();
@@ -144,7 +163,8 @@ std::string_view encode_part(std::string_view shard_id, const Source& source, in
   const size_t plain_size = 1 + varint_size(n) + 1 + varint_size(lens_bytes) + lens_bytes + 1 +
                             varint_size(data_bytes) + data_bytes +
                             2 * (1 + varint_size(8 * n) + 8 * n);
-  char* const plain = scratch(0, plain_size);
+  const ScratchBuffer buffer(plain_size);
+  char* const plain = buffer.data();
   char* out = plain;
   out = put_varint(out, tag(Updates::kNumUpdatesFieldNumber, kVarint));
   out = put_varint(out, n);

@@ -12,12 +12,17 @@
 namespace weir::persist::internal {
 namespace {
 
+// Decoded parts kept for reuse when reads let go of them: enough that a merge of many runs
+// rarely allocates, few enough that an idle client keeps little memory.
+constexpr size_t kMaxFreeDecodedParts = 4;
+
 int pool_threads(const PersistConfig& config) {
   if (config.io_threads > 0) {
     return config.io_threads;
   }
-  // Twice the cores: uploads spend part of their time waiting for fsync.
-  return std::max(4, 2 * static_cast<int>(std::thread::hardware_concurrency()));
+  // Twice the cores, as uploads spend part of their time waiting for fsync; but few enough that
+  // the buffers they work in stay a small part of a process.
+  return std::clamp(2 * static_cast<int>(std::thread::hardware_concurrency()), 4, 16);
 }
 
 absl::Status validate_name(std::string_view name) {
@@ -50,7 +55,7 @@ ClientCore::ClientCore(std::shared_ptr<Blob> blob, std::shared_ptr<Consensus> co
     : blob_(std::move(blob)),
       consensus_(std::move(consensus)),
       config_(std::move(config)),
-      decoded_parts_(DecodedPartPool::create(static_cast<size_t>(pool_threads(config_)))),
+      decoded_parts_(DecodedPartPool::create(kMaxFreeDecodedParts)),
       pool_(pool_threads(config_)) {}
 
 absl::StatusOr<std::pair<std::optional<uint64_t>, proto::ProtoShardNames>>

@@ -72,7 +72,7 @@ void PartBuffer::sort_and_consolidate() {
     for (int b = 0; b < 256; ++b) {
       starts[b + 1] += starts[b];
     }
-    thread_local std::vector<Entry> sorted;  // Reused: sorting must not page-fault.
+    std::vector<Entry>& sorted = scratch_;
     sorted.resize(entries_.size());
     size_t next[256];
     std::copy(starts, starts + 256, next);

@@ -70,7 +70,8 @@ class PartBuffer {
 
   std::string arena_;
   std::vector<Entry> entries_;
-  size_t data_bytes_ = 0;  // Of the entries left by sort_and_consolidate().
+  std::vector<Entry> scratch_;  // For sorting; kept with the buffer so that it is reused.
+  size_t data_bytes_ = 0;       // Of the entries left by sort_and_consolidate().
 };
 
 // Buffers handed back by finished uploads for the next part: fresh buffers of part size cost page
@@ -111,10 +112,10 @@ absl::StatusOr<std::optional<WrittenPart>> write_part(Blob& blob, std::string_vi
   if (n == 0) {
     return std::nullopt;
   }
-  const std::string_view encoded = encode_part(shard_id, source, zstd_level);
-  WEIR_RETURN_IF_ERROR(blob.set(key, encoded));
+  const EncodedPart encoded = encode_part(shard_id, source, zstd_level);
+  WEIR_RETURN_IF_ERROR(blob.set(key, encoded.bytes));
   WrittenPart part;
-  part.ref = {key, encoded.size(), n, source.data_bytes() + 16 * static_cast<uint64_t>(n)};
+  part.ref = {key, encoded.bytes.size(), n, source.data_bytes() + 16 * static_cast<uint64_t>(n)};
   part.first_data = std::string(source.data(0));
   part.first_time = source.time(0);
   part.last_data = std::string(source.data(n - 1));

@@ -35,7 +35,7 @@ struct PersistConfig {
   // zstd level for parts (negative levels are faster and compress less).
   int zstd_level = 1;
   // Threads that encode, compress, upload, fetch and decode parts. 0: two per core (uploads wait
-  // for fsync part of the time), at least 4.
+  // for fsync part of the time), from 4 to 16.
   int io_threads = 0;
   // Writers and leased readers that do not heartbeat for this long may be expired by GC, which
   // then removes the parts they had not appended yet.
