@@ -1,17 +1,19 @@
 // hello: the smallest dataflow: an input, an exchange, an inspect and a probe.
 //
-//   hello [-w W]
+//   hello [-w W]                 one process of W workers
+//   weir-launch -n N -w W hello  a cluster of N processes (each prints its own workers' lines)
 //
-// Each worker sends the numbers 0..9, one per round; records are exchanged by value, so each
-// is printed by worker `x % W`.
+// Worker 0 sends the numbers 0..9, one per round; records are exchanged by value, so each is
+// printed by worker `x % (N·W)`.
 
 #include <cstdio>
 #include <string>
 
+#include "weir/cluster.h"
 #include "weir/weir.h"
 
 int main(int argc, char** argv) {
-  absl::Status status = weir::execute_from_args(argc, argv, [](weir::Worker& worker) {
+  absl::Status status = weir::cluster::execute_from_args(argc, argv, [](weir::Worker& worker) {
     const size_t index = worker.index();
     weir::ProbeHandle<uint64_t> probe;
     auto input = worker.dataflow<uint64_t>([&](weir::Scope<uint64_t>& scope) {

@@ -1,0 +1,957 @@
+#include "grpc_transport.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <fstream>
+#include <list>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "frame.h"
+#include "hostfile.h"
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/security/server_credentials.h>
+
+#include "weir/communication/allocator.h"
+#include "weir/protocol/v1/link.grpc.pb.h"
+#include "weir/status.h"
+
+namespace weir::protocol {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr char kConnectMethod[] = "/weir.protocol.v1.Link/Connect";
+// Queued bytes on one link beyond which send_* waits for writes to complete.
+constexpr size_t kMaxQueuedBytes = size_t{64} << 20;
+// Between attempts to dial a peer that is not up yet.
+constexpr milliseconds kRetryInterval{100};
+// How long a failing process tries to get its Goodbye (with the error) out before cancelling.
+constexpr milliseconds kFailureGoodbyeWait{500};
+// How long the orderly end of a link (after both Goodbyes) may take before it is cancelled.
+constexpr milliseconds kTeardownGrace{2000};
+constexpr uint32_t kUnknownPeer = ~uint32_t{0};
+
+absl::StatusOr<std::string> read_file(const std::string& path, const char* flag) {
+  std::ifstream file(path);
+  if (!file) return absl::NotFoundError(absl::StrCat("cannot read ", flag, " file ", path));
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+class GrpcTransport;
+struct Connection;
+
+// A completion-queue tag: the poller runs `handler` on the transport when the operation ends.
+struct Tag {
+  using Handler = void (GrpcTransport::*)(Connection*, bool);
+  Connection* connection;
+  Handler handler;
+};
+
+// One gRPC call: a link to a peer once both Hellos went through, before that a handshake.
+struct Connection {
+  enum class Side { kDialer, kAcceptor };
+  enum class Phase { kStarting, kHello, kOpen, kEnding, kDone };
+
+  Connection(Side s, uint32_t p, std::string a) : side(s), peer(p), address(std::move(a)) {}
+
+  const Side side;
+  uint32_t peer;        // kUnknownPeer for an acceptor before its Hello.
+  std::string address;  // The peer's hostfile address (or, before Hello, where it called from).
+
+  // The call: a dialer's client side or an acceptor's server side.
+  std::unique_ptr<grpc::ClientContext> client_context;
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> client_stream;
+  grpc::ServerContext server_context;
+  grpc::ServerAsyncReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer> server_stream{&server_context};
+  grpc::ByteBuffer read_buffer;
+  grpc::Status finish_status;
+  std::optional<FrameReader> reader;  // Once open; used only by the poller thread.
+
+  Tag accept_tag, start_tag, read_tag, write_tag, writes_done_tag, finish_tag;
+  std::atomic<int> ops{0};  // Operations in flight.
+
+  std::mutex mu;
+  std::condition_variable space;   // Signalled when `pending` shrinks or writes close.
+  Phase phase = Phase::kStarting;  // Guarded by mu.
+  std::string pending;             // Guarded by mu: frames for the next write.
+  bool writing = false;            // Guarded by mu: a write is in flight.
+  bool write_closed = false;       // Guarded by mu: no more writes (broken, failed, shut down).
+  bool goodbye_queued = false;     // Guarded by mu.
+  bool goodbye_written = false;    // Guarded by mu.
+  bool goodbye_received = false;   // Guarded by mu.
+  bool read_ended = false;         // Guarded by mu.
+  bool writes_done_sent = false;   // Guarded by mu.
+  bool writes_done = false;        // Guarded by mu.
+  bool finish_sent = false;        // Guarded by mu.
+  bool failed = false;             // Guarded by mu: reported to the receiver.
+  bool registered = false;         // Guarded by mu: in GrpcTransport::links_.
+  Clock::time_point since;         // Guarded by mu: when the phase began.
+  Clock::time_point last_read;     // Guarded by mu.
+  Clock::time_point last_queued;   // Guarded by mu.
+  Clock::time_point ended_at;      // Guarded by mu: both Goodbyes exchanged.
+
+  std::string name() const {
+    return peer == kUnknownPeer ? absl::StrCat("a connection from ", address)
+                                : absl::StrCat("process ", peer, " (", address, ")");
+  }
+  void cancel() {
+    if (side == Side::kDialer) {
+      if (client_context) client_context->TryCancel();
+    } else {
+      server_context.TryCancel();
+    }
+  }
+  // REQUIRES: mu held.
+  bool link_done() const {
+    return failed || phase == Phase::kDone || (goodbye_received && write_closed);
+  }
+};
+
+class GrpcTransport final : public Transport {
+ public:
+  GrpcTransport(const Config& config, std::vector<std::string> addresses, Hello mine,
+                TransportReceiver& receiver)
+      : addresses_(std::move(addresses)),
+        mine_(std::move(mine)),
+        heartbeat_timeout_(config.heartbeat_timeout),
+        startup_timeout_(config.startup_timeout),
+        heartbeat_interval_(std::max(milliseconds(1), config.heartbeat_timeout / 4)),
+        tick_(std::clamp(config.heartbeat_timeout / 10, milliseconds(5), milliseconds(100))),
+        receiver_(receiver),
+        links_(addresses_.size(), nullptr),
+        dials_(addresses_.size()) {}
+
+  ~GrpcTransport() override { shutdown(); }
+
+  absl::Status start(const Config& config);
+  absl::Status await_startup(Clock::time_point deadline);
+
+  void send_data(size_t process, uint64_t channel, uint32_t from, uint32_t to,
+                 std::string payload) override {
+    Connection* link = links_[process];
+    if (link == nullptr) return;
+    enqueue(link, Frame::kData,
+            [&](std::string& batch) { append_data(channel, from, to, payload, batch); });
+  }
+  void send_progress(size_t process, uint64_t channel, uint32_t from, uint64_t seq,
+                     std::string payload) override {
+    Connection* link = links_[process];
+    if (link == nullptr) return;
+    enqueue(link, Frame::kProgress,
+            [&](std::string& batch) { append_progress(channel, from, seq, payload, batch); });
+  }
+  absl::Status close() override;
+
+  // Completion handlers, run by the poller thread.
+  void on_accept(Connection* c, bool ok);
+  void on_start(Connection* c, bool ok);
+  void on_read(Connection* c, bool ok);
+  void on_write(Connection* c, bool ok);
+  void on_writes_done(Connection* c, bool ok);
+  void on_finish(Connection* c, bool ok);
+
+ private:
+  enum class Frame { kHello, kData, kProgress, kHeartbeat, kGoodbye };
+  struct Dial {
+    bool active = false;
+    Clock::time_point next;
+    std::string last_error;
+  };
+
+  Connection* add_connection(Connection::Side side, uint32_t peer, std::string address);
+  // Starts an operation on `c` unless the completion queue is shutting down.
+  template <class F>
+  bool issue(Connection* c, F&& start);
+  void accept_next();
+  void dial(uint32_t peer);
+  void start_read(Connection* c);
+  template <class Append>
+  void enqueue(Connection* c, Frame kind, Append&& append);
+  void write(Connection* c, std::string bytes);
+  void on_hello(Connection* c, absl::Status parsed, const v1::FrameBatch& batch);
+  void refuse(Connection* c, const absl::Status& why);
+  void on_read_ended(Connection* c);
+  void maybe_finish(Connection* c);
+  void fail_link(Connection* c, absl::Status status);
+  void set_fatal(absl::Status status);
+  void poll();
+  void tick();
+  // The local workers' error, or "" if they did not fail.
+  std::string local_failure() const;
+  void shutdown();
+
+  const std::vector<std::string> addresses_;
+  const Hello mine_;
+  const milliseconds heartbeat_timeout_, startup_timeout_, heartbeat_interval_, tick_;
+  TransportReceiver& receiver_;
+
+  std::vector<std::unique_ptr<grpc::GenericStub>> stubs_;  // Per lower-numbered peer.
+  std::unique_ptr<grpc::ServerCompletionQueue> cq_;
+  v1::Link::WithRawMethod_Connect<v1::Link::Service> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::thread poller_;
+  std::thread ticker_;
+
+  // Operations start under a shared lock while cq_open_; shutdown takes it exclusively to close
+  // the queue, so no operation starts on a shut-down queue.
+  std::shared_mutex cq_mu_;
+  bool cq_open_ = false;  // Guarded by cq_mu_.
+
+  // Lock order: mu_ before any Connection::mu.
+  mutable std::mutex mu_;
+  std::condition_variable changed_;                     // Links, failures, ticker stop.
+  std::list<std::unique_ptr<Connection>> connections_;  // Guarded by mu_.
+  // Established links by process. Written only before connect_grpc returns (no sender runs
+  // yet), so send_* reads it without the lock.
+  std::vector<Connection*> links_;
+  std::vector<Dial> dials_;    // Guarded by mu_.
+  size_t established_ = 0;     // Guarded by mu_.
+  bool startup_done_ = false;  // Guarded by mu_.
+  bool stopping_ = false;      // Guarded by mu_: the ticker stops, nothing new starts.
+  absl::Status fatal_;         // Guarded by mu_: the first link failure or start-up error.
+  std::string last_refusal_;   // Guarded by mu_.
+  bool closed_ = false;
+  bool shut_down_ = false;
+};
+
+// ---- Start-up ----
+
+absl::Status GrpcTransport::start(const Config& config) {
+  std::shared_ptr<grpc::ServerCredentials> server_credentials = grpc::InsecureServerCredentials();
+  std::shared_ptr<grpc::ChannelCredentials> channel_credentials =
+      grpc::InsecureChannelCredentials();
+  if (!config.tls_cert.empty() || !config.tls_key.empty() || !config.tls_ca.empty()) {
+    if (config.tls_cert.empty() || config.tls_key.empty()) {
+      return absl::InvalidArgumentError(
+          "TLS needs both --tls-cert and --tls-key (and --tls-ca for mutual TLS)");
+    }
+    WEIR_ASSIGN_OR_RETURN(std::string cert, read_file(config.tls_cert, "--tls-cert"));
+    WEIR_ASSIGN_OR_RETURN(std::string key, read_file(config.tls_key, "--tls-key"));
+    std::string ca;
+    if (!config.tls_ca.empty()) {
+      WEIR_ASSIGN_OR_RETURN(ca, read_file(config.tls_ca, "--tls-ca"));
+    }
+    grpc::SslServerCredentialsOptions server_options(
+        ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                   : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    server_options.pem_root_certs = ca;
+    server_options.pem_key_cert_pairs.push_back({key, cert});
+    server_credentials = grpc::SslServerCredentials(server_options);
+    grpc::SslCredentialsOptions channel_options;
+    channel_options.pem_root_certs = ca;  // Empty: the system's roots.
+    channel_options.pem_private_key = key;
+    channel_options.pem_cert_chain = cert;
+    channel_credentials = grpc::SslCredentials(channel_options);
+  }
+
+  const std::string& address = addresses_[mine_.process];
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(address, server_credentials, &port);
+  builder.RegisterService(&service_);
+  builder.SetMaxReceiveMessageSize(-1);
+  builder.SetMaxSendMessageSize(-1);
+  // Without this, gRPC listens with SO_REUSEPORT, and a second process on the same port would
+  // silently share it instead of failing.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  cq_ = builder.AddCompletionQueue();
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port == 0) {
+    server_.reset();
+    return absl::UnavailableError(absl::StrCat(
+        "process ", mine_.process, " cannot listen on ", address,
+        " (its line in the hostfile): the port is in use or not on this host, or the TLS "
+        "certificate and key are not valid"));
+  }
+  {
+    std::unique_lock lock(cq_mu_);
+    cq_open_ = true;
+  }
+
+  stubs_.resize(mine_.process);
+  for (uint32_t p = 0; p < mine_.process; ++p) {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(-1);
+    args.SetMaxSendMessageSize(-1);
+    // Retry quickly while the peer is starting (gRPC's default backoff starts at 1 s).
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    // Our own connections, not shared with another transport in this process.
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    stubs_[p] = std::make_unique<grpc::GenericStub>(
+        grpc::CreateCustomChannel(addresses_[p], channel_credentials, args));
+  }
+
+  poller_ = std::thread([this] { poll(); });
+  accept_next();
+  for (uint32_t p = 0; p < mine_.process; ++p) dial(p);
+  ticker_ = std::thread([this] { tick(); });
+  return absl::OkStatus();
+}
+
+absl::Status GrpcTransport::await_startup(Clock::time_point deadline) {
+  std::unique_lock lock(mu_);
+  const size_t peers = addresses_.size() - 1;
+  changed_.wait_until(lock, deadline, [&] { return established_ == peers || !fatal_.ok(); });
+  if (!fatal_.ok()) return fatal_;
+  if (established_ == peers) {
+    startup_done_ = true;
+    return absl::OkStatus();
+  }
+  std::vector<std::string> missing;
+  std::string errors;
+  for (uint32_t p = 0; p < addresses_.size(); ++p) {
+    if (p == mine_.process || links_[p] != nullptr) continue;
+    missing.push_back(absl::StrCat(p, " (", addresses_[p], ")"));
+    if (p < mine_.process && !dials_[p].last_error.empty()) {
+      absl::StrAppend(&errors, "; dialing process ", p, ": ", dials_[p].last_error);
+    }
+  }
+  if (!last_refusal_.empty()) absl::StrAppend(&errors, "; last refused: ", last_refusal_);
+  return absl::DeadlineExceededError(
+      absl::StrCat("process ", mine_.process, " gave up waiting for process",
+                   missing.size() > 1 ? "es " : " ", absl::StrJoin(missing, ", "), " after ",
+                   startup_timeout_.count(), " ms (--startup-timeout-ms)", errors));
+}
+
+Connection* GrpcTransport::add_connection(Connection::Side side, uint32_t peer,
+                                          std::string address) {
+  auto owned = std::make_unique<Connection>(side, peer, std::move(address));
+  Connection* c = owned.get();
+  for (Tag* tag : {&c->accept_tag, &c->start_tag, &c->read_tag, &c->write_tag, &c->writes_done_tag,
+                   &c->finish_tag}) {
+    tag->connection = c;
+  }
+  c->accept_tag.handler = &GrpcTransport::on_accept;
+  c->start_tag.handler = &GrpcTransport::on_start;
+  c->read_tag.handler = &GrpcTransport::on_read;
+  c->write_tag.handler = &GrpcTransport::on_write;
+  c->writes_done_tag.handler = &GrpcTransport::on_writes_done;
+  c->finish_tag.handler = &GrpcTransport::on_finish;
+  c->since = c->last_read = c->last_queued = Clock::now();
+  std::lock_guard lock(mu_);
+  if (stopping_) return nullptr;
+  connections_.push_back(std::move(owned));
+  return c;
+}
+
+template <class F>
+bool GrpcTransport::issue(Connection* c, F&& start) {
+  std::shared_lock lock(cq_mu_);
+  if (!cq_open_) return false;
+  // Relaxed: the poller's decrement (acq_rel) follows the completion of this very operation.
+  c->ops.fetch_add(1, std::memory_order_relaxed);
+  start();
+  return true;
+}
+
+void GrpcTransport::accept_next() {
+  Connection* c = add_connection(Connection::Side::kAcceptor, kUnknownPeer, "");
+  if (c == nullptr) return;
+  issue(c, [&] {
+    service_.RequestConnect(&c->server_context, &c->server_stream, cq_.get(), cq_.get(),
+                            &c->accept_tag);
+  });
+}
+
+void GrpcTransport::dial(uint32_t peer) {
+  Connection* c = add_connection(Connection::Side::kDialer, peer, addresses_[peer]);
+  if (c == nullptr) return;
+  {
+    std::lock_guard lock(mu_);
+    dials_[peer].active = true;
+  }
+  c->client_context = std::make_unique<grpc::ClientContext>();
+  c->client_stream = stubs_[peer]->PrepareCall(c->client_context.get(), kConnectMethod, cq_.get());
+  issue(c, [&] { c->client_stream->StartCall(&c->start_tag); });
+}
+
+void GrpcTransport::start_read(Connection* c) {
+  issue(c, [&] {
+    if (c->side == Connection::Side::kDialer) {
+      c->client_stream->Read(&c->read_buffer, &c->read_tag);
+    } else {
+      c->server_stream.Read(&c->read_buffer, &c->read_tag);
+    }
+  });
+}
+
+// ---- Sending ----
+
+template <class Append>
+void GrpcTransport::enqueue(Connection* c, Frame kind, Append&& append) {
+  std::string bytes;
+  {
+    std::unique_lock lock(c->mu);
+    if (kind == Frame::kData || kind == Frame::kProgress) {
+      // Backpressure: wait while the peer is behind (a lost peer closes the link's writes).
+      c->space.wait(lock, [&] { return c->pending.size() < kMaxQueuedBytes || c->write_closed; });
+    }
+    // After Goodbye only the orderly end follows; frames for a peer that is gone are dropped.
+    if (c->write_closed || (c->goodbye_queued && kind != Frame::kHello)) return;
+    if (kind == Frame::kGoodbye) c->goodbye_queued = true;
+    append(c->pending);
+    c->last_queued = Clock::now();
+    if (c->writing) return;  // Goes out with the next write: coalesced.
+    c->writing = true;
+    bytes.swap(c->pending);
+  }
+  write(c, std::move(bytes));
+}
+
+void GrpcTransport::write(Connection* c, std::string bytes) {
+  // The slice owns the bytes: no copy on the way into gRPC.
+  auto* owned = new std::string(std::move(bytes));
+  grpc::Slice slice(
+      owned->data(), owned->size(), [](void* p) { delete static_cast<std::string*>(p); }, owned);
+  grpc::ByteBuffer buffer(&slice, 1);
+  const bool started = issue(c, [&] {
+    if (c->side == Connection::Side::kDialer) {
+      c->client_stream->Write(buffer, &c->write_tag);
+    } else {
+      c->server_stream.Write(buffer, &c->write_tag);
+    }
+  });
+  if (!started) {
+    std::lock_guard lock(c->mu);
+    c->writing = false;
+    c->write_closed = true;
+    c->space.notify_all();
+  }
+}
+
+void GrpcTransport::on_write(Connection* c, bool ok) {
+  std::string next;
+  {
+    std::lock_guard lock(c->mu);
+    if (!ok) {
+      // The stream broke: the read side reports it (or the handshake retries).
+      c->writing = false;
+      c->write_closed = true;
+      c->pending.clear();
+    } else if (c->pending.empty()) {
+      c->writing = false;
+      if (c->goodbye_queued) c->goodbye_written = true;
+    } else {
+      next.swap(c->pending);
+    }
+    c->space.notify_all();
+  }
+  if (!next.empty()) {
+    write(c, std::move(next));
+    return;
+  }
+  maybe_finish(c);
+  changed_.notify_all();
+}
+
+// ---- Receiving ----
+
+void GrpcTransport::on_accept(Connection* c, bool ok) {
+  if (!ok) {  // The server is shutting down.
+    std::lock_guard lock(c->mu);
+    c->phase = Connection::Phase::kDone;
+    return;
+  }
+  accept_next();
+  {
+    std::lock_guard lock(c->mu);
+    c->address = c->server_context.peer();
+    c->phase = Connection::Phase::kHello;
+    c->since = Clock::now();
+  }
+  start_read(c);
+}
+
+void GrpcTransport::on_start(Connection* c, bool ok) {
+  {
+    std::lock_guard lock(c->mu);
+    c->phase = Connection::Phase::kHello;
+    c->since = Clock::now();
+    if (!ok) c->read_ended = true;
+  }
+  if (!ok) {
+    maybe_finish(c);
+    return;
+  }
+  enqueue(c, Frame::kHello, [&](std::string& batch) { append_hello(mine_, batch); });
+  start_read(c);
+}
+
+void GrpcTransport::on_read(Connection* c, bool ok) {
+  if (!ok) {
+    on_read_ended(c);
+    return;
+  }
+  Connection::Phase phase;
+  {
+    std::lock_guard lock(c->mu);
+    phase = c->phase;
+    c->last_read = Clock::now();
+  }
+  grpc::ByteBuffer buffer;
+  buffer.Swap(&c->read_buffer);
+  // On an open link, read the next batch while this one is handled (this thread handles every
+  // completion, so batches are still handled in order).
+  if (phase == Connection::Phase::kOpen) start_read(c);
+
+  grpc::Slice slice;
+  absl::Status parsed = absl::OkStatus();
+  google::protobuf::Arena arena;
+  auto* batch = google::protobuf::Arena::CreateMessage<v1::FrameBatch>(&arena);
+  if (!buffer.DumpToSingleSlice(&slice).ok()) {
+    parsed = absl::InvalidArgumentError("malformed frame: an unreadable message");
+  } else {
+    parsed = parse_batch(
+        std::string_view(reinterpret_cast<const char*>(slice.begin()), slice.size()), *batch);
+  }
+  if (phase == Connection::Phase::kHello) {
+    on_hello(c, parsed, *batch);
+    return;
+  }
+  if (phase != Connection::Phase::kOpen) return;
+  absl::Status status = parsed.ok() ? c->reader->on_batch(*batch) : parsed;
+  if (c->reader->goodbye_received()) {
+    {
+      std::lock_guard lock(c->mu);
+      c->goodbye_received = true;
+    }
+    changed_.notify_all();
+  }
+  if (!status.ok()) {
+    if (absl::IsAborted(status)) {
+      fail_link(c, absl::AbortedError(absl::StrCat(c->name(), " ", status.message())));
+    } else {
+      fail_link(c, absl::Status(status.code(),
+                                absl::StrCat(c->name(),
+                                             " sent a frame this process refuses, so its link "
+                                             "is closed: ",
+                                             status.message())));
+    }
+    return;
+  }
+  maybe_finish(c);
+}
+
+void GrpcTransport::on_hello(Connection* c, absl::Status parsed, const v1::FrameBatch& batch) {
+  absl::StatusOr<Hello> hello = parsed.ok() ? read_hello(batch) : parsed;
+  absl::Status status = hello.ok() ? check_hello(mine_, *hello) : hello.status();
+  if (c->side == Connection::Side::kDialer) {
+    // The acceptor's answer to our Hello.
+    if (status.ok() && hello->process != c->peer) {
+      status =
+          absl::FailedPreconditionError(absl::StrCat("it says it is process ", hello->process));
+    }
+    if (!status.ok()) {
+      set_fatal(absl::FailedPreconditionError(
+          absl::StrCat("process ", mine_.process, " dialed ", c->name(),
+                       ", which answered with a Hello this process refuses: ", status.message())));
+      c->cancel();
+      return;
+    }
+  } else {
+    if (status.ok() && hello->process < mine_.process) {
+      status = absl::FailedPreconditionError(
+          absl::StrCat("it says it is process ", hello->process,
+                       ", but only higher-numbered processes dial lower-numbered ones (is the "
+                       "hostfile the same for every process?)"));
+    }
+    if (hello.ok() && hello->incarnation > mine_.incarnation) {
+      set_fatal(absl::FailedPreconditionError(
+          absl::StrCat("process ", mine_.process, " is stale: its incarnation ", mine_.incarnation,
+                       " is older than that of process ", hello->process, " (", hello->incarnation,
+                       "), which connected from ", c->address)));
+    }
+    if (status.ok()) {
+      std::lock_guard lock(mu_);
+      if (links_[hello->process] != nullptr) {
+        status = absl::FailedPreconditionError(
+            absl::StrCat("process ", hello->process, " is already connected"));
+      }
+    }
+    if (!status.ok()) {
+      refuse(c, absl::FailedPreconditionError(
+                    absl::StrCat("process ", mine_.process, " (", addresses_[mine_.process],
+                                 ") refused a link from ", c->address, ": ", status.message())));
+      return;
+    }
+    // Answer with our Hello, ahead of anything else on this link.
+    c->peer = hello->process;
+    enqueue(c, Frame::kHello, [&](std::string& out) { append_hello(mine_, out); });
+  }
+  const uint32_t peer = c->peer;
+  c->reader.emplace(peer, mine_, receiver_);
+  {
+    std::lock_guard lock(mu_);
+    std::lock_guard link_lock(c->mu);
+    if (c->side == Connection::Side::kAcceptor) c->address = addresses_[peer];
+    c->phase = Connection::Phase::kOpen;
+    c->last_read = Clock::now();
+    c->registered = true;
+    links_[peer] = c;
+    ++established_;
+    if (c->side == Connection::Side::kDialer) dials_[peer].active = false;
+  }
+  changed_.notify_all();
+  start_read(c);
+}
+
+void GrpcTransport::refuse(Connection* c, const absl::Status& why) {
+  {
+    std::lock_guard lock(mu_);
+    last_refusal_ = std::string(why.message());
+  }
+  {
+    std::lock_guard lock(c->mu);
+    c->phase = Connection::Phase::kEnding;
+    c->finish_sent = true;
+  }
+  issue(c, [&] {
+    c->server_stream.Finish(
+        grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, std::string(why.message())),
+        &c->finish_tag);
+  });
+}
+
+void GrpcTransport::on_read_ended(Connection* c) {
+  bool lost = false;
+  {
+    std::lock_guard lock(c->mu);
+    c->read_ended = true;
+    lost = c->phase == Connection::Phase::kOpen && !c->goodbye_received && !c->failed;
+  }
+  if (lost) {
+    fail_link(c, absl::UnavailableError(
+                     absl::StrCat("lost ", c->name(),
+                                  ": its link broke before it said Goodbye (the process exited, "
+                                  "crashed or was killed, or the network failed)")));
+    return;
+  }
+  maybe_finish(c);
+}
+
+// Ends a call once nothing more will be sent or received on it: a refused or failed handshake,
+// or, on an open link, after both Goodbyes (the dialer half-closes, the acceptor then finishes
+// with OK, and the dialer collects that status).
+void GrpcTransport::maybe_finish(Connection* c) {
+  enum { kNothing, kWritesDone, kClientFinish, kServerFinish } action = kNothing;
+  {
+    std::lock_guard lock(c->mu);
+    if (c->finish_sent || c->failed || c->writing) return;
+    const bool handshake = c->phase == Connection::Phase::kHello;
+    const bool orderly = c->phase == Connection::Phase::kOpen && c->goodbye_received &&
+                         (c->goodbye_written || c->write_closed);
+    if (c->side == Connection::Side::kDialer) {
+      if (handshake && c->read_ended) {
+        action = kClientFinish;
+      } else if (orderly && !c->writes_done_sent && !c->write_closed) {
+        action = kWritesDone;
+      } else if (orderly && c->read_ended && (c->writes_done || c->write_closed)) {
+        action = kClientFinish;
+      }
+    } else if ((orderly || handshake) && c->read_ended) {
+      action = kServerFinish;  // Orderly, or a caller that went away before its Hello.
+    }
+    if (action == kWritesDone) c->writes_done_sent = true;
+    if (orderly && c->ended_at == Clock::time_point()) c->ended_at = Clock::now();
+    if (action == kClientFinish || action == kServerFinish) c->finish_sent = true;
+  }
+  switch (action) {
+    case kNothing:
+      return;
+    case kWritesDone:
+      issue(c, [&] { c->client_stream->WritesDone(&c->writes_done_tag); });
+      return;
+    case kClientFinish:
+      issue(c, [&] { c->client_stream->Finish(&c->finish_status, &c->finish_tag); });
+      return;
+    case kServerFinish:
+      issue(c, [&] { c->server_stream.Finish(grpc::Status::OK, &c->finish_tag); });
+      return;
+  }
+}
+
+void GrpcTransport::on_writes_done(Connection* c, bool ok) {
+  {
+    std::lock_guard lock(c->mu);
+    c->writes_done = true;
+    if (!ok) c->write_closed = true;
+  }
+  maybe_finish(c);
+}
+
+void GrpcTransport::on_finish(Connection* c, bool /*ok*/) {
+  Connection::Phase was;
+  {
+    std::lock_guard lock(c->mu);
+    was = c->phase;
+    c->phase = Connection::Phase::kDone;
+    c->write_closed = true;
+    c->space.notify_all();
+  }
+  if (c->side == Connection::Side::kDialer && was == Connection::Phase::kHello) {
+    // The dial did not get through: the acceptor refused it (fatal), or it is not up (retry).
+    const grpc::Status& status = c->finish_status;
+    std::lock_guard lock(mu_);
+    Dial& dial = dials_[c->peer];
+    dial.active = false;
+    if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+      if (fatal_.ok()) {
+        fatal_ = absl::FailedPreconditionError(absl::StrCat("process ", mine_.process,
+                                                            " was refused by ", c->name(), ": ",
+                                                            status.error_message()));
+      }
+    } else {
+      dial.last_error = status.error_message().empty()
+                            ? absl::StrCat("gRPC status ", status.error_code())
+                            : status.error_message();
+      dial.next = Clock::now() + kRetryInterval;
+    }
+  }
+  changed_.notify_all();
+}
+
+// ---- Failure ----
+
+void GrpcTransport::fail_link(Connection* c, absl::Status status) {
+  {
+    std::lock_guard lock(c->mu);
+    if (c->failed) return;
+    c->failed = true;
+    c->write_closed = true;
+    c->pending.clear();
+    c->space.notify_all();
+  }
+  c->cancel();
+  {
+    std::lock_guard lock(mu_);
+    if (fatal_.ok()) fatal_ = status;
+  }
+  receiver_.link_failed(std::move(status));
+  changed_.notify_all();
+}
+
+void GrpcTransport::set_fatal(absl::Status status) {
+  {
+    std::lock_guard lock(mu_);
+    if (fatal_.ok()) fatal_ = status;
+  }
+  receiver_.link_failed(std::move(status));
+  changed_.notify_all();
+}
+
+std::string GrpcTransport::local_failure() const {
+  // The runtime's receiver knows whether this process's workers failed.
+  if (const auto* process = dynamic_cast<const ProcessShared*>(&receiver_);
+      process != nullptr && process->failed()) {
+    absl::Status status = process->status();
+    return status.message().empty() ? status.ToString() : std::string(status.message());
+  }
+  return "";
+}
+
+// ---- Threads ----
+
+void GrpcTransport::poll() {
+  void* tag = nullptr;
+  bool ok = false;
+  while (cq_->Next(&tag, &ok)) {
+    auto* t = static_cast<Tag*>(tag);
+    Connection* c = t->connection;
+    (this->*(t->handler))(c, ok);
+    // The last operation of a handshake that went nowhere: forget the connection.
+    if (c->ops.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard lock(mu_);
+      bool reap = false;
+      {
+        std::lock_guard link_lock(c->mu);
+        reap = c->phase == Connection::Phase::kDone && !c->registered;
+      }
+      if (reap) {
+        connections_.remove_if([c](const std::unique_ptr<Connection>& p) { return p.get() == c; });
+      }
+    }
+  }
+}
+
+void GrpcTransport::tick() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    changed_.wait_for(lock, tick_);
+    if (stopping_) break;
+    const auto now = Clock::now();
+    std::vector<Connection*> heartbeats, silent, cancel;
+    for (const auto& owned : connections_) {
+      Connection* c = owned.get();
+      std::lock_guard link_lock(c->mu);
+      if (c->phase == Connection::Phase::kOpen && !c->failed) {
+        if (!c->goodbye_received && now - c->last_read > heartbeat_timeout_) silent.push_back(c);
+        if (!c->writing && !c->goodbye_queued && now - c->last_queued >= heartbeat_interval_) {
+          heartbeats.push_back(c);
+        }
+      } else if (c->phase == Connection::Phase::kHello && c->side == Connection::Side::kAcceptor &&
+                 now - c->since > heartbeat_timeout_) {
+        cancel.push_back(c);  // A caller that never said Hello.
+      }
+      if (c->ended_at != Clock::time_point() && c->phase != Connection::Phase::kDone &&
+          now - c->ended_at > kTeardownGrace) {
+        cancel.push_back(c);  // Both said Goodbye; the orderly end is taking too long.
+      }
+    }
+    std::vector<uint32_t> redial;
+    if (!startup_done_ && fatal_.ok()) {
+      for (uint32_t p = 0; p < mine_.process; ++p) {
+        if (links_[p] == nullptr && !dials_[p].active && now >= dials_[p].next) {
+          redial.push_back(p);
+        }
+      }
+    }
+    // Under the lock: an unregistered connection may be reaped as soon as it is released.
+    for (Connection* c : cancel) c->cancel();
+    lock.unlock();
+    for (Connection* c : heartbeats) {
+      enqueue(c, Frame::kHeartbeat, [](std::string& batch) { append_heartbeat(batch); });
+    }
+    for (Connection* c : silent) {
+      fail_link(c, absl::UnavailableError(absl::StrCat(
+                       "lost ", c->name(), ": no frame from it for ", heartbeat_timeout_.count(),
+                       " ms (--heartbeat-timeout-ms): it hung, was stopped, or the network "
+                       "failed")));
+    }
+    for (uint32_t p : redial) dial(p);
+    lock.lock();
+  }
+}
+
+// ---- Closing ----
+
+absl::Status GrpcTransport::close() {
+  if (closed_) return absl::OkStatus();
+  closed_ = true;
+  std::string failure = local_failure();
+  std::vector<Connection*> links;
+  {
+    std::lock_guard lock(mu_);
+    if (failure.empty() && !fatal_.ok()) failure = std::string(fatal_.message());
+    for (Connection* c : links_) {
+      if (c != nullptr) links.push_back(c);
+    }
+  }
+  for (Connection* c : links) {
+    enqueue(c, Frame::kGoodbye, [&](std::string& batch) { append_goodbye(failure, batch); });
+  }
+  absl::Status status;
+  {
+    std::unique_lock lock(mu_);
+    if (failure.empty()) {
+      // Every peer finishes too and says Goodbye; a lost one is found by the ticker.
+      for (;;) {
+        bool done = true;
+        for (Connection* c : links) {
+          std::lock_guard link_lock(c->mu);
+          done = done && c->link_done();
+        }
+        if (done) break;
+        changed_.wait_for(lock, tick_);
+      }
+      status = fatal_;
+    } else {
+      // This process failed: give the Goodbyes carrying the error a moment to go out.
+      const auto deadline = Clock::now() + kFailureGoodbyeWait;
+      for (;;) {
+        bool sent = true;
+        for (Connection* c : links) {
+          std::lock_guard link_lock(c->mu);
+          sent = sent && (c->goodbye_written || c->write_closed);
+        }
+        if (sent || Clock::now() >= deadline) break;
+        changed_.wait_for(lock, milliseconds(5));
+      }
+    }
+  }
+  shutdown();
+  return status;
+}
+
+void GrpcTransport::shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    for (const auto& c : connections_) {
+      std::lock_guard link_lock(c->mu);
+      c->write_closed = true;
+      c->space.notify_all();
+      if (c->phase != Connection::Phase::kStarting || c->side == Connection::Side::kDialer) {
+        c->cancel();
+      }
+    }
+  }
+  changed_.notify_all();
+  if (ticker_.joinable()) ticker_.join();
+  {
+    std::unique_lock lock(cq_mu_);
+    cq_open_ = false;
+  }
+  if (server_) server_->Shutdown(std::chrono::system_clock::now());
+  if (cq_) {
+    cq_->Shutdown();
+    if (poller_.joinable()) {
+      poller_.join();
+    } else {
+      void* tag = nullptr;
+      bool ok = false;
+      while (cq_->Next(&tag, &ok)) {
+      }
+    }
+  }
+  std::lock_guard lock(mu_);
+  std::fill(links_.begin(), links_.end(), nullptr);
+  connections_.clear();
+  server_.reset();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Transport>> connect_grpc(const Config& config,
+                                                        TransportReceiver& receiver) {
+  const auto deadline = Clock::now() + config.startup_timeout;
+  if (config.workers == 0 || config.process >= config.processes ||
+      config.workers * config.processes > UINT32_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot run process ", config.process, " of ",
+                                                   config.processes, " with ", config.workers,
+                                                   " workers each"));
+  }
+  WEIR_ASSIGN_OR_RETURN(std::vector<std::string> addresses,
+                        read_hostfile(config.hostfile, config.processes));
+  Hello mine;
+  mine.cluster_id = config.cluster_id.empty() ? derive_cluster_id(addresses) : config.cluster_id;
+  mine.process = static_cast<uint32_t>(config.process);
+  mine.incarnation = config.incarnation;
+  mine.workers = static_cast<uint32_t>(config.workers);
+  mine.processes = static_cast<uint32_t>(config.processes);
+  auto transport =
+      std::make_unique<GrpcTransport>(config, std::move(addresses), std::move(mine), receiver);
+  WEIR_RETURN_IF_ERROR(transport->start(config));
+  WEIR_RETURN_IF_ERROR(transport->await_startup(deadline));
+  return std::unique_ptr<Transport>(std::move(transport));
+}
+
+}  // namespace weir::protocol
