@@ -5,6 +5,7 @@
 // async / unary, and the extra cost of the async operator per batch.
 
 #include <cstdio>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -53,7 +54,8 @@ weir::Stream<uint64_t, uint64_t> pass_through(const weir::Stream<uint64_t, uint6
       auto event = input.next();
       if (auto* data = event.data()) {
         if (by_record) {
-          for (uint64_t x : data->batch) output.give(data->capability, x);
+          auto session = output.session(data->capability);
+          for (uint64_t x : data->batch) session.give(x);
         } else {
           output.give_batch(data->capability, data->batch);
         }
@@ -74,10 +76,10 @@ double run(const weir::Config& config, uint64_t records, uint64_t batch, Pass pa
     uint64_t sum = 0;
     worker.dataflow<uint64_t>([&](weir::Scope<uint64_t>& scope) {
       auto source = weir::source<uint64_t>(
-          scope, "Source", [&](Capability<uint64_t> cap, weir::OperatorInfo) {
+          scope, "Source", [&](weir::Capability<uint64_t> cap, weir::OperatorInfo) {
             uint64_t made = 0;
             std::vector<uint64_t> buffer;
-            std::optional<Capability<uint64_t>> held(std::move(cap));
+            std::optional<weir::Capability<uint64_t>> held(std::move(cap));
             return [=](weir::OperatorOutput<uint64_t, uint64_t>& output) mutable {
               auto session = output.session(*held);
               for (uint64_t k = 0; k < kBatchesPerRound && made < batches; ++k, ++made) {

@@ -127,8 +127,16 @@ TEST(AsyncOperatorTest, InputCapabilityOutlivesSuspensionsUntilTheNextEvent) {
           auto event = in.next();
           if (event.is_end()) return;
           if (auto* data = event.data()) {
+            auto session = out.session(data->capability);
             for (int i = 0; i < 3; ++i) ctx.yield();
-            for (uint64_t x : data->batch) out.give(data->capability, x * 10);
+            for (uint64_t x : data->batch) {
+              if (x % 2 == 0) {
+                session.give(x * 10);
+              } else {
+                out.give(data->capability, x * 10);
+              }
+              ctx.yield();
+            }
           }
         }
       });
@@ -249,6 +257,73 @@ TEST(AsyncOperatorTest, WaitUntilWithADeadlineTimesOut) {
   ASSERT_TRUE(result.ok()) << result.status();
   ASSERT_TRUE((*result)[0].has_value());
   EXPECT_FALSE(*(*result)[0]);
+}
+
+// Inside nested scopes (product timestamps, activations through nested paths, timers).
+TEST(AsyncOperatorTest, RunsInsideNestedScopes) {
+  Watchdog watchdog("RunsInsideNestedScopes");
+  auto result = testing::run_workers(2, [](Worker& worker) {
+    using P = Product<uint64_t, uint64_t>;
+    std::vector<std::pair<uint64_t, uint64_t>> seen;
+    ProbeHandle<uint64_t> probe;
+    auto input = worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+      auto [handle, stream] = new_input<uint64_t>(scope);
+      auto doubled = scope.iterative<uint64_t>([&](auto& inner) {
+        AsyncOperatorBuilder<P> builder("InnerAsync", inner);
+        auto in =
+            builder.add_input(inner.enter(stream), Exchange([](const uint64_t& x) { return x; }));
+        auto [out, out_stream] = builder.add_output<uint64_t>();
+        builder.build([in, out](AsyncContext& ctx, std::span<CapabilitySet<P>> caps) mutable {
+          caps[0].clear();
+          for (;;) {
+            auto event = in.next();
+            if (event.is_end()) return;
+            if (auto* data = event.data()) {
+              ctx.sleep_for(1ms);
+              auto session = out.session(data->capability);
+              for (uint64_t x : data->batch) session.give(2 * x);
+            }
+          }
+        });
+        return inner.leave(out_stream);
+      });
+      auto in_region = scope.region([&](auto& inner) {
+        AsyncOperatorBuilder<uint64_t> builder("RegionAsync", inner);
+        auto in = builder.add_input(inner.enter(doubled));
+        auto [out, out_stream] = builder.add_output<uint64_t>();
+        builder.build([in, out](AsyncContext&, Caps caps) mutable {
+          caps[0].clear();
+          for (;;) {
+            auto event = in.next();
+            if (event.is_end()) return;
+            if (auto* data = event.data()) out.give_batch(data->capability, data->batch);
+          }
+        });
+        return inner.leave(out_stream);
+      });
+      in_region |
+          inspect_time([&](const uint64_t& t, const uint64_t& x) { seen.emplace_back(t, x); }) |
+          probe_with(probe);
+      return std::move(handle);
+    });
+    for (uint64_t t = 0; t < 5; ++t) {
+      input.send(10 * t + worker.index());
+      input.advance_to(t + 1);
+      EXPECT_TRUE(step_until(worker, [&] { return !probe.less_than(t + 1); }));
+    }
+    input.close();
+    EXPECT_TRUE(step_until(worker, [&] { return probe.done(); }));
+    return seen;
+  });
+  ASSERT_TRUE(result.ok()) << result.status();
+  std::vector<std::pair<uint64_t, uint64_t>> all;
+  for (const auto& seen : *result) all.insert(all.end(), seen.begin(), seen.end());
+  std::sort(all.begin(), all.end());
+  std::vector<std::pair<uint64_t, uint64_t>> expected;
+  for (uint64_t t = 0; t < 5; ++t) {
+    for (uint64_t w = 0; w < 2; ++w) expected.emplace_back(t, 2 * (10 * t + w));
+  }
+  EXPECT_EQ(all, expected);
 }
 
 // ---- errors ----
