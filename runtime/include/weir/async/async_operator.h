@@ -44,11 +44,12 @@
 // operator holds its capabilities until it is shut down or its dataflow dropped.
 //
 // Shutdown. `build` returns a ShutdownButton. Once pressed on this worker the body is no longer
-// resumed; once pressed on every worker, the fiber is unwound (every destructor on its stack
-// runs: RAII releases its capabilities), every capability the operator held is dropped, and its
-// inputs are drained so that the dataflow can complete. Dropping the dataflow
-// (Worker::drop_dataflow) unwinds the fiber at once. A body that ends by itself drops its
-// capabilities and drains its inputs from then on.
+// resumed (nor started, if it had not run yet); once pressed on every worker of the cluster (a
+// press reaches other processes as a frame on the button's channel), the fiber is unwound
+// (every destructor on its stack runs: RAII releases its capabilities), every capability the
+// operator held is dropped, and its inputs are drained so that the dataflow can complete. Dropping
+// the dataflow (Worker::drop_dataflow) unwinds the fiber at once. A body that ends by itself drops
+// its capabilities and drains its inputs from then on.
 //
 // Thread safety: worker-local. Handles (inputs, outputs, the context) are used only from the
 // body; the button from the worker's thread.
@@ -65,6 +66,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <variant>
@@ -75,7 +77,9 @@
 #include "weir/async/context.h"
 #include "weir/async/fiber.h"
 #include "weir/check.h"
+#include "weir/communication/allocator.h"
 #include "weir/communication/channel.h"
+#include "weir/communication/transport.h"
 #include "weir/dataflow/operator.h"
 #include "weir/dataflow/pact.h"
 #include "weir/dataflow/port.h"
@@ -111,17 +115,47 @@ struct AsyncOptions {
 
 namespace internal {
 
-// A shutdown button as the workers of a process share it: presses counted, and the operator of
-// each worker activated by every press.
+// A shutdown button as the workers of a process share it: it counts the presses of every worker
+// of the cluster and activates the operator on each local worker at every press. A press on this
+// process goes to every other process as an empty data frame on the button's channel.
 class ButtonShared {
  public:
-  explicit ButtonShared(size_t peers) : activators_(peers) {}
+  ButtonShared(ProcessShared* process, uint64_t channel)
+      : process_(process), channel_(channel), activators_(process->workers()) {}
 
-  void set_activator(size_t worker, SyncActivator activator) {
-    std::lock_guard lock(mu_);
-    activators_[worker] = std::move(activator);
+  // What decodes presses from other processes (a transport thread calls it).
+  static RemoteSink remote_sink(std::shared_ptr<ButtonShared> button) {
+    return [button](uint32_t from, uint32_t, uint64_t, std::string_view payload) {
+      if (!payload.empty()) {
+        return absl::InvalidArgumentError("malformed shutdown press from worker " +
+                                          std::to_string(from) + " on channel " +
+                                          std::to_string(button->channel_));
+      }
+      button->count();
+      return absl::OkStatus();
+    };
   }
-  void press() {
+
+  void set_activator(size_t local_worker, SyncActivator activator) {
+    std::lock_guard lock(mu_);
+    activators_[local_worker] = std::move(activator);
+  }
+  // Worker `worker` (global index, of this process) pressed.
+  void press(size_t worker) {
+    if (Transport* transport = process_->transport()) {
+      for (size_t p = 0; p < process_->processes(); ++p) {
+        if (p == process_->process()) continue;
+        transport->send_data(p, channel_, static_cast<uint32_t>(worker),
+                             static_cast<uint32_t>(p * process_->workers()), std::string());
+      }
+    }
+    count();
+  }
+  // Presses seen so far, from every worker of the cluster.
+  size_t presses() const { return presses_.load(); }
+
+ private:
+  void count() {
     presses_.fetch_add(1);
     std::vector<SyncActivator> activators;
     {
@@ -130,23 +164,24 @@ class ButtonShared {
     }
     for (const auto& activator : activators) activator.activate();
   }
-  size_t presses() const { return presses_.load(); }
 
- private:
+  ProcessShared* process_;
+  uint64_t channel_;
   std::atomic<size_t> presses_{0};
   std::mutex mu_;
-  std::vector<SyncActivator> activators_;  // Guarded by mu_; per worker.
+  std::vector<SyncActivator> activators_;  // Guarded by mu_; per local worker.
 };
 
 // The worker-local side of an operator's shutdown button.
 struct ButtonState {
   std::shared_ptr<ButtonShared> shared;
+  size_t worker = 0;  // Global index.
   bool pressed = false;
 
   void press() {
     if (pressed) return;
     pressed = true;
-    shared->press();
+    shared->press(worker);
   }
 };
 
@@ -388,11 +423,15 @@ class AsyncOperator final : public Operator<T> {
     Worker& worker = scope.worker();
     // Every worker builds the same operators in the same order: they meet at the same button.
     button_channel_ = worker.allocator().next_channel_id();
-    auto shared = worker.allocator().process().template channel<internal::ButtonShared>(
-        button_channel_, [&] { return std::make_shared<internal::ButtonShared>(worker.peers()); });
-    shared->set_activator(worker.index(), scope.sync_activator_for(node));
+    ProcessShared* process = &worker.allocator().process();
+    const uint64_t channel = button_channel_;
+    auto shared = process->template channel<internal::ButtonShared>(
+        channel, [&] { return std::make_shared<internal::ButtonShared>(process, channel); },
+        &internal::ButtonShared::remote_sink);
+    shared->set_activator(worker.allocator().local_index(), scope.sync_activator_for(node));
     button_ = std::make_shared<internal::ButtonState>();
     button_->shared = std::move(shared);
+    button_->worker = worker.index();
   }
   AsyncOperator(const AsyncOperator&) = delete;
   AsyncOperator& operator=(const AsyncOperator&) = delete;
