@@ -13,4 +13,7 @@ namespace weir::tools {
 // `weir persist [--persist DIR | --blob URL --consensus URL] ls | describe SHARD | cat SHARD`.
 void add_persist_command(CLI::App& app);
 
+// `weir ingest --source loadgen:KIND --persist DIR [-w W] [--until OFFSET] ...`.
+void add_ingest_command(CLI::App& app);
+
 }  // namespace weir::tools

@@ -8,6 +8,7 @@ int main(int argc, char** argv) {
   CLI::App app{"weir: tools for the weir dataflow runtime"};
   app.require_subcommand(1);
   weir::tools::add_persist_command(app);
+  weir::tools::add_ingest_command(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

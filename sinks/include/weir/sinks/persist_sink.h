@@ -1,0 +1,66 @@
+// The persist sink: writes a stream of (row, diff) updates at u64 times into one persist shard,
+// exactly once. Three operators per shard (DESIGN §9):
+//
+// - mint (one worker): turns advances of the input's frontier into batch descriptions
+//   [lower, upper), starting at the shard's upper, and broadcasts them.
+// - write (every worker): adds its share of the updates to a BatchBuilder (uploading parts as
+//   they fill, so memory stays bounded), and finishes one batch per description. Updates below
+//   the shard's upper are dropped (they are already in the shard). An update at the current
+//   lower goes into the builder at once: a snapshot at one time streams into a single batch (the
+//   snapshot lookahead); later times wait, in memory, for their description.
+// - append (one worker): once every worker's batch for a description is in, appends them with
+//   compare_and_append(expected = lower). On an upper mismatch: if the shard already holds the
+//   description's whole range (another incarnation wrote it), its batches are discarded;
+//   otherwise the sink fails with a transient error and the driver restarts from the uppers.
+//
+// Exactly once = definite contents per time (the source) + atomic compare-and-set appends +
+// resuming from the shard's upper.
+//
+// Thread safety: SinkStats is thread-safe; the rest is worker-local.
+
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "weir/async/async_operator.h"
+#include "weir/dataflow/stream.h"
+#include "weir/sinks/persist/write_handle.h"
+
+namespace weir::sinks {
+
+using Time = uint64_t;
+using Update = std::pair<std::string, int64_t>;  // (row, diff)
+
+struct SinkStats {
+  std::atomic<uint64_t> persisted_upper{0};  // The shard's upper as of the last append.
+  std::atomic<uint64_t> batches{0};          // Descriptions appended.
+  std::atomic<uint64_t> updates{0};          // Updates written.
+};
+
+struct PersistSinkConfig {
+  std::string name;                                // Shard name, for operator names and errors.
+  std::shared_ptr<persist::WriteHandle> writer;    // Shared by the workers of this process.
+  Time shard_upper = 0;                            // The shard's upper when the dataflow was built.
+  std::optional<Time> final_upper;                 // When the input completes: the last upper.
+  std::shared_ptr<SinkStats> stats;                // Optional.
+  size_t leader = 0;                               // The worker that mints and appends.
+};
+
+struct RenderedSink {
+  std::vector<Stream<Time, AsyncError>> errors;  // Transient failures (write, append).
+  std::vector<ShutdownButton> buttons;
+};
+
+RenderedSink render_persist_sink(const Stream<Time, Update>& updates, const PersistSinkConfig& config);
+
+// Combines the batches that the workers of one process wrote for one description into one batch
+// (their parts, run after run). InvalidArgument unless they share shard, writer and description.
+absl::StatusOr<persist::Batch> merge_batches(std::vector<persist::Batch> batches);
+
+}  // namespace weir::sinks

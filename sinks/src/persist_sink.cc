@@ -1,0 +1,255 @@
+#include "weir/sinks/persist_sink.h"
+
+#include <deque>
+#include <functional>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "weir/operators/feedback.h"
+
+namespace weir::sinks {
+
+using persist::Batch;
+using persist::Frontier;
+
+absl::StatusOr<Batch> merge_batches(std::vector<Batch> batches) {
+  if (batches.empty()) return absl::InvalidArgumentError("no batches to merge");
+  Batch merged = std::move(batches[0]);
+  for (size_t i = 1; i < batches.size(); ++i) {
+    Batch& b = batches[i];
+    if (b.shard_id != merged.shard_id || b.writer_id != merged.writer_id || !(b.description == merged.description)) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot merge batches of different shards, writers or descriptions (",
+                                                     merged.writer_id, " vs ", b.writer_id, ")"));
+    }
+    if (b.parts.empty()) continue;
+    if (!merged.parts.empty()) merged.run_starts.push_back(static_cast<uint32_t>(merged.parts.size()));
+    const uint32_t base = static_cast<uint32_t>(merged.parts.size());
+    for (uint32_t start : b.run_starts) merged.run_starts.push_back(base + start);
+    for (auto& part : b.parts) merged.parts.push_back(std::move(part));
+  }
+  return merged;
+}
+
+namespace {
+
+using Description = std::pair<Time, Time>;  // [lower, upper)
+
+// write: outputs 0 (batches, encoded, at their description's lower) and 1 (a marker with no
+// records whose frontier is the input's: what mint watches).
+std::pair<Stream<Time, std::string>, Stream<Time, uint8_t>> render_write(
+    const Stream<Time, Update>& updates, const Stream<Time, Description>& descriptions,
+    const PersistSinkConfig& config, RenderedSink& rendered) {
+  AsyncOperatorBuilder<Time> builder("PersistWrite(" + config.name + ")", updates.scope());
+  auto data = builder.add_input_connected(
+      updates, Exchange([](const Update& u) { return std::hash<std::string>{}(u.first); }),
+      std::vector<uint32_t>{0, 1});
+  auto described = builder.add_input_connected(descriptions, Broadcast{}, std::vector<uint32_t>{0});
+  auto [batch_out, batches] = builder.add_output<std::string>();
+  auto [marker_out, marker] = builder.add_output<uint8_t>();
+  builder.set_on_error(OnError::kHold);
+  auto built = builder.build([=](AsyncContext& ctx, std::span<CapabilitySet<Time>> caps) mutable -> absl::Status {
+    Time lower = config.shard_upper;
+    Capability<Time> batch_cap = caps[0].delayed(lower);
+    caps[0].clear();
+    caps[1].downgrade(Antichain<Time>{lower});
+    std::optional<persist::BatchBuilder> current;
+    std::map<Time, std::vector<Update>> later;  // Updates after `lower`, waiting for their description.
+    std::deque<Description> queue;
+    Antichain<Time> data_frontier{0};
+    bool data_done = false, descriptions_done = false;
+    auto add = [&](const std::string& row, Time time, int64_t diff) -> absl::Status {
+      if (!current) current.emplace(config.writer->builder(Frontier(lower)));
+      return current->add(row, time, diff);
+    };
+    for (;;) {
+      bool progressed = false;
+      while (!data_done) {
+        auto event = data.try_next();
+        if (!event) break;
+        progressed = true;
+        if (auto* d = event->data()) {
+          const Time time = d->time();
+          if (time < lower) continue;  // Already in the shard.
+          if (time == lower) {
+            for (const auto& [row, diff] : d->batch) {
+              if (absl::Status s = add(row, time, diff); !s.ok()) return s;
+            }
+            if (config.stats) config.stats->updates.fetch_add(d->batch.size(), std::memory_order_relaxed);
+          } else {
+            auto& pending = later[time];
+            for (auto& u : d->batch) pending.push_back(std::move(u));
+          }
+        } else if (const auto* p = event->progress()) {
+          data_frontier = p->frontier;
+          if (!data_frontier.empty()) caps[1].downgrade(data_frontier);
+        } else {
+          data_done = true;
+          data_frontier.clear();
+          caps[1].clear();
+          break;
+        }
+      }
+      while (!descriptions_done) {
+        auto event = described.try_next();
+        if (!event) break;
+        progressed = true;
+        if (auto* d = event->data()) {
+          for (const auto& description : d->batch) queue.push_back(description);
+        } else if (event->is_end()) {
+          descriptions_done = true;
+          break;
+        }
+      }
+      // Finish batches whose description is known and whose data is all here.
+      while (!queue.empty() && queue.front().first == lower && !data_frontier.less_than(queue.front().second)) {
+        const Time upper = queue.front().second;
+        queue.pop_front();
+        for (auto it = later.begin(); it != later.end() && it->first < upper;) {
+          for (const auto& [row, diff] : it->second) {
+            if (absl::Status s = add(row, it->first, diff); !s.ok()) return s;
+          }
+          if (config.stats) config.stats->updates.fetch_add(it->second.size(), std::memory_order_relaxed);
+          it = later.erase(it);
+        }
+        if (!current) current.emplace(config.writer->builder(Frontier(lower)));
+        auto batch = ctx.run_blocking([&] { return current->finish(Frontier(upper)); });
+        current.reset();
+        if (!batch.ok()) return batch.status();
+        batch_out.give(batch_cap, batch->encode());
+        lower = upper;
+        batch_cap.downgrade(lower);
+        progressed = true;
+      }
+      if (data_done && descriptions_done && queue.empty()) break;
+      if (!progressed) ctx.suspend();
+    }
+    if (current) {
+      // Updates after the last description: never appended; remove their parts now.
+      absl::Status discarded = ctx.run_blocking([&] { return current->discard(); });
+      current.reset();
+      if (!discarded.ok()) return discarded;
+    }
+    return absl::OkStatus();
+  });
+  rendered.errors.push_back(built.errors);
+  rendered.buttons.push_back(built.button);
+  return {batches, marker};
+}
+
+// mint: turns the marker's frontier into descriptions, on the leader.
+Stream<Time, Description> render_mint(const Stream<Time, uint8_t>& marker, const PersistSinkConfig& config,
+                                      RenderedSink& rendered) {
+  AsyncOperatorBuilder<Time> builder("PersistMint(" + config.name + ")", marker.scope());
+  auto input = builder.add_input(marker, Pipeline{});
+  auto [output, descriptions] = builder.add_output<Description>();
+  const bool leader = marker.scope().index() == config.leader % marker.scope().peers();
+  auto built = builder.build([=](AsyncContext&, std::span<CapabilitySet<Time>> caps) mutable {
+    if (!leader) {
+      caps[0].clear();
+      return;
+    }
+    Time lower = config.shard_upper;
+    Capability<Time> cap = caps[0].delayed(lower);
+    caps[0].clear();
+    auto describe = [&](Time upper) {
+      if (upper <= lower) return;
+      output.give(cap, Description{lower, upper});
+      lower = upper;
+      cap.downgrade(lower);
+    };
+    for (;;) {
+      auto event = input.next();
+      if (const auto* p = event.progress()) {
+        if (p->frontier.empty()) break;
+        describe(*p->frontier.begin());
+      } else if (event.is_end()) {
+        break;
+      }
+    }
+    if (config.final_upper) describe(*config.final_upper);
+  });
+  rendered.buttons.push_back(built.button);
+  return descriptions;
+}
+
+// append: compare-and-appends every description's batches, in order, on the leader.
+void render_append(const Stream<Time, std::string>& batches, const PersistSinkConfig& config, RenderedSink& rendered) {
+  AsyncOperatorBuilder<Time> builder("PersistAppend(" + config.name + ")", batches.scope());
+  const size_t leader = config.leader % batches.scope().peers();
+  auto input = builder.add_input(batches, Exchange([leader](const std::string&) { return leader; }));
+  builder.set_on_error(OnError::kHold);
+  auto built = builder.build([=](AsyncContext& ctx, std::span<CapabilitySet<Time>>) mutable -> absl::Status {
+    Time expected = config.shard_upper;
+    std::map<Time, std::vector<Batch>> pending;  // By description lower.
+    auto append_ready = [&](const Antichain<Time>& frontier) -> absl::Status {
+      while (!pending.empty() && !frontier.less_equal(pending.begin()->first)) {
+        auto node = pending.extract(pending.begin());
+        std::vector<Batch>& parts = node.mapped();
+        const Time lower = node.key();
+        const Time upper = parts.front().description.upper.time();
+        auto merged = merge_batches(std::move(parts));
+        if (!merged.ok()) return merged.status();
+        if (expected >= upper) {
+          // Another incarnation already appended this range: ours is redundant.
+          if (absl::Status s = ctx.run_blocking([&] { return config.writer->discard(*merged); }); !s.ok()) return s;
+          continue;
+        }
+        if (expected != lower) {
+          return absl::AbortedError(absl::StrCat("shard ", config.name, ": upper is ", expected,
+                                                 ", a batch [", lower, ", ", upper, ") cannot follow it"));
+        }
+        auto result = ctx.run_blocking(
+            [&] { return config.writer->compare_and_append(*merged, Frontier(lower), Frontier(upper)); });
+        if (!result.ok()) return result.status();
+        if (!result->is_appended()) {
+          const Frontier current = result->mismatch->current;
+          if (!current.is_empty() && current.time() >= upper) {
+            expected = current.time();
+            if (absl::Status s = ctx.run_blocking([&] { return config.writer->discard(*merged); }); !s.ok()) return s;
+            continue;
+          }
+          return absl::AbortedError(absl::StrCat("shard ", config.name, ": upper mismatch: expected ", lower,
+                                                 ", found ", current.to_string(), "; restarting from the shard's upper"));
+        }
+        expected = upper;
+        if (config.stats) {
+          config.stats->persisted_upper.store(upper, std::memory_order_relaxed);
+          config.stats->batches.fetch_add(1, std::memory_order_relaxed);
+        }
+      }
+      return absl::OkStatus();
+    };
+    for (;;) {
+      auto event = input.next();
+      if (auto* d = event.data()) {
+        for (const auto& bytes : d->batch) {
+          auto batch = Batch::decode(bytes);
+          if (!batch.ok()) return batch.status();
+          pending[d->time()].push_back(std::move(*batch));
+        }
+      } else if (const auto* p = event.progress()) {
+        if (absl::Status s = append_ready(p->frontier); !s.ok()) return s;
+      } else {
+        return append_ready(Antichain<Time>());
+      }
+    }
+  });
+  rendered.errors.push_back(built.errors);
+  rendered.buttons.push_back(built.button);
+}
+
+}  // namespace
+
+RenderedSink render_persist_sink(const Stream<Time, Update>& updates, const PersistSinkConfig& config) {
+  RenderedSink rendered;
+  // write needs mint's descriptions and mint watches write's marker: the descriptions come back
+  // through a feedback edge of summary 0 (a forward reference; there is no cycle in progress,
+  // since write's description input does not reach its marker output).
+  auto [loop, descriptions] = feedback<Description>(updates.scope(), IntSummary<Time>{0});
+  auto [batches, marker] = render_write(updates, descriptions, config, rendered);
+  render_mint(marker, config, rendered) | connect_loop(loop);
+  render_append(batches, config, rendered);
+  return rendered;
+}
+
+}  // namespace weir::sinks

@@ -1,0 +1,73 @@
+// The load-generator source: a Generator (generator.h) rendered as a source with the shape of a
+// database source.
+//
+// - Snapshot (an async operator on every worker): each worker emits its share of every
+//   snapshotting export's initial rows at time 0. In concurrent mode an export's time 0 is held
+//   only until its own rows are out on each worker, and exports that need no snapshot are
+//   released at once; in serial mode every export is held at 0 until every snapshot is done.
+// - Replication (an async operator on one worker): the change stream from the smallest resume
+//   upper on, each change at its offset, paced at `rate` offsets per second. At every yield it
+//   downgrades every export's output to the next offset. A bad row (fault injection) becomes a
+//   definite error in its export; `transient_fault` makes it fail once (a transient error).
+//
+// Thread safety: SourceStats is thread-safe; the rest is worker-local.
+
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "weir/dataflow/scope.h"
+#include "weir/sources/loadgen/generator.h"
+#include "weir/sources/source.h"
+
+namespace weir::sources {
+
+// What the driver shows and measures: snapshot progress and the upstream's position over time.
+class SourceStats {
+ public:
+  explicit SourceStats(size_t exports) : snapshot_done_(exports), snapshot_total_(exports) {
+    for (auto& d : snapshot_done_) d.store(0);
+    for (auto& t : snapshot_total_) t.store(0);
+  }
+  void add_snapshot_rows(size_t e, uint64_t rows) { snapshot_done_[e].fetch_add(rows, std::memory_order_relaxed); }
+  void set_snapshot_total(size_t e, uint64_t rows) { snapshot_total_[e].store(rows, std::memory_order_relaxed); }
+  uint64_t snapshot_done(size_t e) const { return snapshot_done_[e].load(std::memory_order_relaxed); }
+  uint64_t snapshot_total(size_t e) const { return snapshot_total_[e].load(std::memory_order_relaxed); }
+
+  // The upstream reached `offset` (every change up to it exists) at `when`.
+  void record_upstream(uint64_t offset, std::chrono::steady_clock::time_point when);
+  uint64_t upstream_offset() const { return upstream_.load(std::memory_order_relaxed); }
+  // When the upstream reached `offset` (the earliest record at or after it), if known.
+  std::optional<std::chrono::steady_clock::time_point> reached(uint64_t offset) const;
+
+ private:
+  std::vector<std::atomic<uint64_t>> snapshot_done_;
+  std::vector<std::atomic<uint64_t>> snapshot_total_;
+  std::atomic<uint64_t> upstream_{0};
+  mutable std::mutex mu_;
+  std::deque<std::pair<uint64_t, std::chrono::steady_clock::time_point>> history_;  // Guarded by mu_.
+};
+
+struct LoadgenSourceConfig {
+  loadgen::GeneratorOptions generator;
+  double rate = 1000;            // Offsets per second; 0: as fast as possible.
+  std::optional<Offset> until;   // Stop after this offset.
+  ProgressMode mode = ProgressMode::kConcurrent;
+  size_t leader = 0;             // The worker that runs the replication.
+  // Fail the replication once on reaching this offset (a transient error), in this process.
+  std::optional<Offset> transient_fault;
+  std::shared_ptr<std::atomic<bool>> transient_fired = std::make_shared<std::atomic<bool>>(false);
+  std::shared_ptr<SourceStats> stats;  // Optional.
+};
+
+// Renders the source. InvalidArgument if an export names a table the generator lacks.
+absl::StatusOr<RenderedSource> render_loadgen(Scope<Offset>& scope, const LoadgenSourceConfig& config,
+                                              const std::vector<ExportSpec>& exports);
+
+}  // namespace weir::sources

@@ -1,0 +1,115 @@
+// The source framework: how an upstream's tables become streams.
+//
+// A source renders as async operators with one output stream per export (one upstream table =
+// one export = one shard), plus a health stream and error streams. Source time is the upstream
+// offset (for PostgreSQL, the LSN). Each export resumes from its shard's upper; an export whose
+// upper is 0 is snapshotted first (its rows at time 0), then follows the change stream.
+//
+// Rows are opaque strings (the shard's data). A definite error (bad data, an incompatible
+// schema) is written into its export's stream as a row that starts with '!', at the offset where
+// it happened; it is permanent and the other exports go on. A transient error (a lost
+// connection) fails the source's operator: the driver reports it and restarts the source from
+// the resume uppers.
+//
+// Thread safety: the types are values; operators are worker-local.
+
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "weir/async/async_operator.h"
+#include "weir/communication/codec.h"
+#include "weir/dataflow/stream.h"
+
+namespace weir::sources {
+
+using Offset = uint64_t;
+using Row = std::string;
+// A row with its multiplicity change: +1 inserted, -1 deleted (an update is one of each).
+using Update = std::pair<Row, int64_t>;
+
+// A definite error as a row: "!error: <message>".
+inline Row definite_error(std::string_view message) { return "!error: " + std::string(message); }
+inline bool is_error(std::string_view row) { return !row.empty() && row.front() == '!'; }
+
+// How exports advance while some of them snapshot.
+enum class ProgressMode {
+  // Every export advances on its own: a snapshotting export holds only its own frontier.
+  kConcurrent,
+  // All exports advance together: none passes time 0 until every snapshot is done.
+  kSerial,
+};
+absl::StatusOr<ProgressMode> parse_progress_mode(std::string_view text);
+std::string_view to_string(ProgressMode mode);
+
+// One upstream table to ingest, and where its shard stands.
+struct ExportSpec {
+  std::string table;
+  Offset resume_upper = 0;  // The shard's upper; 0 means: snapshot first.
+  bool needs_snapshot() const { return resume_upper == 0; }
+};
+
+enum class Health : uint8_t { kStarting = 0, kRunning = 1, kStalled = 2, kCeased = 3 };
+std::string_view to_string(Health health);
+
+// One worker's view of one export's health.
+struct HealthUpdate {
+  uint32_t export_index = 0;
+  uint32_t worker = 0;
+  Health status = Health::kStarting;
+  std::string error;  // For kStalled.
+  friend bool operator==(const HealthUpdate&, const HealthUpdate&) = default;
+};
+
+// What a rendered source gives to the rest of the dataflow.
+struct RenderedSource {
+  std::vector<Stream<Offset, Update>> exports;  // In the order of the ExportSpecs.
+  Stream<Offset, HealthUpdate> health;
+  std::vector<Stream<Offset, AsyncError>> errors;  // Transient failures of the source operators.
+  std::vector<ShutdownButton> buttons;
+};
+
+// Aggregates per-worker health into one status per export: stalled if any worker is stalled,
+// starting if any is starting (snapshotting), ceased once the change stream ended (the worker
+// that runs it reports it), else running.
+class HealthAggregator {
+ public:
+  explicit HealthAggregator(size_t exports, size_t workers)
+      : per_worker_(exports, std::vector<Health>(workers, Health::kStarting)), errors_(exports) {}
+  // Applies an update; returns true if the export's aggregate status changed.
+  bool apply(const HealthUpdate& update);
+  Health status(size_t export_index) const;
+  const std::string& error(size_t export_index) const { return errors_[export_index]; }
+
+ private:
+  std::vector<std::vector<Health>> per_worker_;
+  std::vector<std::string> errors_;
+};
+
+}  // namespace weir::sources
+
+namespace weir {
+template <>
+struct Codec<sources::HealthUpdate> {
+  static void encode(const sources::HealthUpdate& h, std::string& out) {
+    Codec<uint32_t>::encode(h.export_index, out);
+    Codec<uint32_t>::encode(h.worker, out);
+    out.push_back(static_cast<char>(h.status));
+    Codec<std::string>::encode(h.error, out);
+  }
+  static bool decode(std::string_view& in, sources::HealthUpdate& h) {
+    if (!Codec<uint32_t>::decode(in, h.export_index) || !Codec<uint32_t>::decode(in, h.worker) || in.empty()) {
+      return false;
+    }
+    const auto status = static_cast<uint8_t>(in.front());
+    in.remove_prefix(1);
+    if (status > 3) return false;
+    h.status = static_cast<sources::Health>(status);
+    return Codec<std::string>::decode(in, h.error);
+  }
+};
+}  // namespace weir

@@ -1,0 +1,49 @@
+#include "weir/sources/source.h"
+
+#include <algorithm>
+
+namespace weir::sources {
+
+absl::StatusOr<ProgressMode> parse_progress_mode(std::string_view text) {
+  if (text == "concurrent") return ProgressMode::kConcurrent;
+  if (text == "serial") return ProgressMode::kSerial;
+  return absl::InvalidArgumentError("unknown progress mode '" + std::string(text) +
+                                    "': expected 'concurrent' or 'serial'");
+}
+
+std::string_view to_string(ProgressMode mode) {
+  return mode == ProgressMode::kConcurrent ? "concurrent" : "serial";
+}
+
+std::string_view to_string(Health health) {
+  switch (health) {
+    case Health::kStarting: return "starting";
+    case Health::kRunning: return "running";
+    case Health::kStalled: return "stalled";
+    case Health::kCeased: return "ceased";
+  }
+  return "unknown";
+}
+
+bool HealthAggregator::apply(const HealthUpdate& update) {
+  if (update.export_index >= per_worker_.size() ||
+      update.worker >= per_worker_[update.export_index].size()) {
+    return false;
+  }
+  const Health before = status(update.export_index);
+  const std::string before_error = errors_[update.export_index];
+  per_worker_[update.export_index][update.worker] = update.status;
+  if (update.status == Health::kStalled) errors_[update.export_index] = update.error;
+  return status(update.export_index) != before || errors_[update.export_index] != before_error;
+}
+
+Health HealthAggregator::status(size_t export_index) const {
+  const auto& workers = per_worker_[export_index];
+  auto any = [&](Health h) { return std::find(workers.begin(), workers.end(), h) != workers.end(); };
+  if (any(Health::kStalled)) return Health::kStalled;
+  if (any(Health::kStarting)) return Health::kStarting;
+  if (any(Health::kCeased)) return Health::kCeased;  // The change stream ended (one worker has it).
+  return Health::kRunning;
+}
+
+}  // namespace weir::sources

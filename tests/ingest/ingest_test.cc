@@ -1,0 +1,152 @@
+// Ingestion end to end: a load generator's tables into persist shards, compared with the
+// generator's own state at several offsets; definite and transient errors; adding a table.
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "ingest/ingest.h"
+#include "weir/sinks/persist/client.h"
+
+namespace weir::ingest {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path fresh_dir(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("weir-ingest-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+IngestOptions options_for(const fs::path& dir, size_t workers, uint64_t until) {
+  IngestOptions options;
+  options.location = persist::PersistLocation::in_directory(dir.string());
+  options.workers.workers = workers;
+  options.source.generator.kind = "auction";
+  options.source.generator.scale = 2;
+  options.source.rate = 0;
+  options.source.until = until;
+  return options;
+}
+
+std::map<std::string, int64_t> shard_at(persist::PersistClient& client, const std::string& shard, uint64_t as_of) {
+  auto reader = client.open_reader(shard);
+  EXPECT_TRUE(reader.ok()) << reader.status();
+  auto updates = reader->snapshot(as_of);
+  EXPECT_TRUE(updates.ok()) << updates.status();
+  std::map<std::string, int64_t> contents;
+  for (const auto& u : *updates) contents[u.data] += u.diff;
+  (void)reader->expire();
+  return contents;
+}
+
+// Every table's shard at each of several offsets equals the generator's state there.
+void expect_matches_generator(const IngestOptions& options, uint64_t until,
+                              const std::vector<std::string>& tables) {
+  auto client = persist::PersistClient::open(options.location);
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto generator = loadgen::Generator::make(options.source.generator);
+  ASSERT_TRUE(generator.ok());
+  for (const auto& table : tables) {
+    const uint32_t t = *generator->table_index(table);
+    for (uint64_t offset : {uint64_t{0}, until / 3, 2 * until / 3, until}) {
+      EXPECT_EQ(shard_at(**client, shard_name("auction", table), offset), generator->state_at(t, offset))
+          << table << " at offset " << offset;
+    }
+  }
+}
+
+class IngestTest : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(IngestTest, ShardsEqualTheGeneratorAtEveryOffset) {
+  const fs::path dir = fresh_dir("correct-" + std::to_string(GetParam()));
+  const uint64_t until = 3000;
+  IngestOptions options = options_for(dir, GetParam(), until);
+  auto report = run_ingest(options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(report->exports.size(), 3u);
+  for (const auto& e : report->exports) {
+    EXPECT_EQ(e.upper, until + 1) << e.shard;
+    EXPECT_EQ(e.health, "ceased") << e.shard;
+    EXPECT_GT(e.updates, 0u);
+  }
+  expect_matches_generator(options, until, {"users", "auctions", "bids"});
+
+  // A second run resumes from the uppers and adds nothing when already complete.
+  auto again = run_ingest(options);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->incarnation, report->incarnation + 1);
+  expect_matches_generator(options, until, {"users", "auctions", "bids"});
+
+  // Going further continues where it stopped.
+  options.source.until = 2 * until;
+  auto further = run_ingest(options);
+  ASSERT_TRUE(further.ok()) << further.status();
+  expect_matches_generator(options, 2 * until, {"users", "auctions", "bids"});
+  fs::remove_all(dir);
+}
+
+TEST_P(IngestTest, DefiniteErrorStaysInItsExport) {
+  const fs::path dir = fresh_dir("definite-" + std::to_string(GetParam()));
+  const uint64_t until = 2000;
+  IngestOptions options = options_for(dir, GetParam(), until);
+  options.source.generator.fault_table = "bids";
+  options.source.generator.fault_offset = 1000;
+  auto report = run_ingest(options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  auto client = persist::PersistClient::open(options.location);
+  ASSERT_TRUE(client.ok());
+  // The error sits in bids at a fixed offset: absent before it, present from it on.
+  auto before = shard_at(**client, "auction.bids", 999);
+  auto after = shard_at(**client, "auction.bids", until);
+  auto is_error = [](const auto& entry) { return entry.first.rfind("!error:", 0) == 0; };
+  EXPECT_EQ(std::count_if(before.begin(), before.end(), is_error), 0);
+  EXPECT_EQ(std::count_if(after.begin(), after.end(), is_error), 1);
+  for (const auto& e : report->exports) {
+    EXPECT_EQ(e.upper, until + 1) << e.shard;
+    if (e.table == "bids") {
+      EXPECT_NE(e.error.find("undecodable row"), std::string::npos) << e.health;
+    }
+  }
+  // The other exports are complete and correct.
+  expect_matches_generator(options, until, {"users", "auctions"});
+  fs::remove_all(dir);
+}
+
+TEST_P(IngestTest, TransientErrorRestartsFromTheUppers) {
+  const fs::path dir = fresh_dir("transient-" + std::to_string(GetParam()));
+  const uint64_t until = 3000;
+  IngestOptions options = options_for(dir, GetParam(), until);
+  options.source.transient_fault = 1500;
+  options.source.rate = 20000;  // Slow enough that some batches land before the fault.
+  auto report = run_ingest(options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->epochs, 2u);
+  expect_matches_generator(options, until, {"users", "auctions", "bids"});
+  fs::remove_all(dir);
+}
+
+TEST_P(IngestTest, AddedTableSnapshotsWhileTheOthersResume) {
+  const fs::path dir = fresh_dir("add-" + std::to_string(GetParam()));
+  const uint64_t until = 4000;
+  IngestOptions options = options_for(dir, GetParam(), until);
+  options.source.rate = 10000;  // 0.4 s in all.
+  options.tables = {"users", "auctions"};
+  options.add_table = "bids";
+  options.add_after = std::chrono::milliseconds(150);
+  auto report = run_ingest(options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->exports.size(), 3u);
+  EXPECT_GE(report->epochs, 2u);
+  expect_matches_generator(options, until, {"users", "auctions", "bids"});
+  fs::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(Workers, IngestTest, ::testing::Values(1, 2));
+
+}  // namespace
+}  // namespace weir::ingest

@@ -1,0 +1,368 @@
+#include "ingest.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "weir/operators/exchange.h"
+#include "weir/operators/inspect.h"
+#include "weir/sinks/persist/client.h"
+#include "weir/worker/execute.h"
+
+namespace weir::ingest {
+
+using persist::Frontier;
+using sources::ExportSpec;
+using sources::Offset;
+using Clock = std::chrono::steady_clock;
+
+uint64_t IngestMonitor::upstream_offset() const {
+  std::lock_guard lock(mu_);
+  return source_ ? source_->upstream_offset() : 0;
+}
+
+std::vector<IngestMonitor::ExportView> IngestMonitor::exports() const {
+  std::lock_guard lock(mu_);
+  std::vector<ExportView> views;
+  for (size_t e = 0; e < tables_.size(); ++e) {
+    ExportView v;
+    v.table = tables_[e];
+    v.persisted_upper = sinks_[e]->persisted_upper.load(std::memory_order_relaxed);
+    v.snapshotting = snapshotting_[e];
+    if (source_) {
+      v.snapshot_done = source_->snapshot_done(e);
+      v.snapshot_total = source_->snapshot_total(e);
+    }
+    views.push_back(std::move(v));
+  }
+  return views;
+}
+
+std::chrono::duration<double> IngestMonitor::lag(uint64_t persisted_upper) const {
+  std::lock_guard lock(mu_);
+  if (!source_ || persisted_upper > source_->upstream_offset()) return std::chrono::duration<double>(0);
+  auto reached = source_->reached(persisted_upper);
+  if (!reached) return std::chrono::duration<double>(0);
+  return Clock::now() - *reached;
+}
+
+void IngestMonitor::set_epoch(std::shared_ptr<sources::SourceStats> source, std::vector<std::string> tables,
+                              std::vector<std::shared_ptr<sinks::SinkStats>> sinks, std::vector<bool> snapshotting) {
+  std::lock_guard lock(mu_);
+  source_ = std::move(source);
+  tables_ = std::move(tables);
+  sinks_ = std::move(sinks);
+  snapshotting_ = std::move(snapshotting);
+}
+
+namespace {
+
+// What every worker builds in one epoch.
+struct Plan {
+  uint64_t epoch = 0;
+  bool finished = false;
+  std::vector<ExportSpec> exports;
+  std::shared_ptr<sources::SourceStats> source_stats;
+  std::vector<std::shared_ptr<sinks::SinkStats>> sink_stats;
+};
+
+// The workers' meeting point between epochs.
+class Control {
+ public:
+  explicit Control(size_t workers) : workers_(workers) {}
+
+  void publish(Plan plan) {
+    std::lock_guard lock(mu_);
+    plan_ = std::move(plan);
+    cv_.notify_all();
+  }
+  // Waits for the plan of `epoch`.
+  Plan plan(uint64_t epoch) {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return plan_.epoch == epoch || aborted_; });
+    return aborted_ ? Plan{epoch, true, {}, nullptr, {}} : plan_;
+  }
+  // Every worker calls this after dropping or finishing `epoch`; returns true for the last one.
+  bool arrive() {
+    std::lock_guard lock(mu_);
+    if (++arrived_ == workers_) {
+      arrived_ = 0;
+      return true;
+    }
+    return false;
+  }
+  void abort() {
+    std::lock_guard lock(mu_);
+    aborted_ = true;
+    cv_.notify_all();
+  }
+
+  void request_restart(uint64_t epoch) { restart_.store(epoch + 1, std::memory_order_release); }
+  bool restart_requested(uint64_t epoch) const { return restart_.load(std::memory_order_acquire) == epoch + 1; }
+
+ private:
+  size_t workers_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  Plan plan_;       // Guarded by mu_.
+  size_t arrived_ = 0;  // Guarded by mu_.
+  bool aborted_ = false;
+  std::atomic<uint64_t> restart_{0};
+};
+
+// Takes the next incarnation number: appends one row to `<kind>.incarnations`.
+absl::StatusOr<uint64_t> take_incarnation(persist::PersistClient& client, const std::string& kind) {
+  auto writer = client.open_writer(kind + ".incarnations", "ingest");
+  if (!writer.ok()) return writer.status();
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    auto upper = writer->fetch_recent_upper();
+    if (!upper.ok()) return upper.status();
+    const uint64_t n = upper->is_empty() ? 0 : upper->time();
+    std::vector<persist::Update> row{{absl::StrCat("incarnation=", n), n, 1}};
+    auto result = writer->compare_and_append(row, Frontier(n), Frontier(n + 1));
+    if (!result.ok()) return result.status();
+    if (result->is_appended()) {
+      (void)writer->expire();
+      return n;
+    }
+  }
+  return absl::AbortedError("could not take an incarnation number: too much contention on " + kind +
+                            ".incarnations");
+}
+
+// Appends aggregated health changes to the status shard, on the leader.
+void render_health(Scope<Offset>& scope, const Stream<Offset, sources::HealthUpdate>& health,
+                   std::shared_ptr<persist::WriteHandle> status, std::vector<std::string> tables,
+                   uint64_t incarnation, uint64_t epoch, std::shared_ptr<std::vector<std::string>> last,
+                   std::shared_ptr<std::mutex> last_mu) {
+  AsyncOperatorBuilder<Offset> builder("Health", scope);
+  auto input = builder.add_input(health, Exchange([](const sources::HealthUpdate&) { return uint64_t{0}; }));
+  const size_t peers = scope.peers();
+  builder.set_on_error(OnError::kHold);
+  builder.build([=](AsyncContext& ctx, std::span<CapabilitySet<Offset>>) mutable -> absl::Status {
+    sources::HealthAggregator aggregator(tables.size(), peers);
+    for (;;) {
+      auto event = input.next();
+      if (event.is_end()) return absl::OkStatus();
+      auto* data = event.data();
+      if (data == nullptr) continue;
+      std::vector<persist::Update> rows;
+      const uint64_t now_ms = static_cast<uint64_t>(absl::ToUnixMillis(absl::Now()));
+      for (const auto& update : data->batch) {
+        if (!aggregator.apply(update)) continue;
+        const auto e = update.export_index;
+        std::string row = absl::StrCat(tables[e], " ", std::string(sources::to_string(aggregator.status(e))),
+                                       " incarnation=", incarnation, " epoch=", epoch);
+        if (aggregator.status(e) == sources::Health::kStalled) absl::StrAppend(&row, " error=", aggregator.error(e));
+        {
+          std::lock_guard lock(*last_mu);
+          (*last)[e] = std::string(sources::to_string(aggregator.status(e))) +
+                       (aggregator.status(e) == sources::Health::kStalled ? ": " + aggregator.error(e) : "");
+        }
+        rows.push_back({std::move(row), now_ms, 1});
+      }
+      if (rows.empty()) continue;
+      // Append at a time after the shard's upper (wall-clock milliseconds, kept increasing).
+      absl::Status appended = ctx.run_blocking([&]() -> absl::Status {
+        for (int attempt = 0; attempt < 20; ++attempt) {
+          auto upper = status->fetch_recent_upper();
+          if (!upper.ok()) return upper.status();
+          const uint64_t lower = upper->is_empty() ? 0 : upper->time();
+          uint64_t time = std::max(lower, now_ms);
+          for (auto& r : rows) r.time = time;
+          auto result = status->compare_and_append(rows, Frontier(lower), Frontier(time + 1));
+          if (!result.ok()) return result.status();
+          if (result->is_appended()) return absl::OkStatus();
+        }
+        return absl::AbortedError("status shard: too much contention");
+      });
+      if (!appended.ok()) return appended;
+    }
+  });
+}
+
+}  // namespace
+
+absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMonitor* monitor) {
+  const auto started = Clock::now();
+  auto log = [&](const std::string& line) {
+    if (options.log) options.log(line);
+  };
+  auto opened = persist::PersistClient::open(options.location);
+  if (!opened.ok()) return opened.status();
+  std::shared_ptr<persist::PersistClient> client = std::move(*opened);
+  auto generator = loadgen::Generator::make(options.source.generator);
+  if (!generator.ok()) return generator.status();
+  const std::string& kind = options.source.generator.kind;
+
+  std::vector<std::string> tables = options.tables;
+  if (tables.empty()) {
+    for (uint32_t t = 0; t < generator->num_tables(); ++t) tables.push_back(generator->table_name(t));
+  }
+  std::vector<std::string> all_tables = tables;
+  if (!options.add_table.empty()) all_tables.push_back(options.add_table);
+  for (const auto& table : all_tables) {
+    if (auto index = generator->table_index(table); !index.ok()) return index.status();
+  }
+
+  auto incarnation = take_incarnation(*client, kind);
+  if (!incarnation.ok()) return incarnation.status();
+  log(absl::StrCat("incarnation ", *incarnation));
+
+  std::map<std::string, std::shared_ptr<persist::WriteHandle>> writers;
+  for (const auto& table : all_tables) {
+    auto writer = client->open_writer(shard_name(kind, table), absl::StrCat("ingest incarnation ", *incarnation));
+    if (!writer.ok()) return writer.status();
+    writers[table] = std::make_shared<persist::WriteHandle>(std::move(*writer));
+  }
+  auto status_writer = client->open_writer(kind + ".status", "ingest health");
+  if (!status_writer.ok()) return status_writer.status();
+  auto status = std::make_shared<persist::WriteHandle>(std::move(*status_writer));
+
+  const std::optional<Offset> final_upper =
+      options.source.until ? std::optional<Offset>(*options.source.until + 1) : std::nullopt;
+  std::map<std::string, uint64_t> updates, batches;
+  auto health = std::make_shared<std::vector<std::string>>(all_tables.size(), "starting");
+  auto health_mu = std::make_shared<std::mutex>();
+  bool added = options.add_table.empty();
+
+  // Makes the plan of `epoch`: every current table resumes from its shard's upper.
+  auto make_plan = [&](uint64_t epoch) -> absl::StatusOr<Plan> {
+    Plan plan;
+    plan.epoch = epoch;
+    bool all_done = final_upper.has_value() && added;
+    for (const auto& table : tables) {
+      auto upper = writers[table]->fetch_recent_upper();
+      if (!upper.ok()) return upper.status();
+      const Offset resume = upper->is_empty() ? std::numeric_limits<Offset>::max() : upper->time();
+      if (!final_upper || resume < *final_upper) all_done = false;
+      plan.exports.push_back(ExportSpec{table, resume});
+    }
+    plan.finished = all_done;
+    plan.source_stats = std::make_shared<sources::SourceStats>(tables.size());
+    std::vector<bool> snapshotting;
+    for (size_t e = 0; e < tables.size(); ++e) {
+      plan.sink_stats.push_back(std::make_shared<sinks::SinkStats>());
+      plan.sink_stats.back()->persisted_upper.store(plan.exports[e].resume_upper);
+      snapshotting.push_back(plan.exports[e].needs_snapshot());
+    }
+    if (monitor) monitor->set_epoch(plan.source_stats, tables, plan.sink_stats, snapshotting);
+    return plan;
+  };
+  // Adds this epoch's sink counts to the totals.
+  auto collect = [&](const Plan& plan) {
+    for (size_t e = 0; e < plan.exports.size(); ++e) {
+      updates[plan.exports[e].table] += plan.sink_stats[e]->updates.load();
+      batches[plan.exports[e].table] += plan.sink_stats[e]->batches.load();
+    }
+  };
+
+  auto first = make_plan(0);
+  if (!first.ok()) return first.status();
+  for (const auto& e : first->exports) {
+    log(e.needs_snapshot() ? absl::StrCat(e.table, ": snapshot") : absl::StrCat(e.table, ": resuming at offset ", e.resume_upper));
+  }
+  Control control(options.workers.workers);
+  control.publish(*first);
+  size_t epochs = 0;
+  absl::Status plan_error;
+
+  absl::Status executed = weir::execute(options.workers, [&](Worker& worker) {
+    const bool leader = worker.index() == 0;
+    for (uint64_t epoch = 0;; ++epoch) {
+      Plan plan = control.plan(epoch);
+      if (plan.finished) break;
+      if (leader) ++epochs;
+      const size_t index = worker.next_dataflow_index();
+      sources::LoadgenSourceConfig source = options.source;
+      source.stats = plan.source_stats;
+      worker.dataflow_named<Offset>(absl::StrCat("ingest-", epoch), [&](Scope<Offset>& scope) {
+        auto rendered = sources::render_loadgen(scope, source, plan.exports);
+        if (!rendered.ok()) {
+          worker.fail(rendered.status());
+          return;
+        }
+        for (size_t e = 0; e < plan.exports.size(); ++e) {
+          sinks::PersistSinkConfig sink;
+          sink.name = shard_name(kind, plan.exports[e].table);
+          sink.writer = writers[plan.exports[e].table];
+          sink.shard_upper = plan.exports[e].resume_upper;
+          sink.final_upper = final_upper;
+          sink.stats = plan.sink_stats[e];
+          auto sink_rendered = sinks::render_persist_sink(rendered->exports[e], sink);
+          for (auto& errors : sink_rendered.errors) rendered->errors.push_back(errors);
+        }
+        for (auto& errors : rendered->errors) {
+          errors | inspect([&control, epoch, &log](const AsyncError& error) {
+            log(absl::StrCat("transient error in ", error.operator_name, " (worker ", error.worker, "): ",
+                             error.status.ToString(), "; restarting from the shard uppers"));
+            control.request_restart(epoch);
+          });
+        }
+        std::vector<std::string> names;
+        for (const auto& e : plan.exports) names.push_back(e.table);
+        render_health(scope, rendered->health, status, names, *incarnation, epoch, health, health_mu);
+      });
+      auto installed = [&] {
+        auto all = worker.installed_dataflows();
+        return std::find(all.begin(), all.end(), index) != all.end();
+      };
+      while (installed() && !control.restart_requested(epoch) && !worker.failed()) {
+        worker.step_or_park(std::chrono::milliseconds(10));
+        if (leader && !added && Clock::now() - started >= options.add_after) {
+          log(absl::StrCat("adding table ", options.add_table));
+          control.request_restart(epoch);
+        }
+      }
+      if (installed()) worker.drop_dataflow(index);
+      if (worker.failed()) {
+        control.abort();
+        break;
+      }
+      if (control.arrive()) {
+        // The last worker to arrive plans the next epoch.
+        collect(plan);
+        if (!added && Clock::now() - started >= options.add_after) {
+          tables.push_back(options.add_table);
+          added = true;
+        }
+        auto next = make_plan(epoch + 1);
+        if (!next.ok()) {
+          plan_error = next.status();
+          control.abort();
+          break;
+        }
+        control.publish(*next);
+      }
+    }
+  });
+  if (!executed.ok()) return executed;
+  if (!plan_error.ok()) return plan_error;
+
+  IngestReport report;
+  report.incarnation = *incarnation;
+  report.epochs = epochs;
+  report.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  for (size_t e = 0; e < tables.size(); ++e) {
+    ExportReport r;
+    r.table = tables[e];
+    r.shard = shard_name(kind, tables[e]);
+    auto upper = writers[tables[e]]->fetch_recent_upper();
+    if (upper.ok() && !upper->is_empty()) r.upper = upper->time();
+    r.updates = updates[tables[e]];
+    r.batches = batches[tables[e]];
+    {
+      std::lock_guard lock(*health_mu);
+      r.health = (*health)[e];
+    }
+    if (r.health.rfind("stalled: ", 0) == 0) r.error = r.health.substr(9);
+    report.exports.push_back(std::move(r));
+  }
+  for (auto& [table, writer] : writers) (void)writer->expire();
+  (void)status->expire();
+  return report;
+}
+
+}  // namespace weir::ingest
