@@ -309,7 +309,8 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
         auto all = worker.installed_dataflows();
         return std::find(all.begin(), all.end(), index) != all.end();
       };
-      while (installed() && !control.restart_requested(epoch) && !worker.failed()) {
+      auto stopping = [&] { return options.stop && options.stop->load(); };
+      while (installed() && !control.restart_requested(epoch) && !worker.failed() && !stopping()) {
         worker.step_or_park(std::chrono::milliseconds(10));
         if (leader && !added && Clock::now() - started >= options.add_after) {
           log(absl::StrCat("adding table ", options.add_table));
@@ -324,6 +325,13 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
       if (control.arrive()) {
         // The last worker to arrive plans the next epoch.
         collect(plan);
+        if (stopping()) {
+          Plan done;
+          done.epoch = epoch + 1;
+          done.finished = true;
+          control.publish(std::move(done));
+          continue;
+        }
         if (!added && Clock::now() - started >= options.add_after) {
           tables.push_back(options.add_table);
           added = true;

@@ -42,6 +42,8 @@ struct IngestOptions {
   std::string add_table;
   std::chrono::milliseconds add_after{0};
   std::function<void(const std::string&)> log;    // Events (snapshot done, restarts); may be null.
+  // Set to stop: the dataflow is dropped and run_ingest returns its report.
+  std::shared_ptr<std::atomic<bool>> stop;
 };
 
 struct ExportReport {
