@@ -1,16 +1,23 @@
 #include "merge.h"
 
+#include <algorithm>
+
 namespace weir::persist::internal {
 
-RunCursor::RunCursor(ThreadPool& pool, PartFetcher fetcher, std::vector<PartRef> parts)
-    : pool_(&pool), fetcher_(std::move(fetcher)), parts_(std::move(parts)) {
+RunCursor::RunCursor(ThreadPool& pool, PartFetcher fetcher, std::vector<PartRef> parts,
+                     size_t depth)
+    : pool_(&pool),
+      fetcher_(std::move(fetcher)),
+      parts_(std::move(parts)),
+      depth_(std::max<size_t>(1, depth)) {
   prefetch();
 }
 
 void RunCursor::prefetch() {
-  if (next_part_ < parts_.size()) {
-    prefetched_ =
-        pool_->submit([fetcher = fetcher_, ref = parts_[next_part_]] { return fetcher(ref); });
+  while (fetching_.size() < depth_ && next_fetch_ < parts_.size()) {
+    fetching_.push_back(
+        pool_->submit([fetcher = fetcher_, ref = parts_[next_fetch_]] { return fetcher(ref); }));
+    ++next_fetch_;
   }
 }
 
@@ -26,9 +33,9 @@ bool RunCursor::advance() {
   }
   started_ = true;
   // Load parts until one has an update (parts are never empty, but do not rely on it).
-  while (next_part_ < parts_.size()) {
-    absl::StatusOr<std::shared_ptr<const DecodedPart>> fetched = prefetched_.get();
-    ++next_part_;
+  while (!fetching_.empty()) {
+    absl::StatusOr<std::shared_ptr<const DecodedPart>> fetched = fetching_.front().get();
+    fetching_.pop_front();
     if (!fetched.ok()) {
       status_ = fetched.status();
       part_ = nullptr;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <future>
 #include <memory>
 #include <string_view>
@@ -21,8 +22,9 @@ namespace weir::persist::internal {
 // Thread safety: worker-local.
 class RunCursor {
  public:
-  // Starts fetching the first part. `pool` must outlive this.
-  RunCursor(ThreadPool& pool, PartFetcher fetcher, std::vector<PartRef> parts);
+  // Starts fetching the first `depth` parts; it keeps that many fetched or being fetched ahead.
+  // `pool` must outlive this.
+  RunCursor(ThreadPool& pool, PartFetcher fetcher, std::vector<PartRef> parts, size_t depth = 1);
   RunCursor(RunCursor&&) = default;
   RunCursor& operator=(RunCursor&&) = default;
 
@@ -42,13 +44,15 @@ class RunCursor {
  private:
   using Fetched = std::future<absl::StatusOr<std::shared_ptr<const DecodedPart>>>;
 
+  // Starts fetches until depth_ parts are ahead.
   void prefetch();
 
   ThreadPool* pool_;
   PartFetcher fetcher_;
   std::vector<PartRef> parts_;
-  size_t next_part_ = 0;  // The part `prefetched_` holds or will hold.
-  Fetched prefetched_;
+  size_t depth_;
+  size_t next_fetch_ = 0;         // The next part to start fetching.
+  std::deque<Fetched> fetching_;  // The parts after part_, in order.
   std::shared_ptr<const DecodedPart> part_;
   size_t index_ = 0;
   std::string_view data_;  // part_->data(index_), kept for the merge's comparisons.

@@ -169,19 +169,28 @@ absl::Status check_readable(const Shard& shard, const proto::ProtoShardState& st
 
 namespace {
 
+// Parts fetched ahead by a snapshot, spread over its runs (at least one per run): with few runs,
+// several parts decode at once while the merge reads.
+constexpr size_t kSnapshotPrefetchParts = 4;
+
 std::vector<RunCursor> snapshot_runs(const Shard& shard, const proto::ProtoShardState& state,
                                      uint64_t as_of) {
-  std::vector<RunCursor> runs;
-  const PartFetcher fetcher = shard.part_fetcher();
+  std::vector<std::vector<PartRef>> runs;
   for (const proto::ProtoBatch& batch : state.batches()) {
     if (!frontier_of(batch.lower()).less_equal(as_of)) {
       break;  // This batch and the later ones hold only times after as_of.
     }
     for (std::vector<PartRef>& run : runs_of(batch)) {
-      runs.emplace_back(shard.core().pool(), fetcher, std::move(run));
+      runs.push_back(std::move(run));
     }
   }
-  return runs;
+  const size_t depth = kSnapshotPrefetchParts / std::max<size_t>(1, runs.size());
+  std::vector<RunCursor> cursors;
+  const PartFetcher fetcher = shard.part_fetcher();
+  for (std::vector<PartRef>& run : runs) {
+    cursors.emplace_back(shard.core().pool(), fetcher, std::move(run), depth);
+  }
+  return cursors;
 }
 
 }  // namespace

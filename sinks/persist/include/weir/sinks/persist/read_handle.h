@@ -42,9 +42,9 @@ class SnapshotCursorImpl;
 class ListenImpl;
 }  // namespace internal
 
-// Streams a consolidated snapshot in data order. Parts are fetched and decoded ahead on the
-// client's I/O threads, one run at a time: memory is about two parts per run of the shard
-// (compaction keeps runs few), whatever the shard's size.
+// Streams a consolidated snapshot in data order: a k-way merge over the sorted runs of the shard.
+// Parts are fetched and decoded ahead on the client's I/O threads: memory is about two parts per
+// run (at least five parts in all), whatever the shard's size; compaction keeps runs few.
 class SnapshotCursor {
  public:
   SnapshotCursor(SnapshotCursor&&) noexcept;
