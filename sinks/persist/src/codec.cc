@@ -148,8 +148,9 @@ std::string encode_state(const proto::ProtoShardState& state) { return state.Ser
 
 namespace {
 
-// The free buffers of ScratchBuffer: a few, so that an idle client keeps little memory.
-constexpr size_t kMaxFreeScratchBuffers = 4;
+// The free buffers of ScratchBuffer: enough for the encodes of a few I/O threads at once (two
+// buffers each), few enough that an idle process keeps little memory.
+constexpr size_t kMaxFreeScratchBuffers = 8;
 
 struct ScratchPool {
   std::mutex mu;

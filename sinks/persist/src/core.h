@@ -15,6 +15,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "codec.h"
+#include "parts.h"
 #include "thread_pool.h"
 
 #include "weir/sinks/persist/blob.h"
@@ -37,6 +38,7 @@ class ClientCore {
   const PersistConfig& config() const { return config_; }
   ThreadPool& pool() { return pool_; }
   const std::shared_ptr<DecodedPartPool>& decoded_parts() const { return decoded_parts_; }
+  const std::shared_ptr<BufferRecycler>& part_buffers() const { return part_buffers_; }
   int64_t now_ms() const { return absl::ToUnixMillis(config_.clock()); }
 
   absl::StatusOr<std::optional<ShardId>> find_shard(std::string_view name);
@@ -53,6 +55,7 @@ class ClientCore {
   // Names never change their id once mapped, so hits need no consensus round trip.
   absl::flat_hash_map<std::string, ShardId> names_;  // Guarded by names_mu_.
   const std::shared_ptr<DecodedPartPool> decoded_parts_;
+  const std::shared_ptr<BufferRecycler> part_buffers_;
   ThreadPool pool_;  // Last: its threads stop before the rest goes away.
 };
 

@@ -69,7 +69,7 @@ class BatchBuilderImpl {
 
   std::shared_ptr<WriterCore> writer_;
   Frontier lower_;
-  std::shared_ptr<BufferRecycler> recycler_;  // Shared with the upload tasks.
+  std::shared_ptr<BufferRecycler> recycler_;  // The client's; shared with the upload tasks.
   PartBuffer buffer_;
   PartUploader uploader_;
   uint64_t added_ = 0;

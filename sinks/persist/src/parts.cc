@@ -127,7 +127,9 @@ PartBuffer BufferRecycler::take() {
 void BufferRecycler::give(PartBuffer buffer) {
   buffer.clear();
   std::lock_guard lock(mu_);
-  free_.push_back(std::move(buffer));
+  if (free_.size() < max_free_) {
+    free_.push_back(std::move(buffer));
+  }
 }
 
 bool continues_run(const WrittenPart& previous, const WrittenPart& next) {

@@ -74,19 +74,22 @@ class PartBuffer {
   size_t data_bytes_ = 0;       // Of the entries left by sort_and_consolidate().
 };
 
-// Buffers handed back by finished uploads for the next part: fresh buffers of part size cost page
-// faults on every part.
+// Buffers handed back by finished uploads for the next part, shared by the builders of a client:
+// fresh buffers of part size cost page faults on every part.
 //
 // Thread safety: thread-safe.
 class BufferRecycler {
  public:
-  explicit BufferRecycler(size_t part_bytes) : part_bytes_(part_bytes) {}
+  // Keeps at most `max_free` buffers, each reserving `part_bytes`.
+  BufferRecycler(size_t part_bytes, size_t max_free)
+      : part_bytes_(part_bytes), max_free_(max_free) {}
 
   PartBuffer take();
   void give(PartBuffer buffer);
 
  private:
   const size_t part_bytes_;
+  const size_t max_free_;
   std::mutex mu_;
   std::vector<PartBuffer> free_;  // Guarded by mu_.
 };

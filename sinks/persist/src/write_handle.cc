@@ -178,7 +178,7 @@ absl::Status WriterCore::expire() {
 BatchBuilderImpl::BatchBuilderImpl(std::shared_ptr<WriterCore> writer, Frontier lower)
     : writer_(std::move(writer)),
       lower_(lower),
-      recycler_(std::make_shared<BufferRecycler>(part_target_bytes())),
+      recycler_(writer_->shard().core().part_buffers()),
       buffer_(recycler_->take()),
       uploader_(writer_->shard().core().pool(), writer_->shard().core().blob(),
                 writer_->shard().core().config().max_parts_in_flight) {}
