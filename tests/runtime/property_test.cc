@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -23,10 +24,14 @@ using namespace testing::random_dataflow;
 
 class PropertyTest : public ::testing::TestWithParam<size_t> {};
 
+// WEIR_PROPERTY_SEED=N runs only case N (WEIR_PROPERTY_REPEAT times), to chase a failure.
 TEST_P(PropertyTest, RandomDataflowsMatchReference) {
   const size_t workers = GetParam();
-  const uint64_t cases = 100;
-  for (uint64_t seed = 1; seed <= cases; ++seed) {
+  uint64_t first = 1, last = 100, repeat = 1;
+  if (const char* only = std::getenv("WEIR_PROPERTY_SEED")) first = last = std::strtoull(only, nullptr, 10);
+  if (const char* r = std::getenv("WEIR_PROPERTY_REPEAT")) repeat = std::strtoull(r, nullptr, 10);
+  for (uint64_t run = 0; run < repeat; ++run)
+  for (uint64_t seed = first; seed <= last; ++seed) {
     const Spec spec = generate(seed, workers);
     const auto expected = reference(spec);
     testing::Watchdog watchdog("property case seed=" + std::to_string(seed) + " workers=" + std::to_string(workers));
@@ -40,7 +45,8 @@ TEST_P(PropertyTest, RandomDataflowsMatchReference) {
         violations += o.violations;
       }
       std::sort(actual.begin(), actual.end());
-      ASSERT_EQ(violations, 0u) << "seed " << seed << ": records arrived behind the frontier";
+      ASSERT_EQ(violations, 0u) << "seed " << seed << ": records arrived behind the frontier (node " << i
+                                << " and before)";
       ASSERT_EQ(actual, expected[i]) << "seed " << seed << " workers " << workers << " node " << i;
     }
   }

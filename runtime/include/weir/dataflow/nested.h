@@ -9,8 +9,10 @@
 //
 // `iterative<Inner>` makes timestamps Product<T, Inner>: records enter at (t, 0) and leave at t.
 // `region` keeps the timestamps (for structure). A nested scope has its own tracker; its
-// progress changes ride in the root scope's batch (it exchanges none of its own), and its parent
-// sees its local changes projected onto its outputs, as the capabilities of an operator.
+// progress changes ride in the root scope's batch (it exchanges none of its own). Each worker
+// applies its own changes at once and the others' as their batches arrive; the parent's tracker
+// on that worker counts, at the scope's outputs, what that view of the inner pointstamps
+// projects onto them (per location, positive counts only).
 //
 // Thread safety: worker-local.
 
@@ -152,15 +154,12 @@ class NestedScope final : public Scope<TInner> {
     return result;
   }
 
-  // The operator convention: one capability per output at the minimum. Reports what this
-  // worker's operators hold initially, projected onto the outputs, relative to that.
-  void report_initial(SharedProgress<TOuter>& progress) {
-    for (uint32_t n = 1; n < this->children_.size(); ++n) {
-      for (uint32_t o = 0; o < this->children_[n]->outputs(); ++o) {
-        project(Source{n, o}, minimum_time<TInner>(), 1, progress);
-      }
-    }
-    for (auto& internal : progress.internals) internal->update(minimum_time<TOuter>(), -1);
+  // The projection of the initial inner pointstamps (every worker's operators' capabilities at
+  // the minimum): how the parent first counts this scope's outputs.
+  std::vector<std::tuple<uint32_t, std::any, int64_t>> take_initial_projection() {
+    std::vector<std::tuple<uint32_t, std::any, int64_t>> result;
+    drain_projection([&](uint32_t o, const TOuter& t, int64_t d) { result.emplace_back(o, std::any(t), d); });
+    return result;
   }
 
   bool run(SharedProgress<TOuter>& progress) {
@@ -168,23 +167,6 @@ class NestedScope final : public Scope<TInner> {
       progress.frontiers[i].drain([&](const TOuter& time, int64_t diff) {
         this->tracker_.update_source(Source{0, i}, Refines<TOuter, TInner>::to_inner(time), diff);
       });
-    }
-    while (!this->nested_in_.empty()) {
-      const NestedBatchBase& batch = *this->nested_in_.front();
-      if (const auto* encoded = dynamic_cast<const EncodedNestedBatch*>(&batch)) {
-        // From another process: decode and check before applying.
-        ProgressUpdates<TInner> updates;
-        std::string_view bytes(encoded->bytes);
-        if (!decode_updates<TInner>(bytes, updates) || !bytes.empty() || !this->valid(updates)) {
-          this->worker().allocator().process().link_failed(absl::InvalidArgumentError(
-              "malformed progress batch for nested scope '" + this->name() + "' from another process"));
-          return false;
-        }
-        this->apply(updates);
-      } else {
-        this->apply(static_cast<const NestedBatch<TInner>&>(batch).updates);
-      }
-      this->nested_in_.pop_front();
     }
     for (uint32_t i = 0; i < inputs_.size(); ++i) inputs_[i]->move(progress.consumeds[i]);
     for (auto& port : this->ports_[0]) port->flush();
@@ -196,36 +178,70 @@ class NestedScope final : public Scope<TInner> {
     for (auto& output : outputs_) output->move(this->local_);
 
     if (!this->local_.is_empty()) {
+      // This worker's changes: applied to its own view at once (atomically with the parent-level
+      // changes of the same run, e.g. records consumed at the boundary), and sent to the other
+      // workers in the root scope's batch.
       auto batch = std::make_shared<NestedBatch<TInner>>();
-      for (const auto& [key, diff] : this->local_.iter()) {
-        project(key.first, key.second, diff, progress);
-        batch->updates.emplace_back(key, diff);
-      }
+      for (const auto& [key, diff] : this->local_.iter()) batch->updates.emplace_back(key, diff);
       this->local_.clear();
+      this->apply(batch->updates);
       parent_.queue_nested(node_, NestedProgress{{}, std::move(batch)});
     }
+    // Applies this worker's changes and what scopes inside this one injected, then tells the
+    // parent what the view now holds at the outputs.
+    this->tracker_.propagate_all();
+    project_to_parent();
     for (auto& nested : this->nested_out_) parent_.queue_nested(node_, std::move(nested));
     this->nested_out_.clear();
-    return !this->deferred_.empty() || this->boundary_active_;
+    // Applying its own changes may have moved inner frontiers: run again to deliver them.
+    return !this->deferred_.empty() || this->boundary_active_ || this->tracker_.has_target_changes();
   }
 
+  // A progress batch from another worker, for this scope or one inside it. Applied at once, so
+  // this worker's view of the inner pointstamps moves together with its view of the parent's.
   void receive(std::span<const uint32_t> path, std::shared_ptr<const NestedBatchBase> batch) {
-    this->dispatch_nested(path, std::move(batch));
+    if (!path.empty()) {
+      // For a scope inside: it applies the batch and injects into this tracker.
+      this->dispatch_nested(path, std::move(batch));
+      this->tracker_.propagate_all();
+      project_to_parent();
+      return;
+    }
+    if (const auto* encoded = dynamic_cast<const EncodedNestedBatch*>(batch.get())) {
+      // From another process: decode and check before applying.
+      ProgressUpdates<TInner> updates;
+      std::string_view bytes(encoded->bytes);
+      if (!decode_updates<TInner>(bytes, updates) || !bytes.empty() || !this->valid(updates)) {
+        this->worker().allocator().process().link_failed(absl::InvalidArgumentError(
+            "malformed progress batch for nested scope '" + this->name() + "' from another process"));
+        return;
+      }
+      this->apply(updates);
+    } else {
+      this->apply(static_cast<const NestedBatch<TInner>&>(*batch).updates);
+    }
+    this->tracker_.propagate_all();
+    project_to_parent();
   }
 
  protected:
   void request_run() override { parent_.activate_child(node_); }
 
  private:
-  void project(Location location, const TInner& time, int64_t diff, SharedProgress<TOuter>& progress) {
-    const auto& summaries = this->tracker_.output_summaries(location);
-    for (uint32_t o = 0; o < summaries.size(); ++o) {
-      for (const auto& s : summaries[o]) {
-        if (auto reached = s.results_in(time)) {
-          progress.internals[o]->update(Refines<TOuter, TInner>::to_outer(*reached), diff);
-        }
-      }
+  // Calls f(output, outer time, diff) for every change of the projection since the last call.
+  template <class F>
+  void drain_projection(F&& f) {
+    for (uint32_t o = 0; o < this->tracker_.scope_outputs(); ++o) {
+      this->tracker_.output_changes(o).drain(
+          [&](const TInner& time, int64_t diff) { f(o, Refines<TOuter, TInner>::to_outer(time), diff); });
     }
+  }
+  // What this worker's view of the inner pointstamps holds at the outputs goes straight into
+  // the parent's tracker on this worker. It is never sent: every worker derives it from its own
+  // view, which moves with the same batches as its view of the parent. (Reporting local changes
+  // instead would sum a consumption seen early at one location with a capability at another.)
+  void project_to_parent() {
+    drain_projection([&](uint32_t o, const TOuter& t, int64_t d) { parent_.inject(node_, o, t, d); });
   }
 
   Scope<TOuter>& parent_;
@@ -243,7 +259,6 @@ class NestedOperator final : public Operator<TOuter>, public ProgressHost {
   explicit NestedOperator(std::unique_ptr<NestedScope<TOuter, TInner>> scope)
       : scope_(std::move(scope)) {
     this->progress_.resize(scope_->scope_inputs(), scope_->scope_outputs());
-    scope_->report_initial(this->progress_);
   }
 
   std::string_view name() const override { return scope_->name(); }
@@ -254,6 +269,9 @@ class NestedOperator final : public Operator<TOuter>, public ProgressHost {
   void receive_nested(std::span<const uint32_t> path,
                       std::shared_ptr<const NestedBatchBase> batch) override {
     scope_->receive(path, std::move(batch));
+  }
+  std::vector<std::tuple<uint32_t, std::any, int64_t>> take_initial_projection() override {
+    return scope_->take_initial_projection();
   }
 
  private:

@@ -23,6 +23,8 @@
 #pragma once
 
 #include <algorithm>
+#include <any>
+#include <tuple>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -101,10 +103,15 @@ struct NestedProgress {
   std::shared_ptr<const NestedBatchBase> batch;
 };
 
-// An operator that is a scope: it accepts progress batches for itself and the scopes inside it.
+// An operator that is a scope. It accepts progress batches for itself and the scopes inside it,
+// and instead of reporting capabilities through the progress protocol, it tells its parent's
+// tracker directly, on each worker, what its own view of the inner pointstamps projects onto
+// its outputs (see nested.h for why).
 class ProgressHost {
  public:
   virtual void receive_nested(std::span<const uint32_t> path, std::shared_ptr<const NestedBatchBase> batch) = 0;
+  // The projection of the initial inner pointstamps, (output, outer time, count), once.
+  virtual std::vector<std::tuple<uint32_t, std::any, int64_t>> take_initial_projection() = 0;
 
  protected:
   ~ProgressHost() = default;
@@ -243,6 +250,11 @@ class Scope : public LocalActivator {
     progress.path.insert(progress.path.begin(), child);
     nested_out_.push_back(std::move(progress));
   }
+  // Runtime-internal, for nested scopes: a change of what nested scope `node` holds at its
+  // output (its inner pointstamps, projected), applied to this worker's tracker only.
+  void inject(uint32_t node, uint32_t output, const T& time, int64_t diff) {
+    tracker_.update_source(Source{node, output}, time, diff);
+  }
   // Runtime-internal: a failure found while building a nested scope, reported by `build`.
   void set_build_error(absl::Status status) {
     if (build_error_.ok()) build_error_ = std::move(status);
@@ -366,6 +378,12 @@ absl::Status Scope<T>::build_graph(uint32_t scope_inputs, uint32_t scope_outputs
   notify_.assign(children_.size(), 0);
   for (uint32_t i = 1; i < children_.size(); ++i) {
     notify_[i] = children_[i]->notify_me() ? 1 : 0;
+    if (auto* host = dynamic_cast<ProgressHost*>(children_[i].get())) {
+      for (auto& [o, time, count] : host->take_initial_projection()) {
+        tracker_.update_source(Source{i, o}, std::any_cast<T>(time), count);
+      }
+      continue;
+    }
     for (uint32_t o = 0; o < children_[i]->outputs(); ++o) {
       tracker_.update_source(Source{i, o}, minimum_time<T>(), peers_count);
     }
@@ -550,6 +568,7 @@ template <Timestamp T>
 void Scope<T>::send_progress() {
   if (local_.is_empty() && nested_out_.empty()) return;
   auto updates = local_.iter();
+  const bool has_local = !updates.empty();
   ProcessShared& process = worker_.allocator().process();
   const size_t me = index();
   for (size_t local = 0; local < process.workers(); ++local) {
@@ -561,8 +580,11 @@ void Scope<T>::send_progress() {
     }
     copy.assign(updates.begin(), updates.end());
     ProgressMessage message{std::move(copy), {}};
-    if (!nested_out_.empty()) message.nested = nested_out_;  // Shares the immutable batches.
+    // Nested scopes apply their own changes at once; other workers get them here (sharing the
+    // immutable batches).
+    if (!nested_out_.empty() && w != me) message.nested = nested_out_;
     if (w == me) {
+      if (!has_local) continue;
       progress_in_.push_back(std::move(message));
       worker_.activations().activate(path_);
     } else {

@@ -113,7 +113,8 @@ class Tracker {
   }
   bool has_target_changes() const { return !pushed_targets_.empty(); }
 
-  // Changes of internal pointstamps projected onto scope output `output`.
+  // Changes of the pointstamps' frontiers (per location, positive counts only) projected onto
+  // scope output `output` through the summaries: what holds back the scope's output frontier.
   ChangeBatch<T>& output_changes(uint32_t output) { return output_changes_[output]; }
   size_t scope_outputs() const { return output_changes_.size(); }
 
@@ -333,8 +334,11 @@ Tracker<T> ReachabilityBuilder<T>::build() const {
 
 template <Timestamp T>
 void Tracker<T>::apply_pointstamp(PortInfo& port, Location location, const T& time, int64_t diff) {
+  // The scope's own inputs (node 0's sources) are not projected: the parent accounts for them
+  // through the scope's summaries.
+  const bool project = !(location.is_source && location.node == 0);
   for (const auto& [t, d] : port.pointstamps.update(time, diff)) {
-    for (uint32_t o = 0; o < port.output_summaries.size(); ++o) {
+    for (uint32_t o = 0; project && o < port.output_summaries.size(); ++o) {
       for (const Summary& s : port.output_summaries[o]) {
         if (auto out = s.results_in(t)) output_changes_[o].update(*out, d);
       }
