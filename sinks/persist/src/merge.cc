@@ -27,8 +27,14 @@ bool RunCursor::advance() {
   }
   if (started_ && part_ != nullptr && index_ + 1 < part_->size()) {
     data_ = part_->data(++index_);
-    // Many runs are read side by side, too many streams for the hardware prefetcher.
-    part_->prefetch(index_ + 4);
+    // Many runs are read side by side, too many streams for the hardware prefetcher: load the
+    // rows a few ahead, and the data of the next ones (whose rows are loaded by now).
+    if (index_ + 8 < part_->size()) {
+      __builtin_prefetch(part_->row_address(index_ + 8));
+    }
+    if (index_ + 2 < part_->size()) {
+      __builtin_prefetch(part_->data(index_ + 2).data());
+    }
     return true;
   }
   started_ = true;
