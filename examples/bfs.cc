@@ -1,18 +1,22 @@
 // bfs NODES EDGES [-w W] | bfs --edges FILE [-w W]: breadth-first search from node 0 over a
 // generated graph (or the edges of FILE, one "src dst" per line), following edges from src to
-// dst. Prints one line "distance count" for every distance reached, in order.
+// dst. Prints one line "distance count" for every distance reached, in order. As a cluster
+// (weir-launch -n N ...), process 0 prints it.
 
 #include <cstdio>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "graph/bfs.h"
 #include "graph/cli.h"
+#include "weir/cluster.h"
 
 int main(int argc, char** argv) {
   using namespace weir::graph;
   GraphArgs args = parse_graph_args(argc, argv, "bfs", true);
-  auto results = weir::execute(args.config, [&](weir::Worker& worker) {
+  auto results = weir::cluster::execute(args.config, [&](weir::Worker& worker) {
     std::map<uint64_t, uint64_t> counts;
     worker.dataflow<uint64_t>([&](weir::Scope<uint64_t>& scope) {
       auto edges = weir::to_stream(scope, args.edges_for(worker.index(), worker.peers()));
@@ -21,7 +25,9 @@ int main(int argc, char** argv) {
     });
     while (worker.step_or_park(std::nullopt)) {
     }
-    return counts;
+    // Every worker's counts, on worker 0.
+    using Count = std::pair<uint64_t, uint64_t>;
+    return weir::cluster::gather(worker, std::vector<Count>(counts.begin(), counts.end()));
   });
   if (!results.ok()) {
     std::fprintf(stderr, "bfs: %s\n", std::string(results.status().message()).c_str());

@@ -2,6 +2,9 @@
 //
 // A word is a maximal run of letters, digits and apostrophes, lowercased. Worker w reads the
 // lines with index i where i % W == w; words are exchanged by hash and counted per word.
+//
+// As a cluster (`weir-launch -n N -w W wordcount FILE`), W is the cluster's N·W workers; the
+// counts are gathered to worker 0, so process 0 prints the whole output, the same as -w 1's.
 
 #include <algorithm>
 #include <cctype>
@@ -11,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "weir/cluster.h"
 #include "weir/weir.h"
 
 namespace {
@@ -51,7 +55,7 @@ int main(int argc, char** argv) {
   }
 
   using Count = std::pair<std::string, uint64_t>;
-  auto results = weir::execute(*config, [&](weir::Worker& worker) {
+  auto results = weir::cluster::execute(*config, [&](weir::Worker& worker) {
     std::vector<Count> counts;
     auto input = worker.dataflow<uint64_t>([&](weir::Scope<uint64_t>& scope) {
       auto [handle, lines] = weir::new_input<std::string>(scope);
@@ -72,7 +76,7 @@ int main(int argc, char** argv) {
     input.close();
     while (worker.step_or_park(std::nullopt)) {
     }
-    return counts;
+    return weir::cluster::gather(worker, std::move(counts));
   });
   if (!results.ok()) {
     std::fprintf(stderr, "wordcount: %s\n", std::string(results.status().message()).c_str());

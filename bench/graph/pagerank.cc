@@ -3,7 +3,8 @@
 // each insert one new random edge and remove one of the loaded ones, each round stepped until
 // the probe passes it; then the computation runs until no changes remain. Figure: seconds in
 // total. In the same run, the same computation on one thread with CSR arrays (the COST
-// baseline), whose final ranks must equal the dataflow's.
+// baseline), whose final ranks must equal the dataflow's. Runs as a cluster too (-n N ...):
+// each process checks its workers' ranks; process 0 reports.
 
 #include <cstdio>
 #include <string>
@@ -11,14 +12,16 @@
 
 #include "../runtime/bench_util.h"
 #include "graph/pagerank.h"
+#include "weir/cluster.h"
 
 int main(int argc, char** argv) {
   using namespace weir::graph;
   auto args = weir::bench::parse(argc, argv, 2, "pagerank NODES EDGES [-w W]");
   const uint64_t nodes = args.numbers[0], edges = args.numbers[1], rounds = 1000;
 
-  weir::bench::Timer timer;
-  auto results = weir::execute(args.config, [&](weir::Worker& worker) {
+  weir::bench::RunTimer timer;
+  auto results = weir::cluster::execute(args.config, [&](weir::Worker& worker) {
+    timer.start(worker);
     auto state = std::make_shared<PagerankState>();
     weir::ProbeHandle<uint64_t> probe;
     auto input = worker.dataflow<uint64_t>([&](weir::Scope<uint64_t>& scope) {
@@ -26,7 +29,8 @@ int main(int argc, char** argv) {
       pagerank(stream, state) | weir::probe_with(probe);
       return std::move(handle);
     });
-    for (uint64_t i = worker.index(); i < edges; i += worker.peers()) input.send({generated_edge(nodes, i), 1});
+    for (uint64_t i = worker.index(); i < edges; i += worker.peers())
+      input.send({generated_edge(nodes, i), 1});
     input.advance_to(1);
     while (probe.less_than(1)) worker.step();
     for (uint64_t round = 1; round <= rounds; ++round) {
@@ -40,8 +44,10 @@ int main(int argc, char** argv) {
     input.close();
     while (worker.step_or_park(std::nullopt)) {
     }
+    timer.stop(worker);
     std::vector<std::pair<Node, int64_t>> ranks;
-    for (Node n = worker.index(); n < nodes; n += worker.peers()) ranks.emplace_back(n, state->rank(n));
+    for (Node n = worker.index(); n < nodes; n += worker.peers())
+      ranks.emplace_back(n, state->rank(n));
     return ranks;
   });
   const double seconds = timer.seconds();
@@ -72,6 +78,7 @@ int main(int argc, char** argv) {
       }
     }
   }
+  if (!weir::bench::reports(args.config)) return 0;
   std::printf("pagerank: %llu nodes, %llu edges, %llu rounds on %zu workers: %.3f s; one thread (CSR): %.3f s over %llu times\n",
               static_cast<unsigned long long>(nodes), static_cast<unsigned long long>(edges),
               static_cast<unsigned long long>(rounds), args.config.workers, seconds, baseline_seconds,

@@ -1,18 +1,20 @@
-// barrier ITERATIONS [-w W]: one operator on a feedback loop (summary +1) that, notified at time
-// t, asks to be notified at t+1 until ITERATIONS. Figure: µs per round.
+// barrier ITERATIONS [-w W] [-n N ...]: one operator on a feedback loop (summary +1) that,
+// notified at time t, asks to be notified at t+1 until ITERATIONS. Figure: µs per round.
 
 #include <atomic>
 #include <cstdio>
 #include <string>
 
 #include "bench_util.h"
+#include "weir/cluster.h"
 #include "weir/weir.h"
 
 int main(int argc, char** argv) {
   auto args = weir::bench::parse(argc, argv, 1, "barrier ITERATIONS [-w W]");
   const uint64_t iterations = args.numbers[0];
-  weir::bench::Timer timer;
-  auto rounds = weir::execute(args.config, [&](weir::Worker& worker) {
+  weir::bench::RunTimer timer;
+  auto rounds = weir::cluster::execute(args.config, [&](weir::Worker& worker) {
+    timer.start(worker);
     uint64_t notified = 0;
     worker.dataflow<uint64_t>([&](weir::Scope<uint64_t>& scope) {
       auto [loop, stream] = weir::feedback<uint64_t>(scope, weir::IntSummary<uint64_t>{1});
@@ -31,6 +33,7 @@ int main(int argc, char** argv) {
     });
     while (worker.step_or_park(std::nullopt)) {
     }
+    timer.stop(worker);
     return notified;
   });
   const double seconds = timer.seconds();
@@ -45,6 +48,7 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  if (!weir::bench::reports(args.config)) return 0;
   std::printf("barrier: %llu rounds on %zu workers in %.3f s\n",
               static_cast<unsigned long long>(iterations), args.config.workers, seconds);
   weir::bench::result("barrier_us_per_round", seconds * 1e6 / static_cast<double>(iterations), "us");

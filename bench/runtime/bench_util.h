@@ -1,5 +1,9 @@
 // Shared helpers of the benchmark programs: worker flags, positional arguments, timing, and the
 // one result line bench/run parses:  RESULT <name> <figure> <unit>
+//
+// The programs run as one process (-w W) or as a cluster (-n N, through weir-launch): they use
+// weir::cluster::execute, time only the dataflow (RunTimer: not process start-up or connecting),
+// and print from process 0 only (reports()).
 
 #pragma once
 
@@ -10,6 +14,7 @@
 #include <vector>
 
 #include "weir/worker/config.h"
+#include "weir/worker/worker.h"
 
 namespace weir::bench {
 
@@ -51,6 +56,26 @@ class Timer {
  private:
   std::chrono::steady_clock::time_point start_;
 };
+
+// Times a run from when this process's first worker starts its computation (after a cluster
+// has connected) until that worker finishes it. start/stop from worker code; seconds() after
+// execute returns.
+class RunTimer {
+ public:
+  void start(Worker& worker) {
+    if (worker.allocator().local_index() == 0) start_ = std::chrono::steady_clock::now();
+  }
+  void stop(Worker& worker) {
+    if (worker.allocator().local_index() == 0) stop_ = std::chrono::steady_clock::now();
+  }
+  double seconds() const { return std::chrono::duration<double>(stop_ - start_).count(); }
+
+ private:
+  std::chrono::steady_clock::time_point start_, stop_;
+};
+
+// True in the process that prints the results: the only one, or process 0 of a cluster.
+inline bool reports(const Config& config) { return config.process == 0; }
 
 inline void result(const char* name, double figure, const char* unit) {
   std::printf("RESULT %s %.6g %s\n", name, figure, unit);

@@ -1,7 +1,7 @@
 // event_driven DATAFLOWS LENGTH [-w W]: DATAFLOWS independent dataflows, each a chain of LENGTH
 // map operators; each round sends one record into one dataflow (round-robin) and steps until its
 // probe passes. Figures: µs per round, and memory per operator (resident memory the dataflows
-// added, divided by their operators).
+// added, divided by their operators). As a cluster (-n N ...), process 0 reports its own figures.
 
 #include <sys/resource.h>
 
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "weir/cluster.h"
 #include "weir/weir.h"
 
 namespace {
@@ -31,10 +32,11 @@ int main(int argc, char** argv) {
   const char* rounds_env = std::getenv("EVENT_DRIVEN_ROUNDS");  // For profiling runs.
   const uint64_t rounds = rounds_env != nullptr ? std::strtoull(rounds_env, nullptr, 10) : 10000;
   double build_bytes = 0, seconds = 0;
-  auto status = weir::execute(args.config, [&](weir::Worker& worker) {
+  auto status = weir::cluster::execute(args.config, [&](weir::Worker& worker) {
+    const bool first = worker.allocator().local_index() == 0;
     std::vector<weir::InputHandle<uint64_t, uint64_t>> inputs;
     std::vector<weir::ProbeHandle<uint64_t>> probes(dataflows);
-    const double before = worker.index() == 0 ? resident_bytes() : 0;
+    const double before = first ? resident_bytes() : 0;
     for (uint64_t d = 0; d < dataflows; ++d) {
       inputs.push_back(worker.dataflow<uint64_t>([&](weir::Scope<uint64_t>& scope) {
         auto [handle, stream] = weir::new_input<uint64_t>(scope);
@@ -45,7 +47,7 @@ int main(int argc, char** argv) {
     }
     // Let every dataflow run its first step.
     for (int i = 0; i < 10; ++i) worker.step();
-    if (worker.index() == 0) build_bytes = resident_bytes() - before;
+    if (first) build_bytes = resident_bytes() - before;
     // Warm up: one record through every dataflow, so the timed rounds measure steady state.
     for (uint64_t d = 0; d < dataflows; ++d) {
       inputs[d].send(0);
@@ -60,13 +62,14 @@ int main(int argc, char** argv) {
       input.advance_to(input.time() + 1);
       while (probes[d].less_than(input.time())) worker.step();
     }
-    if (worker.index() == 0) seconds = timer.seconds();
+    if (first) seconds = timer.seconds();
     inputs.clear();
   });
   if (!status.ok()) {
     std::fprintf(stderr, "event_driven: %s\n", std::string(status.message()).c_str());
     return 1;
   }
+  if (!weir::bench::reports(args.config)) return 0;
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   const double operators = static_cast<double>(dataflows * (length + 2) * args.config.workers);

@@ -1,7 +1,8 @@
 // hashjoin KEYS VALS BATCH [-w W]: two inputs of pseudo-random (key, value) pairs with keys in
 // [0, KEYS); each worker sends VALS/W pairs to each input, BATCH at a time with one time per
 // batch; a symmetric hash join exchanged by key into a probe. Figure: input values/s (pairs sent
-// to both inputs, all workers, per second).
+// to both inputs, all workers, per second). Runs as a cluster too (-n N ...): each process checks
+// the pairs its workers produced.
 
 #include <cstdio>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "bench_util.h"
+#include "weir/cluster.h"
 #include "weir/weir.h"
 
 namespace {
@@ -31,9 +33,10 @@ using Pair = std::pair<uint64_t, uint64_t>;
 int main(int argc, char** argv) {
   auto args = weir::bench::parse(argc, argv, 3, "hashjoin KEYS VALS BATCH [-w W]");
   const uint64_t keys = args.numbers[0], vals = args.numbers[1], batch = args.numbers[2];
-  const size_t peers = args.config.workers;
-  weir::bench::Timer timer;
-  auto outputs = weir::execute(args.config, [&](weir::Worker& worker) {
+  const size_t peers = args.config.workers * args.config.processes;
+  weir::bench::RunTimer timer;
+  auto outputs = weir::cluster::execute(args.config, [&](weir::Worker& worker) {
+    timer.start(worker);
     uint64_t produced = 0;
     weir::ProbeHandle<uint64_t> probe;
     auto inputs = worker.dataflow<uint64_t>([&](weir::Scope<uint64_t>& scope) {
@@ -84,6 +87,7 @@ int main(int argc, char** argv) {
       input2.advance_to(next);
       while (probe.less_than(next)) worker.step();
     }
+    timer.stop(worker);
     return produced;
   });
   const double seconds = timer.seconds();
@@ -104,14 +108,21 @@ int main(int argc, char** argv) {
       ++count2[k2];
     }
   }
+  // Key k is joined on worker k % peers: this process produces the pairs of its workers' keys.
+  const uint64_t first = args.config.process * args.config.workers;
   uint64_t expected = 0, total = 0;
-  for (uint64_t k = 0; k < keys; ++k) expected += static_cast<uint64_t>(count1[k]) * count2[k];
+  for (uint64_t k = 0; k < keys; ++k) {
+    if (k % peers - first < args.config.workers) {
+      expected += static_cast<uint64_t>(count1[k]) * count2[k];
+    }
+  }
   for (uint64_t n : *outputs) total += n;
   if (total != expected) {
     std::fprintf(stderr, "hashjoin: produced %llu pairs, expected %llu\n", static_cast<unsigned long long>(total),
                  static_cast<unsigned long long>(expected));
     return 1;
   }
+  if (!weir::bench::reports(args.config)) return 0;
   const double values = 2.0 * static_cast<double>(vals / peers * peers);
   std::printf("hashjoin: %.0f input values, %llu output pairs in %.3f s\n", values,
               static_cast<unsigned long long>(total), seconds);

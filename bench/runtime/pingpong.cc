@@ -1,18 +1,20 @@
 // pingpong ITERATIONS ELEMENTS [-w W]: the integers 0..ELEMENTS, split across workers, circulate
 // through concat(feedback) -> exchange by value -> add 1 in place -> continue while time <
-// ITERATIONS. Figure: µs per iteration.
+// ITERATIONS. Figure: µs per iteration. Runs as a cluster too (-n N ...).
 
 #include <cstdio>
 #include <string>
 
 #include "bench_util.h"
+#include "weir/cluster.h"
 #include "weir/weir.h"
 
 int main(int argc, char** argv) {
   auto args = weir::bench::parse(argc, argv, 2, "pingpong ITERATIONS ELEMENTS [-w W]");
   const uint64_t iterations = args.numbers[0], elements = args.numbers[1];
-  weir::bench::Timer timer;
-  auto exits = weir::execute(args.config, [&](weir::Worker& worker) {
+  weir::bench::RunTimer timer;
+  auto exits = weir::cluster::execute(args.config, [&](weir::Worker& worker) {
+    timer.start(worker);
     uint64_t left = 0;
     worker.dataflow<uint64_t>([&](weir::Scope<uint64_t>& scope) {
       std::vector<uint64_t> mine;
@@ -27,13 +29,17 @@ int main(int argc, char** argv) {
     });
     while (worker.step_or_park(std::nullopt)) {
     }
-    return left;
+    timer.stop(worker);
+    uint64_t all = 0;  // On worker 0: the elements that left the loop on any worker.
+    for (uint64_t n : weir::cluster::gather(worker, std::vector<uint64_t>{left})) all += n;
+    return all;
   });
   const double seconds = timer.seconds();
   if (!exits.ok()) {
     std::fprintf(stderr, "pingpong: %s\n", std::string(exits.status().message()).c_str());
     return 1;
   }
+  if (!weir::bench::reports(args.config)) return 0;
   uint64_t total = 0;
   for (uint64_t n : *exits) total += n;
   if (total != elements) {

@@ -22,6 +22,7 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/security/server_credentials.h>
+#include <pthread.h>
 
 #include "weir/communication/allocator.h"
 #include "weir/protocol/v1/link.grpc.pb.h"
@@ -214,7 +215,8 @@ class GrpcTransport final : public Transport {
 
   // Lock order: mu_ before any Connection::mu.
   mutable std::mutex mu_;
-  std::condition_variable changed_;                     // Links, failures, ticker stop.
+  std::condition_variable changed_;  // Links, Goodbyes, failures.
+  std::condition_variable stop_ticker_;
   std::list<std::unique_ptr<Connection>> connections_;  // Guarded by mu_.
   // Established links by process. Written only before connect_grpc returns (no sender runs
   // yet), so send_* reads it without the lock.
@@ -298,10 +300,16 @@ absl::Status GrpcTransport::start(const Config& config) {
         grpc::CreateCustomChannel(addresses_[p], channel_credentials, args));
   }
 
-  poller_ = std::thread([this] { poll(); });
+  poller_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "weir-link");
+    poll();
+  });
   accept_next();
   for (uint32_t p = 0; p < mine_.process; ++p) dial(p);
-  ticker_ = std::thread([this] { tick(); });
+  ticker_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "weir-heartbeat");
+    tick();
+  });
   return absl::OkStatus();
 }
 
@@ -438,6 +446,7 @@ void GrpcTransport::write(Connection* c, std::string bytes) {
 
 void GrpcTransport::on_write(Connection* c, bool ok) {
   std::string next;
+  bool notify = !ok;
   {
     std::lock_guard lock(c->mu);
     if (!ok) {
@@ -447,7 +456,7 @@ void GrpcTransport::on_write(Connection* c, bool ok) {
       c->pending.clear();
     } else if (c->pending.empty()) {
       c->writing = false;
-      if (c->goodbye_queued) c->goodbye_written = true;
+      if (c->goodbye_queued) c->goodbye_written = notify = true;
     } else {
       next.swap(c->pending);
     }
@@ -458,7 +467,7 @@ void GrpcTransport::on_write(Connection* c, bool ok) {
     return;
   }
   maybe_finish(c);
-  changed_.notify_all();
+  if (notify) changed_.notify_all();
 }
 
 // ---- Receiving ----
@@ -507,9 +516,6 @@ void GrpcTransport::on_read(Connection* c, bool ok) {
   }
   grpc::ByteBuffer buffer;
   buffer.Swap(&c->read_buffer);
-  // On an open link, read the next batch while this one is handled (this thread handles every
-  // completion, so batches are still handled in order).
-  if (phase == Connection::Phase::kOpen) start_read(c);
 
   grpc::Slice slice;
   absl::Status parsed = absl::OkStatus();
@@ -527,6 +533,8 @@ void GrpcTransport::on_read(Connection* c, bool ok) {
   }
   if (phase != Connection::Phase::kOpen) return;
   absl::Status status = parsed.ok() ? c->reader->on_batch(*batch) : parsed;
+  // The next batch: after this one is delivered, so a waiting worker hears of it first.
+  if (status.ok()) start_read(c);
   if (c->reader->goodbye_received()) {
     {
       std::lock_guard lock(c->mu);
@@ -793,7 +801,7 @@ void GrpcTransport::poll() {
 void GrpcTransport::tick() {
   std::unique_lock lock(mu_);
   while (!stopping_) {
-    changed_.wait_for(lock, tick_);
+    stop_ticker_.wait_for(lock, tick_);
     if (stopping_) break;
     const auto now = Clock::now();
     std::vector<Connection*> heartbeats, silent, cancel;
@@ -905,6 +913,7 @@ void GrpcTransport::shutdown() {
     }
   }
   changed_.notify_all();
+  stop_ticker_.notify_all();
   if (ticker_.joinable()) ticker_.join();
   {
     std::unique_lock lock(cq_mu_);
