@@ -75,12 +75,12 @@ TEST(ExecuteTest, ExceptionInOperatorNamesTheOperator) {
         auto [handle, stream] = new_input<uint64_t>(scope);
         unary<uint64_t>(stream | exchange([](const uint64_t& x) { return x; }), Pipeline{}, "Exploder",
                         [](Capability<uint64_t>, OperatorInfo) {
-                          return [](auto& input, auto& output) {
-                            input.for_each([&](const auto& cap, std::vector<uint64_t>& data) {
+                          return [](auto& in, auto& out) {
+                            in.for_each([&](const auto& cap, std::vector<uint64_t>& data) {
                               for (uint64_t x : data) {
                                 if (x == 7) throw std::runtime_error("seven is not allowed");
                               }
-                              output.session(cap).give_vec(data);
+                              out.session(cap).give_vec(data);
                             });
                           };
                         }) |

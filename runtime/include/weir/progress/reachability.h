@@ -22,6 +22,7 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "weir/check.h"
 #include "weir/progress/antichain.h"
@@ -120,43 +121,49 @@ class Tracker {
 
   // Summaries from scope input `input` to scope output `output` (node 0's source to its target).
   const Antichain<Summary>& scope_summary(uint32_t input, uint32_t output) const {
-    return sources_[0][input].output_summaries[output];
+    return port(Source{0, input}).output_summaries[output];
   }
 
   // True if `location` exists in this graph.
   bool has_location(Location location) const {
-    if (location.node >= targets_.size()) return false;
-    return location.is_source ? location.port < sources_[location.node].size()
-                              : location.port < targets_[location.node].size();
+    if (location.node + 1 >= target_base_.size()) return false;
+    const auto& base = location.is_source ? source_base_ : target_base_;
+    return base[location.node] + location.port < base[location.node + 1];
   }
 
   // Summaries from `location` to each scope output.
   const std::vector<Antichain<Summary>>& output_summaries(Location location) const {
-    return location.is_source ? sources_[location.node][location.port].output_summaries
-                              : targets_[location.node][location.port].output_summaries;
+    return location.is_source ? port(location.source()).output_summaries
+                              : port(location.target()).output_summaries;
   }
 
   // True while some location holds a nonzero count (a capability or a message in flight).
   bool tracking_anything() const { return nonempty_locations_ > 0; }
 
   // The frontier of times that may still arrive at `target`.
-  std::span<const T> implications(Target target) const {
-    return targets_[target.node][target.port].implications.frontier();
-  }
-  std::span<const T> source_implications(Source source) const {
-    return sources_[source.node][source.port].implications.frontier();
-  }
+  std::span<const T> implications(Target target) const { return port(target).implications.frontier(); }
+  std::span<const T> source_implications(Source source) const { return port(source).implications.frontier(); }
   // Pointstamps for diagnostics: every (location, time, count) with nonzero count.
   std::vector<std::tuple<Location, T, int64_t>> pointstamps();
 
  private:
   friend class ReachabilityBuilder<T>;
+  // One location. All of a tracker's locations live in two flat arrays (targets, sources) in
+  // node order, so propagating along a chain of operators walks memory forwards.
   struct PortInfo {
     MutableAntichain<T> pointstamps;
     MutableAntichain<T> implications;
+    // A target: the sources of its operator it reaches, with the summaries (flat indices).
+    absl::InlinedVector<std::pair<uint32_t, Antichain<Summary>>, 1> reaches;
+    // A source: the targets its edges lead to (flat indices).
+    absl::InlinedVector<uint32_t, 1> edges;
     std::vector<Antichain<Summary>> output_summaries;  // [scope output]
     bool nonempty = false;
   };
+  PortInfo& port(Target t) { return targets_[target_base_[t.node] + t.port]; }
+  PortInfo& port(Source s) { return sources_[source_base_[s.node] + s.port]; }
+  const PortInfo& port(Target t) const { return targets_[target_base_[t.node] + t.port]; }
+  const PortInfo& port(Source s) const { return sources_[source_base_[s.node] + s.port]; }
   struct WorkItem {
     T time;
     Location location;
@@ -173,10 +180,12 @@ class Tracker {
   }
   void apply_pointstamp(PortInfo& port, Location location, const T& time, int64_t diff);
 
-  std::vector<std::vector<PortInfo>> targets_;  // [node][port]
-  std::vector<std::vector<PortInfo>> sources_;  // [node][port]
-  std::vector<Connectivity<T>> summaries_;      // [node][input][output]
-  std::vector<std::vector<std::vector<Target>>> edges_;  // [node][output]
+  std::vector<PortInfo> targets_;      // [target_base_[node] + port]
+  std::vector<PortInfo> sources_;      // [source_base_[node] + port]
+  std::vector<uint32_t> target_base_;  // [node], and one past the last
+  std::vector<uint32_t> source_base_;
+  std::vector<Target> target_of_;      // Flat index -> location.
+  std::vector<Source> source_of_;
   ChangeBatch<std::pair<Source, T>> source_changes_;
   ChangeBatch<std::pair<Target, T>> target_changes_;
   std::vector<WorkItem> worklist_;
@@ -274,25 +283,35 @@ template <Timestamp T>
 Tracker<T> ReachabilityBuilder<T>::build() const {
   Tracker<T> tracker;
   const size_t n = nodes_.size();
-  tracker.targets_.resize(n);
-  tracker.sources_.resize(n);
-  tracker.summaries_.resize(n);
-  tracker.edges_.resize(n);
   const uint32_t scope_outputs = n > 0 ? nodes_[0].inputs : 0;
+  tracker.target_base_.assign(n + 1, 0);
+  tracker.source_base_.assign(n + 1, 0);
   for (size_t i = 0; i < n; ++i) {
+    tracker.target_base_[i + 1] = tracker.target_base_[i] + nodes_[i].inputs;
+    tracker.source_base_[i + 1] = tracker.source_base_[i] + nodes_[i].outputs;
+  }
+  tracker.targets_.resize(tracker.target_base_[n]);
+  tracker.sources_.resize(tracker.source_base_[n]);
+  for (uint32_t i = 0; i < n; ++i) {
     const Node& node = nodes_[i];
-    tracker.targets_[i].resize(node.inputs);
-    tracker.sources_[i].resize(node.outputs);
-    for (auto& p : tracker.targets_[i]) p.output_summaries.resize(scope_outputs);
-    for (auto& p : tracker.sources_[i]) p.output_summaries.resize(scope_outputs);
-    tracker.summaries_[i] = node.summary;
-    if (i == 0) {
+    for (uint32_t in = 0; in < node.inputs; ++in) {
+      tracker.target_of_.push_back(Target{i, in});
+      auto& p = tracker.port(Target{i, in});
+      p.output_summaries.resize(scope_outputs);
       // The scope boundary has no internal connectivity inside its own tracker.
-      for (auto& row : tracker.summaries_[0]) {
-        for (auto& cell : row) cell.clear();
+      if (i == 0) continue;
+      for (uint32_t o = 0; o < node.outputs; ++o) {
+        if (!node.summary[in][o].empty()) {
+          p.reaches.emplace_back(tracker.source_base_[i] + o, node.summary[in][o]);
+        }
       }
     }
-    tracker.edges_[i] = node.edges;
+    for (uint32_t o = 0; o < node.outputs; ++o) {
+      tracker.source_of_.push_back(Source{i, o});
+      auto& p = tracker.port(Source{i, o});
+      p.output_summaries.resize(scope_outputs);
+      for (const Target& t : node.edges[o]) p.edges.push_back(tracker.target_base_[t.node] + t.port);
+    }
   }
   tracker.output_changes_.resize(scope_outputs);
 
@@ -312,8 +331,7 @@ Tracker<T> ReachabilityBuilder<T>::build() const {
   while (!work.empty()) {
     auto [location, output, summary] = work.back();
     work.pop_back();
-    auto& port = location.is_source ? tracker.sources_[location.node][location.port]
-                                    : tracker.targets_[location.node][location.port];
+    auto& port = location.is_source ? tracker.port(location.source()) : tracker.port(location.target());
     if (!port.output_summaries[output].insert(summary)) continue;
     if (location.is_source) {
       const Node& node = nodes_[location.node];
@@ -354,13 +372,9 @@ void Tracker<T>::apply_pointstamp(PortInfo& port, Location location, const T& ti
 
 template <Timestamp T>
 void Tracker<T>::propagate_all() {
-  for (const auto& [key, diff] : target_changes_.iter()) {
-    apply_pointstamp(targets_[key.first.node][key.first.port], key.first, key.second, diff);
-  }
+  for (const auto& [key, diff] : target_changes_.iter()) apply_pointstamp(port(key.first), key.first, key.second, diff);
   target_changes_.clear();
-  for (const auto& [key, diff] : source_changes_.iter()) {
-    apply_pointstamp(sources_[key.first.node][key.first.port], key.first, key.second, diff);
-  }
+  for (const auto& [key, diff] : source_changes_.iter()) apply_pointstamp(port(key.first), key.first, key.second, diff);
   source_changes_.clear();
 
   while (!worklist_.empty()) {
@@ -377,22 +391,19 @@ void Tracker<T>::propagate_all() {
     if (item.diff == 0) continue;
     const Location loc = item.location;
     if (!loc.is_source) {
-      auto& port = targets_[loc.node][loc.port];
-      for (const auto& [t, d] : port.implications.update(item.time, item.diff)) {
+      PortInfo& p = port(loc.target());
+      for (const auto& [t, d] : p.implications.update(item.time, item.diff)) {
         pushed_targets_.emplace_back(loc.target(), t, d);
-        const auto& node_summaries = summaries_[loc.node];
-        if (node_summaries.empty()) continue;
-        const auto& row = node_summaries[loc.port];
-        for (uint32_t o = 0; o < row.size(); ++o) {
-          for (const Summary& s : row[o]) {
-            if (auto out = s.results_in(t)) push_work(*out, Source{loc.node, o}, d);
+        for (const auto& [source, summaries] : p.reaches) {
+          for (const Summary& s : summaries) {
+            if (auto out = s.results_in(t)) push_work(*out, source_of_[source], d);
           }
         }
       }
     } else {
-      auto& port = sources_[loc.node][loc.port];
-      for (const auto& [t, d] : port.implications.update(item.time, item.diff)) {
-        for (const Target& target : edges_[loc.node][loc.port]) push_work(t, target, d);
+      PortInfo& p = port(loc.source());
+      for (const auto& [t, d] : p.implications.update(item.time, item.diff)) {
+        for (uint32_t target : p.edges) push_work(t, target_of_[target], d);
       }
     }
   }
@@ -401,13 +412,11 @@ void Tracker<T>::propagate_all() {
 template <Timestamp T>
 std::vector<std::tuple<Location, T, int64_t>> Tracker<T>::pointstamps() {
   std::vector<std::tuple<Location, T, int64_t>> result;
-  for (uint32_t n = 0; n < targets_.size(); ++n) {
-    for (uint32_t p = 0; p < targets_[n].size(); ++p) {
-      for (const auto& [t, c] : targets_[n][p].pointstamps.counts()) result.emplace_back(Target{n, p}, t, c);
-    }
-    for (uint32_t p = 0; p < sources_[n].size(); ++p) {
-      for (const auto& [t, c] : sources_[n][p].pointstamps.counts()) result.emplace_back(Source{n, p}, t, c);
-    }
+  for (uint32_t i = 0; i < targets_.size(); ++i) {
+    for (const auto& [t, c] : targets_[i].pointstamps.counts()) result.emplace_back(target_of_[i], t, c);
+  }
+  for (uint32_t i = 0; i < sources_.size(); ++i) {
+    for (const auto& [t, c] : sources_[i].pointstamps.counts()) result.emplace_back(source_of_[i], t, c);
   }
   return result;
 }
