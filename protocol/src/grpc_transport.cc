@@ -864,7 +864,6 @@ absl::Status GrpcTransport::close() {
   for (Connection* c : links) {
     enqueue(c, Frame::kGoodbye, [&](std::string& batch) { append_goodbye(failure, batch); });
   }
-  absl::Status status;
   {
     std::unique_lock lock(mu_);
     if (failure.empty()) {
@@ -878,7 +877,6 @@ absl::Status GrpcTransport::close() {
         if (done) break;
         changed_.wait_for(lock, tick_);
       }
-      status = fatal_;
     } else {
       // This process failed: give the Goodbyes carrying the error a moment to go out.
       const auto deadline = Clock::now() + kFailureGoodbyeWait;
@@ -894,7 +892,8 @@ absl::Status GrpcTransport::close() {
     }
   }
   shutdown();
-  return status;
+  std::lock_guard lock(mu_);
+  return fatal_;  // A link that failed, before or during close.
 }
 
 void GrpcTransport::shutdown() {
