@@ -52,8 +52,7 @@ class ProcessShared final : public TransportReceiver {
   std::shared_ptr<C> channel(uint64_t id, Make&& make,
                              std::function<RemoteSink(std::shared_ptr<C>)> sink = nullptr) {
     std::shared_ptr<C> object;
-    std::vector<PendingFrame> pending;
-    RemoteSink remote;
+    absl::Status failed;
     {
       std::lock_guard lock(mu_);
       auto& entry = channels_[id];
@@ -62,16 +61,24 @@ class ProcessShared final : public TransportReceiver {
       entry.object = object;
       if (sink) {
         entry.sink = sink(object);
-        remote = entry.sink;
-        pending.swap(entry.pending);
+        // The held frames go first, under the lock: a frame deliver() receives meanwhile must
+        // not overtake them (progress batches are checked for order).
+        for (auto& frame : entry.pending) {
+          absl::Status status = entry.sink(frame.from, frame.to, frame.seq, frame.payload);
+          if (!status.ok() && failed.ok()) {
+            // Worded as the transport words a refusal on arrival: the peer is named.
+            failed = absl::Status(status.code(),
+                                  "process " + std::to_string(process_of(frame.from)) +
+                                      " sent a frame this process refuses: " +
+                                      std::string(status.message()));
+          }
+        }
+        entry.pending.clear();
         pending_bytes_ -= entry.pending_bytes;
         entry.pending_bytes = 0;
       }
     }
-    for (auto& frame : pending) {
-      absl::Status status = remote(frame.from, frame.to, frame.seq, frame.payload);
-      if (!status.ok()) link_failed(std::move(status));
-    }
+    if (!failed.ok()) link_failed(std::move(failed));
     return object;
   }
   // One local worker is done with channel `id`; the registry forgets it after all are.

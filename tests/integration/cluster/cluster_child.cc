@@ -1,0 +1,149 @@
+// weir_cluster_child: the programs the cluster integration tests run as processes of a cluster.
+// Every mode takes the worker flags (-n -p -h -w and the cluster flags) anywhere on the line.
+//
+//   property FIRST LAST  the random dataflows of the progress property test, seeds FIRST..LAST,
+//                        on all workers of the cluster; every stream's records and the frontier
+//                        violations are gathered to worker 0, which checks them against the
+//                        single-threaded reference. Process 0 prints "property: ok ...".
+//   spin SECONDS         rounds of records exchanged between all workers until SECONDS have
+//                        passed; prints "running" once the first round is through everywhere.
+//   fail ROUND           like spin, but the cluster's last worker throws at round ROUND.
+//   exit-if P CODE       process P exits with CODE before connecting; the others spin 60 s.
+//
+// Exit status: 0 on success, 1 with the error on stderr otherwise, 2 for bad arguments.
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "testing/random_dataflow.h"
+
+#include "weir/cluster.h"
+#include "weir/weir.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: weir_cluster_child property FIRST LAST | spin SECONDS | fail ROUND | "
+               "exit-if P CODE  [worker flags]\n");
+  return 2;
+}
+
+int report(const char* mode, const absl::Status& status) {
+  if (status.ok()) return 0;
+  std::fprintf(stderr, "%s: %s\n", mode, std::string(status.message()).c_str());
+  return 1;
+}
+
+// Rounds of exchanged records: each worker sends 100 numbers per round, exchanged by value.
+// Stops after `seconds`, or throws on the cluster's last worker at round `fail_at`.
+absl::Status spin(const weir::Config& config, double seconds, uint64_t fail_at) {
+  return weir::cluster::execute(config, [&](weir::Worker& worker) {
+    weir::ProbeHandle<uint64_t> probe;
+    uint64_t received = 0;
+    auto input = worker.dataflow<uint64_t>([&](weir::Scope<uint64_t>& scope) {
+      auto [handle, stream] = weir::new_input<uint64_t>(scope);
+      stream | weir::exchange([](const uint64_t& x) { return x; }) |
+          weir::inspect([&received](const uint64_t&) { ++received; }) | weir::probe_with(probe);
+      return std::move(handle);
+    });
+    const auto until = Clock::now() + std::chrono::duration<double>(seconds);
+    for (uint64_t round = 0; round == 0 || Clock::now() < until; ++round) {
+      if (round == fail_at && worker.index() + 1 == worker.peers()) {
+        throw std::runtime_error("injected failure at round " + std::to_string(round));
+      }
+      for (uint64_t x = 0; x < 100; ++x) input.send(x + round);
+      input.advance_to(round + 1);
+      while (probe.less_than(round + 1) && !worker.failed()) worker.step_or_park(std::nullopt);
+      if (worker.failed()) return;
+      if (round == 0 && worker.allocator().local_index() == 0) {
+        std::printf("running\n");
+        std::fflush(stdout);
+      }
+    }
+  });
+}
+
+// Records of one stream as gathered: (seed, node, time, value).
+using Gathered = std::array<uint64_t, 4>;
+
+int property(const weir::Config& config, uint64_t first, uint64_t last) {
+  using namespace weir::testing::random_dataflow;
+  auto results = weir::cluster::execute(config, [&](weir::Worker& worker) {
+    std::string errors;
+    for (uint64_t seed = first; seed <= last && !worker.failed(); ++seed) {
+      const Spec spec = generate(seed, worker.peers());
+      Outcome outcome = run_worker(worker, spec, seed);
+      std::vector<Gathered> records;
+      for (uint64_t node = 0; node < outcome.streams.size(); ++node) {
+        for (auto [time, value] : outcome.streams[node])
+          records.push_back({seed, node, time, value});
+      }
+      auto all = weir::cluster::gather(worker, std::move(records));
+      auto violations = weir::cluster::gather(worker, std::vector<uint64_t>{outcome.violations});
+      if (worker.index() != 0) continue;
+      uint64_t behind = 0;
+      for (uint64_t v : violations) behind += v;
+      if (behind != 0) {
+        errors += "seed " + std::to_string(seed) + ": " + std::to_string(behind) +
+                  " records arrived behind the frontier\n";
+      }
+      std::vector<Multiset> actual(spec.nodes.size());
+      for (const Gathered& g : all) actual[g[1]].push_back({g[2], g[3]});
+      const std::vector<Multiset> expected = reference(spec);
+      for (size_t node = 0; node < spec.nodes.size(); ++node) {
+        std::sort(actual[node].begin(), actual[node].end());
+        if (actual[node] != expected[node]) {
+          errors += "seed " + std::to_string(seed) + " node " + std::to_string(node) + ": " +
+                    std::to_string(actual[node].size()) + " records, the reference has " +
+                    std::to_string(expected[node].size()) + "\n";
+        }
+      }
+    }
+    return errors;
+  });
+  if (!results.ok()) return report("property", results.status());
+  std::string all;
+  for (const std::string& e : *results) all += e;
+  if (!all.empty()) {
+    std::fprintf(stderr, "property: mismatches\n%s", all.c_str());
+    return 1;
+  }
+  if (config.process == 0) {
+    std::printf("property: ok, seeds %llu..%llu on %zu processes of %zu workers\n",
+                static_cast<unsigned long long>(first), static_cast<unsigned long long>(last),
+                config.processes, config.workers);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto config = weir::Config::from_args(argc, argv);
+  if (!config.ok()) {
+    std::fprintf(stderr, "weir_cluster_child: %s\n",
+                 std::string(config.status().message()).c_str());
+    return 2;
+  }
+  if (argc < 3) return usage();
+  const std::string mode = argv[1];
+  const uint64_t a = std::strtoull(argv[2], nullptr, 10);
+  if (mode == "property" && argc == 4)
+    return property(*config, a, std::strtoull(argv[3], nullptr, 10));
+  if (mode == "spin" && argc == 3)
+    return report("spin", spin(*config, static_cast<double>(a), ~0ULL));
+  if (mode == "fail" && argc == 3) return report("fail", spin(*config, 60, a));
+  if (mode == "exit-if" && argc == 4) {
+    if (config->process == a) return static_cast<int>(std::strtol(argv[3], nullptr, 10));
+    return report("spin", spin(*config, 60, ~0ULL));
+  }
+  return usage();
+}

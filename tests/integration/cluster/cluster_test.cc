@@ -1,0 +1,590 @@
+// Cluster integration tests: real processes linked over loopback.
+//
+// - wordcount through weir-launch with -n 2 -w 2 and -n 3 -w 1 prints what -w 1 prints;
+// - the random-dataflow property test runs across 2 processes;
+// - killing (or stopping) one process of 3 makes the other two exit non-zero within the
+//   heartbeat timeout plus 2 s, naming the lost process; a failing worker fails every process;
+// - a Hello of another cluster or an older incarnation is refused;
+// - mutual TLS with certificates made here by openssl, and a peer whose certificate is not
+//   signed by the CA is refused;
+// - garbage, truncated frames and frames without a Hello sent to a process's port leave it
+//   running; malformed frames from an established peer close the link with an error;
+// - weir-launch returns the first failure's exit code and stops the other processes.
+//
+// Every wait has a deadline that fails the test (and kills what is left) instead of hanging.
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "frame.h"
+#include <fcntl.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace weir {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// A process started by a test: its output is collected by a thread; killed when destroyed.
+class Process {
+ public:
+  explicit Process(std::vector<std::string> args,
+                   std::vector<std::pair<std::string, std::string>> env = {}) {
+    int out[2], err[2];
+    EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
+    EXPECT_EQ(::pipe2(err, O_CLOEXEC), 0);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(out[1], STDOUT_FILENO);
+      ::dup2(err[1], STDERR_FILENO);
+      for (auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
+      std::vector<char*> argv;
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      std::fprintf(stderr, "cannot run %s\n", argv[0]);
+      _exit(127);
+    }
+    ::close(out[1]);
+    ::close(err[1]);
+    reader_ = std::thread([this, o = out[0], e = err[0]] { read(o, e); });
+  }
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+  ~Process() {
+    if (!status_) {
+      ::kill(pid_, SIGKILL);
+      int status = 0;
+      ::waitpid(pid_, &status, 0);
+    }
+    drain();
+  }
+
+  void signal(int sig) { ::kill(pid_, sig); }
+
+  // The exit code (128 + signal for a signal) once the process ends, or nullopt at `deadline`.
+  std::optional<int> wait_until(Clock::time_point deadline) {
+    while (!status_) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        break;
+      }
+      if (Clock::now() >= deadline) return std::nullopt;
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+    return status_;
+  }
+  std::optional<int> wait_for(Clock::duration d) { return wait_until(Clock::now() + d); }
+
+  // True once stdout contains `needle` (false at the deadline).
+  bool wait_for_output(const std::string& needle, Clock::duration d) {
+    const auto deadline = Clock::now() + d;
+    while (Clock::now() < deadline) {
+      if (out().find(needle) != std::string::npos) return true;
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+    return false;
+  }
+
+  // What the process printed so far (all of it once wait_* reported its end and output closed).
+  std::string out() {
+    std::lock_guard lock(mu_);
+    return out_;
+  }
+  std::string err() {
+    std::lock_guard lock(mu_);
+    return err_;
+  }
+  // Waits for the output to be complete (the pipes closed) after the process ended.
+  void drain() {
+    if (reader_.joinable()) reader_.join();
+  }
+
+ private:
+  void read(int out, int err) {
+    pollfd fds[2] = {{out, POLLIN, 0}, {err, POLLIN, 0}};
+    int open = 2;
+    while (open > 0) {
+      if (::poll(fds, 2, 100) <= 0) continue;
+      for (auto& p : fds) {
+        if (p.fd < 0 || p.revents == 0) continue;
+        char buffer[4096];
+        const ssize_t n = ::read(p.fd, buffer, sizeof(buffer));
+        if (n <= 0) {
+          ::close(p.fd);
+          p.fd = -1;
+          --open;
+          continue;
+        }
+        std::lock_guard lock(mu_);
+        (p.fd == fds[0].fd ? out_ : err_).append(buffer, static_cast<size_t>(n));
+      }
+    }
+  }
+
+  pid_t pid_ = -1;
+  std::optional<int> status_;
+  std::thread reader_;
+  std::mutex mu_;
+  std::string out_, err_;  // Guarded by mu_.
+};
+
+// Free loopback ports (all sockets open while choosing, so they differ).
+std::vector<int> free_ports(size_t n) {
+  std::vector<int> fds, ports;
+  for (size_t i = 0; i < n; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    fds.push_back(fd);
+    ports.push_back(ntohs(addr.sin_port));
+  }
+  for (int fd : fds) ::close(fd);
+  return ports;
+}
+
+// A temporary directory with a hostfile for `processes` loopback processes.
+class Cluster {
+ public:
+  explicit Cluster(size_t processes) : processes_(processes) {
+    std::string pattern = (std::filesystem::temp_directory_path() / "weir-cluster-test.XXXXXX");
+    EXPECT_NE(::mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+    ports_ = free_ports(processes);
+    std::ofstream out(hostfile());
+    for (int port : ports_) out << "127.0.0.1:" << port << "\n";
+  }
+  ~Cluster() { std::filesystem::remove_all(dir_); }
+
+  std::string hostfile() const { return (dir_ / "hostfile").string(); }
+  const std::filesystem::path& dir() const { return dir_; }
+  int port(size_t process) const { return ports_[process]; }
+  std::string address(size_t process) const {
+    return "127.0.0.1:" + std::to_string(ports_[process]);
+  }
+
+  // weir_cluster_child MODE ARGS as process `p` of this cluster, with `extra` flags.
+  std::unique_ptr<Process> start(size_t p, std::vector<std::string> mode,
+                                 std::vector<std::string> extra = {}) const {
+    std::vector<std::string> args = {WEIR_CLUSTER_CHILD};
+    args.insert(args.end(), mode.begin(), mode.end());
+    for (std::string flag : {std::string("-n"), std::to_string(processes_), std::string("-p"),
+                             std::to_string(p), std::string("-h"), hostfile()}) {
+      args.push_back(flag);
+    }
+    args.insert(args.end(), extra.begin(), extra.end());
+    return std::make_unique<Process>(args);
+  }
+
+ private:
+  size_t processes_;
+  std::filesystem::path dir_;
+  std::vector<int> ports_;
+};
+
+bool contains(const std::string& text, const std::string& words) {
+  return text.find(words) != std::string::npos;
+}
+
+// Output without weir-launch's "[I] " prefixes.
+std::string strip_prefixes(const std::string& text) {
+  std::istringstream in(text);
+  std::string line, out;
+  while (std::getline(in, line)) {
+    if (line.size() > 2 && line[0] == '[') line = line.substr(line.find("] ") + 2);
+    out += line + "\n";
+  }
+  return out;
+}
+
+// ---- Results equal one process's ----
+
+TEST(ClusterTest, WordcountMatchesOneProcess) {
+  if (std::string(WEIR_WORDCOUNT).empty()) GTEST_SKIP() << "examples are not built";
+  Process alone({WEIR_WORDCOUNT, WEIR_SONNETS, "-w", "1"});
+  ASSERT_EQ(alone.wait_for(seconds(60)), 0) << alone.err();
+  alone.drain();
+  const std::string expected = alone.out();
+  ASSERT_GT(expected.size(), 100u);
+  for (auto [n, w] : {std::pair{"2", "2"}, std::pair{"3", "1"}}) {
+    Process cluster({WEIR_LAUNCH, "-n", n, "-w", w, "--", WEIR_WORDCOUNT, WEIR_SONNETS});
+    ASSERT_EQ(cluster.wait_for(seconds(60)), 0) << cluster.err();
+    cluster.drain();
+    EXPECT_EQ(strip_prefixes(cluster.out()), expected) << "-n " << n << " -w " << w;
+  }
+}
+
+TEST(ClusterTest, PropertyTestAcrossTwoProcesses) {
+  Process cluster(
+      {WEIR_LAUNCH, "-n", "2", "-w", "2", "--", WEIR_CLUSTER_CHILD, "property", "1", "60"});
+  ASSERT_EQ(cluster.wait_for(seconds(120)), 0) << cluster.err() << cluster.out();
+  cluster.drain();
+  EXPECT_TRUE(contains(cluster.out(), "[0] property: ok")) << cluster.out();
+}
+
+// ---- Fail-stop ----
+
+// Starts `n` spinning processes and waits until every one has run a round.
+std::vector<std::unique_ptr<Process>> start_spinning(const Cluster& cluster, size_t n,
+                                                     std::vector<std::string> flags) {
+  std::vector<std::unique_ptr<Process>> processes;
+  for (size_t p = 0; p < n; ++p) processes.push_back(cluster.start(p, {"spin", "120"}, flags));
+  for (auto& p : processes) {
+    EXPECT_TRUE(p->wait_for_output("running", seconds(60))) << p->err();
+  }
+  return processes;
+}
+
+TEST(ClusterTest, KillingOneOfThreeFailsTheOthersNamingIt) {
+  constexpr int kHeartbeatMs = 2000;
+  Cluster cluster(3);
+  auto processes =
+      start_spinning(cluster, 3, {"--heartbeat-timeout-ms", std::to_string(kHeartbeatMs)});
+  processes[2]->signal(SIGKILL);
+  const auto deadline = Clock::now() + milliseconds(kHeartbeatMs + 2000);
+  for (size_t p = 0; p < 2; ++p) {
+    auto code = processes[p]->wait_until(deadline);
+    ASSERT_TRUE(code.has_value()) << "process " << p
+                                  << " still runs after the heartbeat timeout + 2 s";
+    EXPECT_NE(*code, 0);
+    processes[p]->drain();
+    EXPECT_TRUE(contains(processes[p]->err(), "process 2")) << processes[p]->err();
+  }
+}
+
+TEST(ClusterTest, StoppedProcessIsFoundByHeartbeats) {
+  constexpr int kHeartbeatMs = 1500;
+  Cluster cluster(3);
+  auto processes =
+      start_spinning(cluster, 3, {"--heartbeat-timeout-ms", std::to_string(kHeartbeatMs)});
+  processes[1]->signal(SIGSTOP);  // Its sockets stay open: only the silence tells.
+  const auto deadline = Clock::now() + milliseconds(kHeartbeatMs + 2000);
+  for (size_t p : {0, 2}) {
+    auto code = processes[p]->wait_until(deadline);
+    ASSERT_TRUE(code.has_value()) << "process " << p
+                                  << " still runs after the heartbeat timeout + 2 s";
+    EXPECT_NE(*code, 0);
+    processes[p]->drain();
+    EXPECT_TRUE(contains(processes[p]->err(), "process 1")) << processes[p]->err();
+  }
+  processes[1]->signal(SIGKILL);
+}
+
+TEST(ClusterTest, FailingWorkerFailsEveryProcess) {
+  Cluster cluster(2);
+  auto p0 = cluster.start(0, {"fail", "20"}, {"-w", "2"});
+  auto p1 = cluster.start(1, {"fail", "20"}, {"-w", "2"});
+  for (Process* p : {p0.get(), p1.get()}) {
+    auto code = p->wait_for(seconds(60));
+    ASSERT_TRUE(code.has_value());
+    EXPECT_EQ(*code, 1);
+    p->drain();
+    EXPECT_TRUE(contains(p->err(), "injected failure at round 20")) << p->err();
+  }
+  EXPECT_TRUE(contains(p0->err(), "process 1")) << p0->err();  // It names where it came from.
+}
+
+// ---- Refused peers ----
+
+TEST(ClusterTest, WrongClusterIdIsRefused) {
+  Cluster cluster(2);
+  auto p0 =
+      cluster.start(0, {"spin", "1"}, {"--cluster-id", "ours", "--startup-timeout-ms", "3000"});
+  auto p1 =
+      cluster.start(1, {"spin", "1"}, {"--cluster-id", "theirs", "--startup-timeout-ms", "3000"});
+  EXPECT_EQ(p1->wait_for(seconds(30)), 1);
+  p1->drain();
+  EXPECT_TRUE(contains(p1->err(), "refused")) << p1->err();
+  EXPECT_TRUE(contains(p1->err(), "cluster 'theirs'")) << p1->err();
+  EXPECT_EQ(p0->wait_for(seconds(30)), 1);
+  p0->drain();
+  EXPECT_TRUE(contains(p0->err(), "process 1")) << p0->err();
+  EXPECT_TRUE(contains(p0->err(), "refused")) << p0->err();
+}
+
+TEST(ClusterTest, OlderIncarnationIsRefused) {
+  Cluster cluster(2);
+  auto p0 = cluster.start(0, {"spin", "1"}, {"--incarnation", "7", "--startup-timeout-ms", "3000"});
+  auto p1 = cluster.start(1, {"spin", "1"}, {"--incarnation", "6", "--startup-timeout-ms", "3000"});
+  EXPECT_EQ(p1->wait_for(seconds(30)), 1);
+  p1->drain();
+  EXPECT_TRUE(contains(p1->err(), "stale")) << p1->err();
+  EXPECT_EQ(p0->wait_for(seconds(30)), 1);
+}
+
+// ---- TLS ----
+
+// Makes a CA, a certificate it signs for 127.0.0.1, and a self-signed "rogue" one, in `dir`.
+void make_certificates(const std::filesystem::path& dir) {
+  const std::string script = R"(set -e
+cd ")" + dir.string() + R"("
+EC="-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
+openssl req -x509 $EC -keyout ca.key -out ca.pem -days 2 -subj /CN=weir-test-ca 2>/dev/null
+openssl req $EC -keyout node.key -out node.csr -subj /CN=localhost 2>/dev/null
+printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' > san.ext
+openssl x509 -req -in node.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out node.pem -days 2 \
+  -extfile san.ext 2>/dev/null
+openssl req -x509 $EC -keyout rogue.key -out rogue.pem -days 2 -subj /CN=localhost \
+  -addext subjectAltName=IP:127.0.0.1,DNS:localhost 2>/dev/null
+)";
+  ASSERT_EQ(std::system(("bash -c '" + std::string("eval \"$0\"") + "' '" + script + "'").c_str()),
+            0)
+      << "openssl failed";
+}
+
+TEST(ClusterTest, MutualTlsLinksAndRefusesAPeerWithoutACaCertificate) {
+  Cluster cluster(2);
+  make_certificates(cluster.dir());
+  auto tls = [&](const std::string& name) {
+    return std::vector<std::string>{"--tls-cert", (cluster.dir() / (name + ".pem")).string(),
+                                    "--tls-key",  (cluster.dir() / (name + ".key")).string(),
+                                    "--tls-ca",   (cluster.dir() / "ca.pem").string()};
+  };
+  {
+    auto p0 = cluster.start(0, {"spin", "1"}, tls("node"));
+    auto p1 = cluster.start(1, {"spin", "1"}, tls("node"));
+    EXPECT_EQ(p0->wait_for(seconds(60)), 0) << p0->err();
+    EXPECT_EQ(p1->wait_for(seconds(60)), 0) << p1->err();
+  }
+  auto flags = tls("rogue");
+  flags.insert(flags.end(), {"--startup-timeout-ms", "3000"});
+  auto good = tls("node");
+  good.insert(good.end(), {"--startup-timeout-ms", "3000"});
+  auto p0 = cluster.start(0, {"spin", "1"}, good);
+  auto p1 = cluster.start(1, {"spin", "1"}, flags);
+  EXPECT_EQ(p0->wait_for(seconds(30)), 1);
+  EXPECT_EQ(p1->wait_for(seconds(30)), 1);
+  p0->drain();
+  p1->drain();
+  EXPECT_TRUE(contains(p0->err(), "process 1")) << p0->err();  // Never got through.
+  EXPECT_TRUE(contains(p1->err(), "process 0")) << p1->err();
+}
+
+// ---- Bad input on the wire ----
+
+// A raw gRPC call to Link.Connect, to send bytes no weir process would send.
+class RawCall {
+ public:
+  explicit RawCall(const std::string& address)
+      : stub_(grpc::CreateChannel(address, grpc::InsecureChannelCredentials())) {
+    context_.set_deadline(std::chrono::system_clock::now() + seconds(30));
+    call_ = stub_.PrepareCall(&context_, "/weir.protocol.v1.Link/Connect", &cq_);
+    call_->StartCall(this);
+    next();
+  }
+  bool write(const std::string& bytes) {
+    grpc::Slice slice(bytes);
+    grpc::ByteBuffer buffer(&slice, 1);
+    call_->Write(buffer, this);
+    return next();
+  }
+  // The next message, or nullopt when the stream ended.
+  std::optional<std::string> read() {
+    grpc::ByteBuffer buffer;
+    call_->Read(&buffer, this);
+    if (!next()) return std::nullopt;
+    grpc::Slice slice;
+    EXPECT_TRUE(buffer.DumpToSingleSlice(&slice).ok());
+    return std::string(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  }
+  grpc::Status finish() {
+    grpc::Status status;
+    call_->Finish(&status, this);
+    next();
+    return status;
+  }
+
+ private:
+  bool next() {
+    void* tag = nullptr;
+    bool ok = false;
+    EXPECT_TRUE(cq_.Next(&tag, &ok));
+    return ok;
+  }
+
+  grpc::GenericStub stub_;
+  grpc::CompletionQueue cq_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call_;
+};
+
+// A TCP connection to the loopback port, or -1.
+int connect_to(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) return fd;
+  ::close(fd);
+  return -1;
+}
+
+// True once something listens on the loopback port (false after a generous deadline).
+bool wait_listening(int port) {
+  for (auto deadline = Clock::now() + seconds(30); Clock::now() < deadline;) {
+    if (const int fd = connect_to(port); fd >= 0) {
+      ::close(fd);
+      return true;
+    }
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  return false;
+}
+
+// Sends `bytes` on a fresh TCP connection; true if the server then closed it.
+bool closed_after_raw_bytes(int port, const std::string& bytes) {
+  const int fd = connect_to(port);
+  if (fd < 0) return false;
+  (void)::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  const auto deadline = Clock::now() + seconds(20);
+  bool closed = false;
+  while (!closed && Clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    char buffer[4096];
+    const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
+    closed = n <= 0;  // EOF or reset; anything read before is the server's goodbye frames.
+  }
+  ::close(fd);
+  return closed;
+}
+
+std::string random_bytes(std::mt19937_64& rng, size_t n) {
+  std::string bytes(n, '\0');
+  for (char& c : bytes) c = static_cast<char>(rng());
+  return bytes;
+}
+
+protocol::Hello hello_as(uint32_t process, const std::string& cluster_id) {
+  protocol::Hello hello;
+  hello.cluster_id = cluster_id;
+  hello.process = process;
+  hello.workers = 1;
+  hello.processes = 2;
+  return hello;
+}
+
+TEST(ClusterTest, GarbageAndTruncatedFramesLeaveTheServerRunning) {
+  Cluster cluster(2);
+  auto p0 = cluster.start(0, {"spin", "1"}, {"--cluster-id", "wire"});
+  ASSERT_TRUE(wait_listening(cluster.port(0)));
+  std::mt19937_64 rng(7);
+  // Not HTTP/2 at all, and HTTP/2 with garbage frames: gRPC closes the connection.
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(closed_after_raw_bytes(cluster.port(0), random_bytes(rng, 4096)));
+  }
+  EXPECT_TRUE(closed_after_raw_bytes(cluster.port(0),
+                                     "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + random_bytes(rng, 4096)));
+  // Link.Connect calls whose first message is not a valid Hello: refused, the call ends.
+  std::string hello_bytes;
+  protocol::append_hello(hello_as(1, "wire"), hello_bytes);
+  std::string data_first;
+  protocol::append_data(0, 1, 0, "x", data_first);
+  std::string other_cluster;
+  protocol::append_hello(hello_as(1, "another"), other_cluster);
+  const std::vector<std::pair<std::string, std::string>> attempts = {
+      {random_bytes(rng, 1000), "malformed"},
+      {hello_bytes.substr(0, hello_bytes.size() / 2), "malformed"},
+      {hello_bytes.substr(0, hello_bytes.size() - 1), "malformed"},
+      {data_first, "must be one Hello"},
+      {other_cluster, "cluster 'another'"},
+  };
+  for (const auto& [bytes, words] : attempts) {
+    RawCall call(cluster.address(0));
+    call.write(bytes);
+    EXPECT_EQ(call.read(), std::nullopt);
+    const grpc::Status status = call.finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << status.error_message();
+    EXPECT_TRUE(contains(status.error_message(), words)) << status.error_message();
+  }
+  // Still there: the real process 1 joins and the cluster runs to the end.
+  EXPECT_FALSE(p0->wait_for(milliseconds(0)).has_value());
+  auto p1 = cluster.start(1, {"spin", "1"}, {"--cluster-id", "wire"});
+  EXPECT_EQ(p1->wait_for(seconds(60)), 0) << p1->err();
+  EXPECT_EQ(p0->wait_for(seconds(60)), 0) << p0->err();
+}
+
+// Links to process 0 as a fake process 1 (a valid Hello), then sends `frames`.
+void established_peer_sends(const std::string& frames, const std::string& words) {
+  Cluster cluster(2);
+  auto p0 = cluster.start(0, {"spin", "60"}, {"--cluster-id", "wire"});
+  std::unique_ptr<RawCall> call;
+  std::optional<std::string> answer;
+  // Process 0 may not listen yet: retry until it answers our Hello with its own.
+  for (auto deadline = Clock::now() + seconds(30); !answer && Clock::now() < deadline;) {
+    call = std::make_unique<RawCall>(cluster.address(0));
+    std::string hello;
+    protocol::append_hello(hello_as(1, "wire"), hello);
+    call->write(hello);
+    answer = call->read();
+    if (!answer) std::this_thread::sleep_for(milliseconds(50));
+  }
+  ASSERT_TRUE(answer.has_value()) << "process 0 never answered";
+  call->write(frames);
+  auto code = p0->wait_for(seconds(30));
+  ASSERT_TRUE(code.has_value()) << "process 0 kept running";
+  EXPECT_EQ(*code, 1);
+  p0->drain();
+  EXPECT_TRUE(contains(p0->err(), "process 1")) << p0->err();
+  EXPECT_TRUE(contains(p0->err(), words)) << p0->err();
+}
+
+TEST(ClusterTest, FrameFromAWorkerThePeerDoesNotHaveClosesTheLink) {
+  std::string frames;
+  protocol::append_data(1, 0, 0, "x", frames);  // Worker 0 is process 0's, not the sender's.
+  established_peer_sends(frames, "not one of the sender's workers");
+}
+
+TEST(ClusterTest, MalformedBatchFromAPeerClosesTheLink) {
+  std::mt19937_64 rng(11);
+  established_peer_sends(random_bytes(rng, 512), "malformed");
+}
+
+TEST(ClusterTest, MalformedPayloadsFromAPeerCloseTheLink) {
+  // Garbage for every channel the spinning dataflow may have built: its decoder refuses it.
+  std::string frames;
+  for (uint64_t channel = 0; channel < 8; ++channel) {
+    protocol::append_data(channel, 1, 0, "\x05garbage", frames);
+  }
+  established_peer_sends(frames, "refuses");
+}
+
+// ---- weir-launch ----
+
+TEST(ClusterTest, LaunchStopsTheRestAndReturnsTheFirstFailure) {
+  const auto start = Clock::now();
+  Process launch(
+      {WEIR_LAUNCH, "-n", "3", "-w", "1", "--", WEIR_CLUSTER_CHILD, "exit-if", "1", "3"});
+  ASSERT_EQ(launch.wait_for(seconds(20)), 3) << launch.err();
+  // Without being stopped, the others would wait 30 s for process 1 (the start-up timeout).
+  EXPECT_LT(Clock::now() - start, seconds(20));
+}
+
+}  // namespace
+}  // namespace weir
