@@ -28,11 +28,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "frame.h"
 #include <google/protobuf/stubs/logging.h>
 
-#include "absl/status/status.h"
-
-#include "frame.h"
 #include "weir/communication/codec.h"
 #include "weir/communication/transport.h"
 #include "weir/progress/location.h"
@@ -98,9 +97,7 @@ bool decode_data(uint64_t channel, std::string_view payload) {
   }
 }
 
-bool decode_progress(std::string_view payload) {
-  return decode_exactly<ProgressMessage>(payload);
-}
+bool decode_progress(std::string_view payload) { return decode_exactly<ProgressMessage>(payload); }
 
 // Stands in for the runtime behind a link: decodes what it is given, refuses what is malformed.
 class Decoder final : public weir::TransportReceiver {
@@ -118,9 +115,8 @@ class Decoder final : public weir::TransportReceiver {
 };
 
 bool same(const Hello& a, const Hello& b) {
-  return a.cluster_id == b.cluster_id && a.process == b.process &&
-         a.incarnation == b.incarnation && a.workers == b.workers &&
-         a.processes == b.processes && a.version == b.version;
+  return a.cluster_id == b.cluster_id && a.process == b.process && a.incarnation == b.incarnation &&
+         a.workers == b.workers && a.processes == b.processes && a.version == b.version;
 }
 
 // The process this input arrives at: process 1 of 3, with 2 workers each.

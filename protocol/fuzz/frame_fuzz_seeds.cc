@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "frame.h"
+
 #include "weir/communication/codec.h"
 #include "weir/progress/location.h"
 #include "weir/progress/timestamp.h"
@@ -42,7 +43,8 @@ std::string data_payload(uint64_t channel) {
     case 1:
       return batch_payload<uint64_t, std::string>(4, {"from", "fairest", "", "creatures"});
     case 2:
-      return batch_payload<uint64_t, std::pair<std::string, int64_t>>(5, {{"we", 1}, {"desire", -2}});
+      return batch_payload<uint64_t, std::pair<std::string, int64_t>>(5,
+                                                                      {{"we", 1}, {"desire", -2}});
     case 3:
       return batch_payload<Product, std::tuple<uint32_t, std::string, std::optional<std::string>>>(
           Product{1, 2}, {{7, "increase", std::nullopt}, {8, "that", std::string("thereby")}});
@@ -117,7 +119,8 @@ int main(int argc, char** argv) {
   std::string all;
   for (uint64_t channel = 0; channel < 6; ++channel) {
     batch.clear();
-    weir::protocol::append_data(channel, channel % 2, 2 + channel % 2, data_payload(channel), batch);
+    weir::protocol::append_data(channel, channel % 2, 2 + channel % 2, data_payload(channel),
+                                batch);
     write("data-" + std::to_string(channel), batch);
     all += batch;
   }
