@@ -24,6 +24,6 @@ cmake --build "$BUILD" --target frame_fuzz frame_fuzz_seeds
 OUT=$BUILD/frame_fuzz
 mkdir -p "$OUT/corpus" "$OUT/artifacts"
 "$BUILD"/protocol/fuzz/frame_fuzz_seeds "$OUT/seeds"
-export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1:suppressions=protocol/fuzz/ubsan.supp}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 "$BUILD"/protocol/fuzz/frame_fuzz "$OUT/corpus" "$OUT/seeds" \
   -max_total_time="$SECONDS_TO_RUN" -artifact_prefix="$OUT/artifacts/" -print_final_stats=1 "$@"

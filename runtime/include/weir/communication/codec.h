@@ -16,6 +16,7 @@
 
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -145,10 +146,12 @@ struct Codec<std::vector<D>> {
     value.clear();
     if constexpr (std::is_trivially_copyable_v<D>) {
       value.resize(n);
-      std::memcpy(value.data(), in.data(), n * sizeof(D));
+      if (n != 0) std::memcpy(value.data(), in.data(), n * sizeof(D));
       in.remove_prefix(n * sizeof(D));
     } else {
-      value.reserve(n);
+      // Each element takes at least a byte, but may be far larger in memory than on the wire:
+      // reserve no more than a bounded start, so a hostile count cannot demand gigabytes.
+      value.reserve(std::min<uint64_t>(n, 4096));
       for (uint64_t i = 0; i < n; ++i) {
         D d{};
         if (!Codec<D>::decode(in, d)) return false;

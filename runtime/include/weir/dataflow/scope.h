@@ -77,7 +77,10 @@ void encode_updates(const ProgressUpdates<T>& updates, std::string& out) {
 template <Timestamp T>
 bool decode_updates(std::string_view& in, ProgressUpdates<T>& updates) {
   uint64_t n = 0;
-  if (!Codec<uint64_t>::decode(in, n) || n > in.size()) return false;
+  // Every update takes at least a location and a diff: a count beyond that is refused before
+  // anything is allocated for it.
+  constexpr size_t kMinUpdateBytes = 2 * sizeof(uint32_t) + 1 + sizeof(int64_t);
+  if (!Codec<uint64_t>::decode(in, n) || n > in.size() / kMinUpdateBytes) return false;
   updates.resize(n);
   for (auto& [key, diff] : updates) {
     if (!Codec<Location>::decode(in, key.first) || !Codec<T>::decode(in, key.second) ||
