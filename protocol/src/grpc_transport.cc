@@ -28,6 +28,13 @@
 #include "weir/protocol/v1/link.grpc.pb.h"
 #include "weir/status.h"
 
+namespace grpc_core {
+class Executor {
+ public:
+  static void SetThreadingDefault(bool enable);
+};
+}  // namespace grpc_core
+
 namespace weir::protocol {
 namespace {
 
@@ -273,6 +280,7 @@ absl::Status GrpcTransport::start(const Config& config) {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   cq_ = builder.AddCompletionQueue();
   server_ = builder.BuildAndStart();
+  if (getenv("WEIR_NOEXEC")) grpc_core::Executor::SetThreadingDefault(false);
   if (server_ == nullptr || port == 0) {
     server_.reset();
     return absl::UnavailableError(absl::StrCat(

@@ -1,5 +1,6 @@
 #include "weir/worker/worker.h"
 
+#include <cstdlib>
 #include <thread>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -85,11 +86,14 @@ bool Worker::step_or_park(std::optional<std::chrono::nanoseconds> timeout) {
   if (timeout && *timeout <= std::chrono::nanoseconds::zero()) return has_dataflows();
   const auto& queue = allocator_.activation_queue();
   const auto start = std::chrono::steady_clock::now();
-  auto spin_until = start + kSpin;
+  static const long spin_us = getenv("WEIR_SPIN") ? atol(getenv("WEIR_SPIN")) : 200;
+  static const int yield_mode = getenv("WEIR_YIELD") ? atoi(getenv("WEIR_YIELD")) : 0;
+  auto spin_until = start + std::chrono::microseconds(spin_us);
   if (timeout && start + *timeout < spin_until) spin_until = start + *timeout;
   while (!queue->has_pending() && !failed()) {
     if (std::chrono::steady_clock::now() >= spin_until) break;
-    for (int i = 0; i < 16; ++i) cpu_relax();
+    if (yield_mode) { std::this_thread::yield(); } else {
+    for (int i = 0; i < 16; ++i) cpu_relax(); }
   }
   if (queue->has_pending() || failed()) return has_dataflows();
   std::optional<std::chrono::nanoseconds> park_for;
