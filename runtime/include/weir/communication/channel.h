@@ -115,9 +115,15 @@ class ChannelEnd final : public InputEndBase {
              std::shared_ptr<void> keep_alive = nullptr)
       : scope_(scope), consumer_(consumer), inbox_(inbox), keep_alive_(std::move(keep_alive)) {}
 
-  // A message from this worker to itself.
+  // A message from this worker to itself. The first one waiting is held inline (`next_`), so a
+  // channel that carries one message at a time touches no memory beyond this object.
   void push_local(Message<T, D>&& message) {
-    local_.push_back(std::move(message));
+    if (!has_next_ && local_.empty()) {
+      next_ = std::move(message);
+      has_next_ = true;
+    } else {
+      local_.push_back(std::move(message));
+    }
     scope_->activate_child(consumer_);
   }
 
@@ -127,6 +133,12 @@ class ChannelEnd final : public InputEndBase {
     if (has_current_) {
       recycle(std::move(current_.data));
       has_current_ = false;
+    }
+    if (has_next_) {  // Older than anything in local_ (see push_local).
+      current_ = std::move(next_);
+      has_next_ = false;
+      has_current_ = true;
+      return &current_;
     }
     if (local_.empty()) {
       if (inbox_ == nullptr || !inbox_->drain(local_)) return nullptr;
@@ -140,6 +152,7 @@ class ChannelEnd final : public InputEndBase {
   // An empty buffer: a recycled one (with its capacity) if there is one. New buffers start
   // empty and grow as records arrive, so channels that carry little stay small.
   std::vector<D> take_buffer(size_t /*capacity*/) {
+    if (spare_.capacity() > 0) return std::exchange(spare_, {});
     if (!pool_.empty()) {
       std::vector<D> buffer = std::move(pool_.back());
       pool_.pop_back();
@@ -148,15 +161,19 @@ class ChannelEnd final : public InputEndBase {
     return {};
   }
 
+  // The first spare buffer is kept inline (`spare_`), the others in a small pool.
   void recycle(std::vector<D>&& buffer) {
-    if (pool_.size() < kMaxPool && buffer.capacity() > 0) {
-      buffer.clear();
+    if (buffer.capacity() == 0) return;
+    buffer.clear();
+    if (spare_.capacity() == 0) {
+      spare_ = std::move(buffer);
+    } else if (pool_.size() < kMaxPool) {
       pool_.push_back(std::move(buffer));
     }
   }
 
   // True if a message may be waiting (used to keep the consumer scheduled).
-  bool maybe_pending() const override { return !local_.empty(); }
+  bool maybe_pending() const override { return has_next_ || !local_.empty(); }
 
  private:
   static constexpr size_t kMaxPool = 16;
@@ -165,9 +182,12 @@ class ChannelEnd final : public InputEndBase {
   uint32_t consumer_;
   Inbox<Message<T, D>>* inbox_;  // Null for channels within one worker.
   std::shared_ptr<void> keep_alive_;  // Owns inbox_.
+  Message<T, D> next_{};
+  bool has_next_ = false;
   FifoQueue<Message<T, D>> local_;
   Message<T, D> current_{};
   bool has_current_ = false;
+  std::vector<D> spare_;
   std::vector<std::vector<D>> pool_;
 };
 
