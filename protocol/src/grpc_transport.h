@@ -9,7 +9,9 @@
 //   write completes and goes out as one message (large writes under load). A link with more
 //   than 64 MiB queued makes send_* wait (backpressure).
 // - Receiving: one thread polls the completion queue, parses each batch and hands its frames,
-//   checked, to the TransportReceiver.
+//   checked, to the TransportReceiver. gRPC's default executor threads are switched off, so a
+//   write or a read completes on the thread that started it or on the poller, never on a third
+//   thread (see run_grpc_executor_inline).
 // - Failure (fail-stop): a stream error, a malformed frame, a Goodbye reporting a failure or no
 //   frame within the heartbeat timeout (links send a Heartbeat after a quarter of it in
 //   silence) calls TransportReceiver::link_failed with an error naming the peer.

@@ -245,5 +245,38 @@ TEST(FrameTest, ReaderRefusesFramesThatDoNotFitTheLink) {
   refuse([](std::string& b) { b.append("\x0a\x02\x4a\x00", 4); }, kInvalid, "no known kind");
 }
 
+// Goodbye.error and Hello.cluster_id are bytes: text that is not UTF-8 (an error quoting a
+// record, say) still parses, and the peer's failure arrives with it.
+TEST(FrameTest, TextThatIsNotUtf8Parses) {
+  const std::string not_utf8 = "worker 2 failed on \xff\xfe\xc3(";
+  {
+    Recorder recorder;
+    FrameReader reader(1, hello(0), recorder);
+    std::string bytes;
+    append_progress(5, 3, 7, "b", bytes);
+    append_goodbye(not_utf8, bytes);
+    v1::FrameBatch batch;
+    ASSERT_TRUE(parse_batch(bytes, batch).ok());
+    ASSERT_EQ(batch.frames_size(), 2);
+    EXPECT_EQ(batch.frames(1).goodbye().error(), not_utf8);
+    absl::Status status = reader.on_batch(batch);
+    EXPECT_EQ(status.code(), absl::StatusCode::kAborted) << status;
+    EXPECT_NE(status.message().find(not_utf8), std::string::npos) << status;
+    EXPECT_TRUE(reader.goodbye_received());
+    EXPECT_EQ(recorder.frames.size(), 1u);  // The progress frame before it was delivered.
+  }
+  {
+    Hello mine = hello(0);
+    mine.cluster_id = "cluster \xff";
+    std::string bytes;
+    append_hello(mine, bytes);
+    v1::FrameBatch batch;
+    ASSERT_TRUE(parse_batch(bytes, batch).ok());
+    absl::StatusOr<Hello> read = read_hello(batch);
+    ASSERT_TRUE(read.ok()) << read.status();
+    EXPECT_EQ(read->cluster_id, mine.cluster_id);
+  }
+}
+
 }  // namespace
 }  // namespace weir::protocol

@@ -76,8 +76,9 @@ class Worker {
 
   // Runs one round of every activated dataflow. Returns true if anything was activated.
   bool step();
-  // Steps; if there was nothing to do, spins briefly and then parks until something arrives or
-  // `timeout` passes (none: no limit; zero: never park). Returns true while dataflows remain.
+  // Steps; if there was nothing to do, spins briefly (not in a process of a cluster, whose
+  // transport threads need the cores) and then parks until something arrives or `timeout`
+  // passes (none: no limit; zero: never park). Returns true while dataflows remain.
   bool step_or_park(std::optional<std::chrono::nanoseconds> timeout);
   // Steps until `done()` returns true, parking while idle.
   template <class F>
