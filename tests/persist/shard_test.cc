@@ -1,5 +1,6 @@
 // The model: snapshots, listens, appends, holds and compaction against brute-force answers.
 
+#include <algorithm>
 #include <map>
 #include <random>
 
@@ -114,6 +115,41 @@ TEST_P(ShardTest, SnapshotIsTheConsolidatedHistoryBeforeAndAfterCompaction) {
     ASSERT_TRUE(client_->gc(name).ok());
     check("after gc");
   }
+}
+
+// The merge compares cached 8-byte prefixes of the data before the data itself: binary data,
+// short data, data equal in its first 8 bytes and an empty data must still merge in byte order.
+TEST_P(ShardTest, SnapshotMergesBinaryDataInByteOrder) {
+  WriteHandle writer = client_->open_writer("binary").value();
+  ReadHandle reader = client_->open_reader("binary").value();
+  std::mt19937_64 rng(11);
+  const std::string alphabet("\x00\x01\x7f\x80\xff", 5);
+  std::vector<Update> history;
+  uint64_t upper = 0;
+  for (int step = 0; step < 12; ++step) {
+    std::vector<Update> batch;
+    for (int i = 0; i < 60; ++i) {
+      std::string data(rng() % 3 == 0 ? 8 : 0, '\xff');  // A shared 8-byte prefix, often.
+      for (size_t n = rng() % 11; n > 0; --n) {
+        data.push_back(alphabet[rng() % alphabet.size()]);
+      }
+      batch.push_back({std::move(data), upper, rng() % 3 == 0 ? -1 : 1});
+    }
+    ASSERT_TRUE(writer.compare_and_append(batch, Frontier(upper), Frontier(upper + 1))
+                    .value()
+                    .is_appended());
+    history.insert(history.end(), batch.begin(), batch.end());
+    ++upper;
+  }
+  absl::StatusOr<std::vector<Update>> snapshot = reader.snapshot(upper - 1);
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  EXPECT_EQ(as_map(*snapshot), consolidate(history, upper - 1));
+  EXPECT_TRUE(std::is_sorted(snapshot->begin(), snapshot->end(),
+                             [](const Update& a, const Update& b) { return a.data < b.data; }));
+  EXPECT_TRUE(std::adjacent_find(snapshot->begin(), snapshot->end(),
+                                 [](const Update& a, const Update& b) {
+                                   return a.data == b.data;
+                                 }) == snapshot->end());
 }
 
 TEST_P(ShardTest, ListenSeesEveryBatchOnceInOrder) {

@@ -69,10 +69,12 @@ bool RunMerger::start() {
   started_ = true;
   exhausted_.assign(leaves_, 1);  // Padding leaves are exhausted runs.
   heads_.assign(leaves_, std::string_view());
+  prefixes_.assign(leaves_, UINT64_MAX);
   for (uint32_t r = 0; r < runs_.size(); ++r) {
     if (runs_[r].advance()) {
       exhausted_[r] = 0;
       heads_[r] = runs_[r].data();
+      prefixes_[r] = key_prefix(heads_[r]);
     } else if (!runs_[r].status().ok()) {
       status_ = runs_[r].status();
       return false;

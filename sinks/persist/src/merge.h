@@ -4,7 +4,9 @@
 
 #pragma once
 
+#include <bit>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <future>
 #include <memory>
@@ -18,6 +20,21 @@
 #include "thread_pool.h"
 
 namespace weir::persist::internal {
+
+// The first 8 bytes of `data`, big-endian and zero-padded: comparing two prefixes orders the data
+// unless they are equal, so most comparisons of a merge end there without touching the data.
+inline uint64_t key_prefix(std::string_view data) {
+  uint64_t prefix = 0;
+  if (data.size() >= 8) {
+    std::memcpy(&prefix, data.data(), 8);
+  } else if (!data.empty()) {
+    std::memcpy(&prefix, data.data(), data.size());
+  }
+  if constexpr (std::endian::native == std::endian::little) {
+    prefix = __builtin_bswap64(prefix);
+  }
+  return prefix;
+}
 
 // Thread safety: worker-local.
 class RunCursor {
@@ -80,6 +97,10 @@ class RunMerger {
  private:
   // True if run `a` comes before run `b`; exhausted runs come last.
   bool before(uint32_t a, uint32_t b) const {
+    // An exhausted run's prefix is the largest, so only a tie needs the exhausted flags.
+    if (prefixes_[a] != prefixes_[b]) {
+      return prefixes_[a] < prefixes_[b];
+    }
     if (exhausted_[a] || exhausted_[b]) {
       return !exhausted_[a] && exhausted_[b];
     }
@@ -90,9 +111,10 @@ class RunMerger {
   void replay(uint32_t run);
 
   std::vector<RunCursor> runs_;
-  // The current data of each run, side by side: the tree's comparisons touch only this array and
-  // the data itself.
+  // The current data of each run and its prefix, side by side: the tree's comparisons touch only
+  // the prefixes, and the data itself on a tie.
   std::vector<std::string_view> heads_;
+  std::vector<uint64_t> prefixes_;  // key_prefix(heads_[r]); UINT64_MAX once run r is exhausted.
   std::vector<char> exhausted_;
   // tree_[0] is the run with the smallest data; tree_[1 .. leaves) hold the loser of each match.
   std::vector<uint32_t> tree_;
@@ -118,25 +140,30 @@ bool RunMerger::next_key(Visit&& visit) {
     key_part_ = runs_[run].part();
   }
   key_ = runs_[run].data();
+  const uint64_t head_prefix = prefixes_[run];
   do {
     RunCursor& cursor = runs_[run];
     bool more;
+    uint64_t prefix = 0;
     do {
       visit(cursor.time(), cursor.diff());
       more = cursor.advance();
-    } while (more && cursor.data() == key_);
+    } while (more && (prefix = key_prefix(cursor.data())) == head_prefix &&
+             cursor.data() == key_);
     if (more) {
       heads_[run] = cursor.data();
+      prefixes_[run] = prefix;
     } else {
       if (!cursor.status().ok()) {
         status_ = cursor.status();
         return false;
       }
       exhausted_[run] = 1;
+      prefixes_[run] = UINT64_MAX;
     }
     replay(run);
     run = tree_[0];
-  } while (!exhausted_[run] && heads_[run] == key_);
+  } while (prefixes_[run] == head_prefix && !exhausted_[run] && heads_[run] == key_);
   return true;
 }
 
