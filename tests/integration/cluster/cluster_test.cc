@@ -267,14 +267,22 @@ TEST(ClusterTest, KillingOneOfThreeFailsTheOthersNamingIt) {
       start_spinning(cluster, 3, {"--heartbeat-timeout-ms", std::to_string(kHeartbeatMs)});
   processes[2]->signal(SIGKILL);
   const auto deadline = Clock::now() + milliseconds(kHeartbeatMs + 2000);
+  size_t named_the_killed = 0;
   for (size_t p = 0; p < 2; ++p) {
     auto code = processes[p]->wait_until(deadline);
     ASSERT_TRUE(code.has_value()) << "process " << p
                                   << " still runs after the heartbeat timeout + 2 s";
     EXPECT_NE(*code, 0);
     processes[p]->drain();
-    EXPECT_TRUE(contains(processes[p]->err(), "process 2")) << processes[p]->err();
+    const std::string& err = processes[p]->err();
+    // Fail-stop cascades: the survivor that notices first exits, and the other may see that
+    // link break before its own link to process 2 (both break at once). It names a lost peer
+    // either way; at least one survivor names process 2.
+    const std::string other = "process " + std::to_string(1 - p);
+    EXPECT_TRUE(contains(err, "process 2") || contains(err, other)) << err;
+    if (contains(err, "process 2")) ++named_the_killed;
   }
+  EXPECT_GE(named_the_killed, 1u);
 }
 
 TEST(ClusterTest, StoppedProcessIsFoundByHeartbeats) {
@@ -284,14 +292,20 @@ TEST(ClusterTest, StoppedProcessIsFoundByHeartbeats) {
       start_spinning(cluster, 3, {"--heartbeat-timeout-ms", std::to_string(kHeartbeatMs)});
   processes[1]->signal(SIGSTOP);  // Its sockets stay open: only the silence tells.
   const auto deadline = Clock::now() + milliseconds(kHeartbeatMs + 2000);
+  size_t named_the_stopped = 0;
   for (size_t p : {0, 2}) {
     auto code = processes[p]->wait_until(deadline);
     ASSERT_TRUE(code.has_value()) << "process " << p
                                   << " still runs after the heartbeat timeout + 2 s";
     EXPECT_NE(*code, 0);
     processes[p]->drain();
-    EXPECT_TRUE(contains(processes[p]->err(), "process 1")) << processes[p]->err();
+    const std::string& err = processes[p]->err();
+    // As above: the survivor that notices second may name the first, which exited.
+    const std::string other = "process " + std::to_string(2 - p);
+    EXPECT_TRUE(contains(err, "process 1") || contains(err, other)) << err;
+    if (contains(err, "process 1")) ++named_the_stopped;
   }
+  EXPECT_GE(named_the_stopped, 1u);
   processes[1]->signal(SIGKILL);
 }
 
