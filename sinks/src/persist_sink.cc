@@ -59,6 +59,10 @@ std::pair<Stream<Time, std::string>, Stream<Time, uint8_t>> render_write(
     bool data_done = false, descriptions_done = false;
     auto add = [&](const std::string& row, Time time, int64_t diff) -> absl::Status {
       if (!current) current.emplace(config.writer->builder(Frontier(lower)));
+      // Waiting for an upload blocks: do it off the worker, which has other exports to serve.
+      if (current->uploads_full()) {
+        if (absl::Status s = ctx.run_blocking([&] { return current->wait_for_room(); }); !s.ok()) return s;
+      }
       return current->add(row, time, diff);
     };
     for (;;) {

@@ -371,6 +371,29 @@ TEST_P(ShardTest, BatchBuilderUploadsPartsAsTheyFill) {
   EXPECT_TRUE(blob->list_keys(prefix).value().empty());
 }
 
+TEST_P(ShardTest, WaitForRoomLetsTheNextAddUploadWithoutWaiting) {
+  PersistConfig config = small_config();
+  config.max_parts_in_flight = 2;
+  auto client = open_client(config);
+  WriteHandle writer = client->open_writer("room").value();
+  BatchBuilder builder = writer.builder(Frontier(0));
+  bool was_full = false;
+  for (int i = 0; i < 200; ++i) {
+    if (builder.uploads_full()) {
+      was_full = true;
+      ASSERT_TRUE(builder.wait_for_room().ok());
+      EXPECT_FALSE(builder.uploads_full());
+    }
+    ASSERT_TRUE(builder.add("update number " + std::to_string(i), 0, 1).ok());
+  }
+  EXPECT_TRUE(was_full) << "with 300-byte parts, two uploads in flight fill up";
+  const Batch batch = builder.finish(Frontier(1)).value();
+  EXPECT_EQ(batch.num_updates(), 200u);
+  ASSERT_TRUE(writer.compare_and_append(batch, Frontier(0), Frontier(1)).value().is_appended());
+  ReadHandle reader = client->open_reader("room").value();
+  EXPECT_EQ(reader.snapshot(0).value().size(), 200u);
+}
+
 TEST_P(ShardTest, InvalidAppendsAreRefused) {
   WriteHandle writer = client_->open_writer("invalid").value();
   BatchBuilder builder = writer.builder(Frontier(10));

@@ -62,6 +62,8 @@ class BatchBuilderImpl {
   absl::StatusOr<Batch> finish(Frontier upper);
   absl::Status discard();
   uint64_t num_updates_added() const { return added_; }
+  bool uploads_full() const { return uploader_.full(); }
+  absl::Status wait_for_room() { return uploader_.wait_for_room(); }
 
  private:
   absl::Status flush();

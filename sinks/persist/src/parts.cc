@@ -151,6 +151,13 @@ absl::Status PartUploader::upload(std::string key, Task task) {
   return absl::OkStatus();
 }
 
+absl::Status PartUploader::wait_for_room() {
+  while (full()) {
+    WEIR_RETURN_IF_ERROR(collect_oldest());
+  }
+  return error_;
+}
+
 absl::Status PartUploader::collect_oldest() {
   absl::StatusOr<std::optional<WrittenPart>> result = pending_.front().get();
   pending_.pop_front();

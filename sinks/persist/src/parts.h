@@ -141,6 +141,11 @@ class PartUploader {
   // max_in_flight uploads are pending; returns the first error of an earlier upload.
   absl::Status upload(std::string key, Task task);
 
+  // True while the next upload would wait (max_in_flight uploads are pending).
+  bool full() const { return pending_.size() >= max_in_flight_; }
+  // Waits until the next upload would not; returns the first error of an earlier upload.
+  absl::Status wait_for_room();
+
   // Waits for every upload and returns the parts in upload order, empty ones left out.
   absl::StatusOr<std::vector<WrittenPart>> finish();
 

@@ -344,6 +344,8 @@ absl::Status BatchBuilder::add(std::string_view data, uint64_t time, int64_t dif
 absl::StatusOr<Batch> BatchBuilder::finish(Frontier upper) { return impl_->finish(upper); }
 absl::Status BatchBuilder::discard() { return impl_->discard(); }
 uint64_t BatchBuilder::num_updates_added() const { return impl_->num_updates_added(); }
+bool BatchBuilder::uploads_full() const { return impl_->uploads_full(); }
+absl::Status BatchBuilder::wait_for_room() { return impl_->wait_for_room(); }
 
 WriteHandle::WriteHandle(std::shared_ptr<internal::WriterCore> core) : core_(std::move(core)) {}
 WriteHandle::WriteHandle(WriteHandle&&) noexcept = default;

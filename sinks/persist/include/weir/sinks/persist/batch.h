@@ -101,8 +101,15 @@ class BatchBuilder {
   // that GC removes once the writer's lease has expired; discard() removes them now.
   ~BatchBuilder();
 
-  // Adds one update. InvalidArgument if `time` is before the batch's lower.
+  // Adds one update. InvalidArgument if `time` is before the batch's lower. When a part fills,
+  // it may wait for an earlier upload (PersistConfig::max_parts_in_flight), unless uploads_full()
+  // was false.
   absl::Status add(std::string_view data, uint64_t time, int64_t diff);
+
+  // True while an add() that fills a part would wait for an upload. A caller that must not block
+  // (an async operator on a worker thread) runs wait_for_room() elsewhere first.
+  bool uploads_full() const;
+  absl::Status wait_for_room();
 
   // Uploads what remains and returns the batch [lower, upper). InvalidArgument if an added
   // time is not before `upper` or `upper` is before `lower`. The builder is spent afterwards.
