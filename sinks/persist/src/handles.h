@@ -66,7 +66,8 @@ class BatchBuilderImpl {
   absl::Status wait_for_room() { return uploader_.wait_for_room(); }
 
  private:
-  absl::Status flush();
+  // Uploads the filling part; `last` (from finish) puts it ahead of the pool's queue.
+  absl::Status flush(bool last = false);
   size_t part_target_bytes() const { return writer_->shard().core().config().part_target_bytes; }
 
   std::shared_ptr<WriterCore> writer_;

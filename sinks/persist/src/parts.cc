@@ -140,14 +140,14 @@ bool continues_run(const WrittenPart& previous, const WrittenPart& next) {
 PartUploader::PartUploader(ThreadPool& pool, std::shared_ptr<Blob> blob, size_t max_in_flight)
     : pool_(&pool), blob_(std::move(blob)), max_in_flight_(std::max<size_t>(1, max_in_flight)) {}
 
-absl::Status PartUploader::upload(std::string key, Task task) {
+absl::Status PartUploader::upload(std::string key, Task task, bool urgent) {
   WEIR_RETURN_IF_ERROR(error_);
   while (pending_.size() >= max_in_flight_) {
     WEIR_RETURN_IF_ERROR(collect_oldest());
   }
   keys_.push_back(std::move(key));
   pending_.push_back(
-      pool_->submit([task = std::move(task)]() mutable { return std::move(task)(); }));
+      pool_->submit([task = std::move(task)]() mutable { return std::move(task)(); }, urgent));
   return absl::OkStatus();
 }
 

@@ -139,7 +139,8 @@ class PartUploader {
 
   // Runs `task`, which writes the part `key` (see write_part), on the pool. Waits first while
   // max_in_flight uploads are pending; returns the first error of an earlier upload.
-  absl::Status upload(std::string key, Task task);
+  // An urgent upload goes ahead of the pool's queue (see ThreadPool::schedule).
+  absl::Status upload(std::string key, Task task, bool urgent = false);
 
   // True while the next upload would wait (max_in_flight uploads are pending).
   bool full() const { return pending_.size() >= max_in_flight_; }

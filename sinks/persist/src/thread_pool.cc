@@ -20,10 +20,14 @@ ThreadPool::~ThreadPool() {
   }
 }
 
-void ThreadPool::schedule(absl::AnyInvocable<void() &&> task) {
+void ThreadPool::schedule(absl::AnyInvocable<void() &&> task, bool urgent) {
   {
     std::lock_guard lock(mu_);
-    queue_.push_back(std::move(task));
+    if (urgent) {
+      queue_.push_front(std::move(task));
+    } else {
+      queue_.push_back(std::move(task));
+    }
   }
   work_.notify_one();
 }

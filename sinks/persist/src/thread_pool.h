@@ -28,13 +28,15 @@ class ThreadPool {
   // Runs the tasks still queued, then joins the threads.
   ~ThreadPool();
 
-  void schedule(absl::AnyInvocable<void() &&> task);
+  // An urgent task runs before every task already queued (a batch's last part, which someone
+  // waits for, goes ahead of another batch's stream of full parts).
+  void schedule(absl::AnyInvocable<void() &&> task, bool urgent = false);
 
   template <class F>
-  std::future<std::invoke_result_t<F>> submit(F f) {
+  std::future<std::invoke_result_t<F>> submit(F f, bool urgent = false) {
     std::packaged_task<std::invoke_result_t<F>()> task(std::move(f));
     std::future<std::invoke_result_t<F>> future = task.get_future();
-    schedule([task = std::move(task)]() mutable { task(); });
+    schedule([task = std::move(task)]() mutable { task(); }, urgent);
     return future;
   }
 

@@ -209,7 +209,7 @@ absl::Status BatchBuilderImpl::add(std::string_view data, uint64_t time, int64_t
   return absl::OkStatus();
 }
 
-absl::Status BatchBuilderImpl::flush() {
+absl::Status BatchBuilderImpl::flush(bool last) {
   if (buffer_.empty()) {
     return absl::OkStatus();
   }
@@ -224,7 +224,8 @@ absl::Status BatchBuilderImpl::flush() {
         auto written = write_part(*blob, shard_id, key, buffer, level);
         recycler->give(std::move(buffer));
         return written;
-      });
+      },
+      last);
 }
 
 absl::StatusOr<Batch> BatchBuilderImpl::finish(Frontier upper) {
@@ -246,7 +247,7 @@ absl::StatusOr<Batch> BatchBuilderImpl::finish(Frontier upper) {
     return invalid;
   }
   spent_ = true;
-  absl::Status flushed = flush();
+  absl::Status flushed = flush(/*last=*/true);
   absl::StatusOr<std::vector<WrittenPart>> parts =
       flushed.ok() ? uploader_.finish() : absl::StatusOr<std::vector<WrittenPart>>(flushed);
   if (!parts.ok()) {
