@@ -3,14 +3,16 @@
 // dst. Prints one line "distance count" for every distance reached, in order. As a cluster
 // (weir-launch -n N ...), process 0 prints it.
 
+#include "graph/bfs.h"
+
 #include <cstdio>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "graph/bfs.h"
 #include "graph/cli.h"
+
 #include "weir/cluster.h"
 
 int main(int argc, char** argv) {
@@ -20,8 +22,10 @@ int main(int argc, char** argv) {
     std::map<uint64_t, uint64_t> counts;
     worker.dataflow<uint64_t>([&](weir::Scope<uint64_t>& scope) {
       auto edges = weir::to_stream(scope, args.edges_for(worker.index(), worker.peers()));
-      auto roots = weir::to_stream(scope, worker.index() == 0 ? std::vector<Node>{0} : std::vector<Node>{});
-      bfs(edges, roots) | weir::inspect([&](const std::pair<Node, uint64_t>& r) { ++counts[r.second]; });
+      auto roots =
+          weir::to_stream(scope, worker.index() == 0 ? std::vector<Node>{0} : std::vector<Node>{});
+      bfs(edges, roots) |
+          weir::inspect([&](const std::pair<Node, uint64_t>& r) { ++counts[r.second]; });
     });
     while (worker.step_or_park(std::nullopt)) {
     }
@@ -37,6 +41,8 @@ int main(int argc, char** argv) {
   for (auto& per_worker : *results) {
     for (auto [d, n] : per_worker) counts[d] += n;
   }
-  for (auto [d, n] : counts) std::printf("%llu %llu\n", static_cast<unsigned long long>(d), static_cast<unsigned long long>(n));
+  for (auto [d, n] : counts)
+    std::printf("%llu %llu\n", static_cast<unsigned long long>(d),
+                static_cast<unsigned long long>(n));
   return 0;
 }

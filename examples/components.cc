@@ -3,13 +3,15 @@
 // number of components. Nodes are 0..NODES-1 (isolated ones count), or those in FILE. As a
 // cluster (weir-launch -n N ...), process 0 prints it.
 
+#include "graph/components.h"
+
 #include <cstdio>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "graph/cli.h"
-#include "graph/components.h"
+
 #include "weir/cluster.h"
 
 int main(int argc, char** argv) {

@@ -2,6 +2,8 @@
 // run until no rank changes remain. Prints the number of nodes, the sum of ranks, and the ten
 // highest-ranked nodes as "node rank". As a cluster (weir-launch -n N ...), process 0 prints it.
 
+#include "graph/pagerank.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -10,7 +12,7 @@
 #include <vector>
 
 #include "graph/cli.h"
-#include "graph/pagerank.h"
+
 #include "weir/cluster.h"
 
 namespace {
@@ -32,7 +34,8 @@ int main(int argc, char** argv) {
     auto state = std::make_shared<PagerankState>();
     worker.dataflow<uint64_t>([&](weir::Scope<uint64_t>& scope) {
       std::vector<EdgeChange> changes;
-      for (const Edge& e : args.edges_for(worker.index(), worker.peers())) changes.emplace_back(e, 1);
+      for (const Edge& e : args.edges_for(worker.index(), worker.peers()))
+        changes.emplace_back(e, 1);
       pagerank(weir::to_stream(scope, std::move(changes)), state);
     });
     while (worker.step_or_park(std::nullopt)) {

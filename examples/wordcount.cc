@@ -59,11 +59,14 @@ int main(int argc, char** argv) {
     std::vector<Count> counts;
     auto input = worker.dataflow<uint64_t>([&](weir::Scope<uint64_t>& scope) {
       auto [handle, lines] = weir::new_input<std::string>(scope);
-      lines | weir::flat_map(words_of) |
-          weir::map([](std::string w) { return std::pair<std::string, uint64_t>{std::move(w), 1}; }) |
+      lines | weir::flat_map(words_of) | weir::map([](std::string w) {
+        return std::pair<std::string, uint64_t>{std::move(w), 1};
+      }) |
           weir::aggregate<uint64_t>(
               [](const std::string&, uint64_t one, uint64_t& total) { total += one; },
-              [](std::string word, uint64_t total) { return Count{std::move(word), total}; },
+              [](std::string word, uint64_t total) {
+                return Count{std::move(word), total};
+              },
               [](const std::string& word) { return std::hash<std::string>{}(word); }) |
           weir::inspect([&counts](const Count& c) { counts.push_back(c); });
       return std::move(handle);

@@ -6,12 +6,14 @@
 // baseline), whose final ranks must equal the dataflow's. Runs as a cluster too (-n N ...):
 // each process checks its workers' ranks; process 0 reports.
 
+#include "graph/pagerank.h"
+
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "../runtime/bench_util.h"
-#include "graph/pagerank.h"
+
 #include "weir/cluster.h"
 
 int main(int argc, char** argv) {
@@ -62,7 +64,8 @@ int main(int argc, char** argv) {
   for (uint64_t i = 0; i < edges; ++i) loaded.push_back(generated_edge(nodes, i));
   std::vector<std::vector<EdgeChange>> changes;
   for (uint64_t round = 1; round <= rounds; ++round) {
-    changes.push_back({{generated_edge(nodes, edges + round - 1), 1}, {generated_edge(nodes, round - 1), -1}});
+    changes.push_back(
+        {{generated_edge(nodes, edges + round - 1), 1}, {generated_edge(nodes, round - 1), -1}});
   }
   PagerankBaseline baseline(nodes, loaded);
   baseline.run(changes);
@@ -79,10 +82,12 @@ int main(int argc, char** argv) {
     }
   }
   if (!weir::bench::reports(args.config)) return 0;
-  std::printf("pagerank: %llu nodes, %llu edges, %llu rounds on %zu workers: %.3f s; one thread (CSR): %.3f s over %llu times\n",
-              static_cast<unsigned long long>(nodes), static_cast<unsigned long long>(edges),
-              static_cast<unsigned long long>(rounds), args.config.workers, seconds, baseline_seconds,
-              static_cast<unsigned long long>(baseline.times()));
+  std::printf(
+      "pagerank: %llu nodes, %llu edges, %llu rounds on %zu workers: %.3f s; one thread (CSR): "
+      "%.3f s over %llu times\n",
+      static_cast<unsigned long long>(nodes), static_cast<unsigned long long>(edges),
+      static_cast<unsigned long long>(rounds), args.config.workers, seconds, baseline_seconds,
+      static_cast<unsigned long long>(baseline.times()));
   weir::bench::result("pagerank_seconds", seconds, "s");
   weir::bench::result("pagerank_baseline_seconds", baseline_seconds, "s");
   return 0;

@@ -2,8 +2,8 @@
 // (users, auctions) stream at 1000 changes/s; after 2 s a third table (bids) is added whose
 // snapshot has N rows (default sized to take at least 30 s here). While that snapshot runs, the
 // small tables' lag (how long ago the upstream reached their shard's upper) is sampled every
-// 100 ms. Figures: lag p50 and p99 in seconds, and the snapshot's duration. With INGEST_LAG_TRACE set,
-// every sample goes to stderr (seconds into the snapshot, table, lag, upper).
+// 100 ms. Figures: lag p50 and p99 in seconds, and the snapshot's duration. With INGEST_LAG_TRACE
+// set, every sample goes to stderr (seconds into the snapshot, table, lag, upper).
 
 #include <algorithm>
 #include <atomic>
@@ -35,7 +35,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const fs::path dir = fs::temp_directory_path() / ("weir-ingest-lag-" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("weir-ingest-lag-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   weir::ingest::IngestOptions options;
   options.location = weir::persist::PersistLocation::in_directory(dir.string());
@@ -65,18 +66,24 @@ int main(int argc, char** argv) {
       if (views.size() < 3) continue;
       const auto& bids = views[2];
       if (!bids.snapshotting || bids.snapshot_total == 0) continue;
-      if (snapshot_start == std::chrono::steady_clock::time_point{}) snapshot_start = std::chrono::steady_clock::now();
+      if (snapshot_start == std::chrono::steady_clock::time_point{})
+        snapshot_start = std::chrono::steady_clock::now();
       if (bids.persisted_upper > 0) {  // The snapshot is in the shard.
-        snapshot_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - snapshot_start).count();
+        snapshot_seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - snapshot_start)
+                .count();
         options.stop->store(true);
         return;
       }
       for (size_t e = 0; e < 2; ++e) {
         lags.push_back(monitor.lag(views[e].persisted_upper).count());
         if (std::getenv("INGEST_LAG_TRACE") != nullptr) {
-          std::fprintf(stderr, "%.1f s %s lag %.3f s upper %llu\n",
-                       std::chrono::duration<double>(std::chrono::steady_clock::now() - snapshot_start).count(),
-                       views[e].table.c_str(), lags.back(), static_cast<unsigned long long>(views[e].persisted_upper));
+          std::fprintf(
+              stderr, "%.1f s %s lag %.3f s upper %llu\n",
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - snapshot_start)
+                  .count(),
+              views[e].table.c_str(), lags.back(),
+              static_cast<unsigned long long>(views[e].persisted_upper));
         }
       }
     }
@@ -94,10 +101,17 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::sort(lags.begin(), lags.end());
-  auto pct = [&](double p) { return lags[std::min(lags.size() - 1, static_cast<size_t>(p * lags.size()))]; };
-  std::printf("ingest_lag: mode %s, %llu-row snapshot took %.1f s; small tables' lag over %zu samples: p50 %.3f s, p99 %.3f s\n",
-              mode.c_str(), static_cast<unsigned long long>(rows), snapshot_seconds, lags.size(), pct(0.5), pct(0.99));
-  std::printf("RESULT ingest_lag_p50_%s %.6g s\nRESULT ingest_lag_p99_%s %.6g s\nRESULT ingest_lag_snapshot_seconds %.6g s\n",
-              mode.c_str(), pct(0.5), mode.c_str(), pct(0.99), snapshot_seconds);
+  auto pct = [&](double p) {
+    return lags[std::min(lags.size() - 1, static_cast<size_t>(p * lags.size()))];
+  };
+  std::printf(
+      "ingest_lag: mode %s, %llu-row snapshot took %.1f s; small tables' lag over %zu samples: p50 "
+      "%.3f s, p99 %.3f s\n",
+      mode.c_str(), static_cast<unsigned long long>(rows), snapshot_seconds, lags.size(), pct(0.5),
+      pct(0.99));
+  std::printf(
+      "RESULT ingest_lag_p50_%s %.6g s\nRESULT ingest_lag_p99_%s %.6g s\nRESULT "
+      "ingest_lag_snapshot_seconds %.6g s\n",
+      mode.c_str(), pct(0.5), mode.c_str(), pct(0.99), snapshot_seconds);
   return 0;
 }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "bench_util.h"
+
 #include "weir/cluster.h"
 #include "weir/weir.h"
 
@@ -51,6 +52,7 @@ int main(int argc, char** argv) {
   if (!weir::bench::reports(args.config)) return 0;
   std::printf("barrier: %llu rounds on %zu workers in %.3f s\n",
               static_cast<unsigned long long>(iterations), args.config.workers, seconds);
-  weir::bench::result("barrier_us_per_round", seconds * 1e6 / static_cast<double>(iterations), "us");
+  weir::bench::result("barrier_us_per_round", seconds * 1e6 / static_cast<double>(iterations),
+                      "us");
   return 0;
 }

@@ -3,14 +3,14 @@
 // probe passes. Figures: µs per round, and memory per operator (resident memory the dataflows
 // added, divided by their operators). As a cluster (-n N ...), process 0 reports its own figures.
 
-#include <sys/resource.h>
-
 #include <cstdio>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "bench_util.h"
+#include <sys/resource.h>
+
 #include "weir/cluster.h"
 #include "weir/weir.h"
 
@@ -40,7 +40,8 @@ int main(int argc, char** argv) {
     for (uint64_t d = 0; d < dataflows; ++d) {
       inputs.push_back(worker.dataflow<uint64_t>([&](weir::Scope<uint64_t>& scope) {
         auto [handle, stream] = weir::new_input<uint64_t>(scope);
-        for (uint64_t i = 0; i < length; ++i) stream = stream | weir::map([](uint64_t x) { return x + 1; });
+        for (uint64_t i = 0; i < length; ++i)
+          stream = stream | weir::map([](uint64_t x) { return x + 1; });
         stream | weir::probe_with(probes[d]);
         return std::move(handle);
       }));
@@ -73,11 +74,14 @@ int main(int argc, char** argv) {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   const double operators = static_cast<double>(dataflows * (length + 2) * args.config.workers);
-  std::printf("event_driven: %llu dataflows x %llu maps: %.3f s for %llu rounds, peak RSS %.1f MiB\n",
-              static_cast<unsigned long long>(dataflows), static_cast<unsigned long long>(length), seconds,
-              static_cast<unsigned long long>(rounds), usage.ru_maxrss / 1024.0);
-  weir::bench::result("event_driven_us_per_round", seconds * 1e6 / static_cast<double>(rounds), "us");
-  weir::bench::result("event_driven_bytes_per_operator", build_bytes * args.config.workers / operators, "bytes");
+  std::printf(
+      "event_driven: %llu dataflows x %llu maps: %.3f s for %llu rounds, peak RSS %.1f MiB\n",
+      static_cast<unsigned long long>(dataflows), static_cast<unsigned long long>(length), seconds,
+      static_cast<unsigned long long>(rounds), usage.ru_maxrss / 1024.0);
+  weir::bench::result("event_driven_us_per_round", seconds * 1e6 / static_cast<double>(rounds),
+                      "us");
+  weir::bench::result("event_driven_bytes_per_operator",
+                      build_bytes * args.config.workers / operators, "bytes");
   weir::bench::result("event_driven_peak_rss_mib", usage.ru_maxrss / 1024.0, "MiB");
   return 0;
 }

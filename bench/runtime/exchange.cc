@@ -6,6 +6,7 @@
 #include <string>
 
 #include "bench_util.h"
+
 #include "weir/cluster.h"
 #include "weir/weir.h"
 
@@ -20,7 +21,8 @@ int main(int argc, char** argv) {
     auto input = worker.dataflow<uint64_t>([&](weir::Scope<uint64_t>& scope) {
       auto [handle, stream] = weir::new_input<uint64_t>(scope);
       stream | weir::exchange([](const uint64_t& x) { return x; }) |
-          weir::inspect_batch([&seen](const uint64_t&, const std::vector<uint64_t>& b) { seen += b.size(); }) |
+          weir::inspect_batch(
+              [&seen](const uint64_t&, const std::vector<uint64_t>& b) { seen += b.size(); }) |
           weir::probe_with(probe);
       return std::move(handle);
     });
@@ -53,7 +55,7 @@ int main(int argc, char** argv) {
   if (!weir::bench::reports(args.config)) return 0;
   std::printf("exchange: %llu records per worker in %.3f s\n",
               static_cast<unsigned long long>(batch * rounds), seconds);
-  weir::bench::result("exchange_records_per_s_per_worker", static_cast<double>(batch * rounds) / seconds,
-                      "records/s");
+  weir::bench::result("exchange_records_per_s_per_worker",
+                      static_cast<double>(batch * rounds) / seconds, "records/s");
   return 0;
 }

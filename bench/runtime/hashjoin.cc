@@ -10,6 +10,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "bench_util.h"
+
 #include "weir/cluster.h"
 #include "weir/weir.h"
 
@@ -43,31 +44,34 @@ int main(int argc, char** argv) {
       auto [in1, s1] = weir::new_input<Pair>(scope);
       auto [in2, s2] = weir::new_input<Pair>(scope);
       auto by_key = weir::Exchange([](const Pair& p) { return p.first; });
-      weir::binary<Pair>(s1, s2, by_key, by_key, "HashJoin", [&produced](weir::Capability<uint64_t>, weir::OperatorInfo) {
-        absl::flat_hash_map<uint64_t, std::vector<uint64_t>> map1, map2;
-        return [map1, map2, &produced](auto& input1, auto& input2, auto& output) mutable {
-          input1.for_each([&](const auto& cap, std::vector<Pair>& data) {
-            auto session = output.session(cap);
-            for (auto [key, val1] : data) {
-              if (auto it = map2.find(key); it != map2.end()) {
-                for (uint64_t val2 : it->second) session.give(Pair{val1, val2});
-                produced += it->second.size();
-              }
-              map1[key].push_back(val1);
-            }
-          });
-          input2.for_each([&](const auto& cap, std::vector<Pair>& data) {
-            auto session = output.session(cap);
-            for (auto [key, val2] : data) {
-              if (auto it = map1.find(key); it != map1.end()) {
-                for (uint64_t val1 : it->second) session.give(Pair{val1, val2});
-                produced += it->second.size();
-              }
-              map2[key].push_back(val2);
-            }
-          });
-        };
-      }) | weir::probe_with(probe);
+      weir::binary<Pair>(s1, s2, by_key, by_key, "HashJoin",
+                         [&produced](weir::Capability<uint64_t>, weir::OperatorInfo) {
+                           absl::flat_hash_map<uint64_t, std::vector<uint64_t>> map1, map2;
+                           return [map1, map2, &produced](auto& input1, auto& input2,
+                                                          auto& output) mutable {
+                             input1.for_each([&](const auto& cap, std::vector<Pair>& data) {
+                               auto session = output.session(cap);
+                               for (auto [key, val1] : data) {
+                                 if (auto it = map2.find(key); it != map2.end()) {
+                                   for (uint64_t val2 : it->second) session.give(Pair{val1, val2});
+                                   produced += it->second.size();
+                                 }
+                                 map1[key].push_back(val1);
+                               }
+                             });
+                             input2.for_each([&](const auto& cap, std::vector<Pair>& data) {
+                               auto session = output.session(cap);
+                               for (auto [key, val2] : data) {
+                                 if (auto it = map1.find(key); it != map1.end()) {
+                                   for (uint64_t val1 : it->second) session.give(Pair{val1, val2});
+                                   produced += it->second.size();
+                                 }
+                                 map2[key].push_back(val2);
+                               }
+                             });
+                           };
+                         }) |
+          weir::probe_with(probe);
       return std::pair{std::move(in1), std::move(in2)};
     });
     auto& [input1, input2] = inputs;
@@ -118,8 +122,8 @@ int main(int argc, char** argv) {
   }
   for (uint64_t n : *outputs) total += n;
   if (total != expected) {
-    std::fprintf(stderr, "hashjoin: produced %llu pairs, expected %llu\n", static_cast<unsigned long long>(total),
-                 static_cast<unsigned long long>(expected));
+    std::fprintf(stderr, "hashjoin: produced %llu pairs, expected %llu\n",
+                 static_cast<unsigned long long>(total), static_cast<unsigned long long>(expected));
     return 1;
   }
   if (!weir::bench::reports(args.config)) return 0;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "bench_util.h"
+
 #include "weir/cluster.h"
 #include "weir/weir.h"
 
@@ -20,12 +21,14 @@ int main(int argc, char** argv) {
       std::vector<uint64_t> mine;
       for (uint64_t x = worker.index(); x < elements; x += worker.peers()) mine.push_back(x);
       auto [loop, cycle] = weir::feedback<uint64_t>(scope, weir::IntSummary<uint64_t>{1});
-      auto [done, again] = weir::to_stream(scope, std::move(mine)) | weir::concat(cycle) |
-                           weir::exchange([](const uint64_t& x) { return x; }) |
-                           weir::map_in_place([](uint64_t& x) { x += 1; }) |
-                           weir::branch_when([iterations](const uint64_t& t) { return t < iterations; });
+      auto [done, again] =
+          weir::to_stream(scope, std::move(mine)) | weir::concat(cycle) |
+          weir::exchange([](const uint64_t& x) { return x; }) |
+          weir::map_in_place([](uint64_t& x) { x += 1; }) |
+          weir::branch_when([iterations](const uint64_t& t) { return t < iterations; });
       again | weir::connect_loop(loop);
-      done | weir::inspect_batch([&left](const uint64_t&, const std::vector<uint64_t>& b) { left += b.size(); });
+      done | weir::inspect_batch(
+                 [&left](const uint64_t&, const std::vector<uint64_t>& b) { left += b.size(); });
     });
     while (worker.step_or_park(std::nullopt)) {
     }
@@ -48,7 +51,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::printf("pingpong: %llu iterations of %llu elements in %.3f s\n",
-              static_cast<unsigned long long>(iterations), static_cast<unsigned long long>(elements), seconds);
-  weir::bench::result("pingpong_us_per_iteration", seconds * 1e6 / static_cast<double>(iterations), "us");
+              static_cast<unsigned long long>(iterations),
+              static_cast<unsigned long long>(elements), seconds);
+  weir::bench::result("pingpong_us_per_iteration", seconds * 1e6 / static_cast<double>(iterations),
+                      "us");
   return 0;
 }

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+
 #include "weir/operators/feedback.h"
 
 namespace weir::sinks {
@@ -17,12 +18,15 @@ absl::StatusOr<Batch> merge_batches(std::vector<Batch> batches) {
   Batch merged = std::move(batches[0]);
   for (size_t i = 1; i < batches.size(); ++i) {
     Batch& b = batches[i];
-    if (b.shard_id != merged.shard_id || b.writer_id != merged.writer_id || !(b.description == merged.description)) {
-      return absl::InvalidArgumentError(absl::StrCat("cannot merge batches of different shards, writers or descriptions (",
-                                                     merged.writer_id, " vs ", b.writer_id, ")"));
+    if (b.shard_id != merged.shard_id || b.writer_id != merged.writer_id ||
+        !(b.description == merged.description)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot merge batches of different shards, writers or descriptions (",
+                       merged.writer_id, " vs ", b.writer_id, ")"));
     }
     if (b.parts.empty()) continue;
-    if (!merged.parts.empty()) merged.run_starts.push_back(static_cast<uint32_t>(merged.parts.size()));
+    if (!merged.parts.empty())
+      merged.run_starts.push_back(static_cast<uint32_t>(merged.parts.size()));
     const uint32_t base = static_cast<uint32_t>(merged.parts.size());
     for (uint32_t start : b.run_starts) merged.run_starts.push_back(base + start);
     for (auto& part : b.parts) merged.parts.push_back(std::move(part));
@@ -47,13 +51,15 @@ std::pair<Stream<Time, std::string>, Stream<Time, uint8_t>> render_write(
   auto [batch_out, batches] = builder.add_output<std::string>();
   auto [marker_out, marker] = builder.add_output<uint8_t>();
   builder.set_on_error(OnError::kHold);
-  auto built = builder.build([=](AsyncContext& ctx, std::span<CapabilitySet<Time>> caps) mutable -> absl::Status {
+  auto built = builder.build([=](AsyncContext& ctx,
+                                 std::span<CapabilitySet<Time>> caps) mutable -> absl::Status {
     Time lower = config.shard_upper;
     Capability<Time> batch_cap = caps[0].delayed(lower);
     caps[0].clear();
     caps[1].downgrade(Antichain<Time>{lower});
     std::optional<persist::BatchBuilder> current;
-    std::map<Time, std::vector<Update>> later;  // Updates after `lower`, waiting for their description.
+    std::map<Time, std::vector<Update>>
+        later;  // Updates after `lower`, waiting for their description.
     std::deque<Description> queue;
     Antichain<Time> data_frontier{0};
     bool data_done = false, descriptions_done = false;
@@ -61,7 +67,8 @@ std::pair<Stream<Time, std::string>, Stream<Time, uint8_t>> render_write(
       if (!current) current.emplace(config.writer->builder(Frontier(lower)));
       // Waiting for an upload blocks: do it off the worker, which has other exports to serve.
       if (current->uploads_full()) {
-        if (absl::Status s = ctx.run_blocking([&] { return current->wait_for_room(); }); !s.ok()) return s;
+        if (absl::Status s = ctx.run_blocking([&] { return current->wait_for_room(); }); !s.ok())
+          return s;
       }
       return current->add(row, time, diff);
     };
@@ -78,7 +85,8 @@ std::pair<Stream<Time, std::string>, Stream<Time, uint8_t>> render_write(
             for (const auto& [row, diff] : d->batch) {
               if (absl::Status s = add(row, time, diff); !s.ok()) return s;
             }
-            if (config.stats) config.stats->updates.fetch_add(d->batch.size(), std::memory_order_relaxed);
+            if (config.stats)
+              config.stats->updates.fetch_add(d->batch.size(), std::memory_order_relaxed);
           } else {
             auto& pending = later[time];
             for (auto& u : d->batch) pending.push_back(std::move(u));
@@ -105,14 +113,16 @@ std::pair<Stream<Time, std::string>, Stream<Time, uint8_t>> render_write(
         }
       }
       // Finish batches whose description is known and whose data is all here.
-      while (!queue.empty() && queue.front().first == lower && !data_frontier.less_than(queue.front().second)) {
+      while (!queue.empty() && queue.front().first == lower &&
+             !data_frontier.less_than(queue.front().second)) {
         const Time upper = queue.front().second;
         queue.pop_front();
         for (auto it = later.begin(); it != later.end() && it->first < upper;) {
           for (const auto& [row, diff] : it->second) {
             if (absl::Status s = add(row, it->first, diff); !s.ok()) return s;
           }
-          if (config.stats) config.stats->updates.fetch_add(it->second.size(), std::memory_order_relaxed);
+          if (config.stats)
+            config.stats->updates.fetch_add(it->second.size(), std::memory_order_relaxed);
           it = later.erase(it);
         }
         if (!current) current.emplace(config.writer->builder(Frontier(lower)));
@@ -141,8 +151,8 @@ std::pair<Stream<Time, std::string>, Stream<Time, uint8_t>> render_write(
 }
 
 // mint: turns the marker's frontier into descriptions, on the leader.
-Stream<Time, Description> render_mint(const Stream<Time, uint8_t>& marker, const PersistSinkConfig& config,
-                                      RenderedSink& rendered) {
+Stream<Time, Description> render_mint(const Stream<Time, uint8_t>& marker,
+                                      const PersistSinkConfig& config, RenderedSink& rendered) {
   AsyncOperatorBuilder<Time> builder("PersistMint(" + config.name + ")", marker.scope());
   auto input = builder.add_input(marker, Pipeline{});
   auto [output, descriptions] = builder.add_output<Description>();
@@ -177,12 +187,15 @@ Stream<Time, Description> render_mint(const Stream<Time, uint8_t>& marker, const
 }
 
 // append: compare-and-appends every description's batches, in order, on the leader.
-void render_append(const Stream<Time, std::string>& batches, const PersistSinkConfig& config, RenderedSink& rendered) {
+void render_append(const Stream<Time, std::string>& batches, const PersistSinkConfig& config,
+                   RenderedSink& rendered) {
   AsyncOperatorBuilder<Time> builder("PersistAppend(" + config.name + ")", batches.scope());
   const size_t leader = config.leader % batches.scope().peers();
-  auto input = builder.add_input(batches, Exchange([leader](const std::string&) { return leader; }));
+  auto input =
+      builder.add_input(batches, Exchange([leader](const std::string&) { return leader; }));
   builder.set_on_error(OnError::kHold);
-  auto built = builder.build([=](AsyncContext& ctx, std::span<CapabilitySet<Time>>) mutable -> absl::Status {
+  auto built = builder.build([=](AsyncContext& ctx,
+                                 std::span<CapabilitySet<Time>>) mutable -> absl::Status {
     Time expected = config.shard_upper;
     std::map<Time, std::vector<Batch>> pending;  // By description lower.
     auto append_ready = [&](const Antichain<Time>& frontier) -> absl::Status {
@@ -195,25 +208,32 @@ void render_append(const Stream<Time, std::string>& batches, const PersistSinkCo
         if (!merged.ok()) return merged.status();
         if (expected >= upper) {
           // Another incarnation already appended this range: ours is redundant.
-          if (absl::Status s = ctx.run_blocking([&] { return config.writer->discard(*merged); }); !s.ok()) return s;
+          if (absl::Status s = ctx.run_blocking([&] { return config.writer->discard(*merged); });
+              !s.ok())
+            return s;
           continue;
         }
         if (expected != lower) {
           return absl::AbortedError(absl::StrCat("shard ", config.name, ": upper is ", expected,
-                                                 ", a batch [", lower, ", ", upper, ") cannot follow it"));
+                                                 ", a batch [", lower, ", ", upper,
+                                                 ") cannot follow it"));
         }
-        auto result = ctx.run_blocking(
-            [&] { return config.writer->compare_and_append(*merged, Frontier(lower), Frontier(upper)); });
+        auto result = ctx.run_blocking([&] {
+          return config.writer->compare_and_append(*merged, Frontier(lower), Frontier(upper));
+        });
         if (!result.ok()) return result.status();
         if (!result->is_appended()) {
           const Frontier current = result->mismatch->current;
           if (!current.is_empty() && current.time() >= upper) {
             expected = current.time();
-            if (absl::Status s = ctx.run_blocking([&] { return config.writer->discard(*merged); }); !s.ok()) return s;
+            if (absl::Status s = ctx.run_blocking([&] { return config.writer->discard(*merged); });
+                !s.ok())
+              return s;
             continue;
           }
-          return absl::AbortedError(absl::StrCat("shard ", config.name, ": upper mismatch: expected ", lower,
-                                                 ", found ", current.to_string(), "; restarting from the shard's upper"));
+          return absl::AbortedError(
+              absl::StrCat("shard ", config.name, ": upper mismatch: expected ", lower, ", found ",
+                           current.to_string(), "; restarting from the shard's upper"));
         }
         expected = upper;
         if (config.stats) {
@@ -244,7 +264,8 @@ void render_append(const Stream<Time, std::string>& batches, const PersistSinkCo
 
 }  // namespace
 
-RenderedSink render_persist_sink(const Stream<Time, Update>& updates, const PersistSinkConfig& config) {
+RenderedSink render_persist_sink(const Stream<Time, Update>& updates,
+                                 const PersistSinkConfig& config) {
   RenderedSink rendered;
   // write needs mint's descriptions and mint watches write's marker: the descriptions come back
   // through a feedback edge of summary 0 (a forward reference; there is no cycle in progress,

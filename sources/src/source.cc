@@ -17,10 +17,14 @@ std::string_view to_string(ProgressMode mode) {
 
 std::string_view to_string(Health health) {
   switch (health) {
-    case Health::kStarting: return "starting";
-    case Health::kRunning: return "running";
-    case Health::kStalled: return "stalled";
-    case Health::kCeased: return "ceased";
+    case Health::kStarting:
+      return "starting";
+    case Health::kRunning:
+      return "running";
+    case Health::kStalled:
+      return "stalled";
+    case Health::kCeased:
+      return "ceased";
   }
   return "unknown";
 }
@@ -39,7 +43,9 @@ bool HealthAggregator::apply(const HealthUpdate& update) {
 
 Health HealthAggregator::status(size_t export_index) const {
   const auto& workers = per_worker_[export_index];
-  auto any = [&](Health h) { return std::find(workers.begin(), workers.end(), h) != workers.end(); };
+  auto any = [&](Health h) {
+    return std::find(workers.begin(), workers.end(), h) != workers.end();
+  };
   if (any(Health::kStalled)) return Health::kStalled;
   if (any(Health::kStarting)) return Health::kStarting;
   if (any(Health::kCeased)) return Health::kCeased;  // The change stream ended (one worker has it).

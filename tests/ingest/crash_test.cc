@@ -2,12 +2,6 @@
 // snapshot, while streaming, while appending) 20 times and restarted each time; the final shards
 // equal an uninterrupted run's, with no row lost or duplicated.
 
-#include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <filesystem>
 #include <map>
 #include <random>
@@ -15,6 +9,12 @@
 #include <thread>
 
 #include "ingest/ingest.h"
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "weir/sinks/persist/client.h"
 
 namespace weir::ingest {
@@ -25,8 +25,10 @@ namespace fs = std::filesystem;
 constexpr uint64_t kUntil = 6000;
 
 std::vector<std::string> ingest_args(const fs::path& dir) {
-  return {WEIR_TOOL_PATH, "ingest", "--source", "loadgen:auction", "--scale", "40", "--persist", dir.string(),
-          "-w", "2", "--until", std::to_string(kUntil), "--rate", "8000", "--quiet"};
+  return {WEIR_TOOL_PATH, "ingest", "--source",  "loadgen:auction",
+          "--scale",      "40",     "--persist", dir.string(),
+          "-w",           "2",      "--until",   std::to_string(kUntil),
+          "--rate",       "8000",   "--quiet"};
 }
 
 // Starts `weir ingest`; returns its pid.
@@ -44,7 +46,8 @@ pid_t spawn(const std::vector<std::string>& args) {
   return pid;
 }
 
-std::map<std::string, int64_t> contents(persist::PersistClient& client, const std::string& shard, uint64_t as_of) {
+std::map<std::string, int64_t> contents(persist::PersistClient& client, const std::string& shard,
+                                        uint64_t as_of) {
   auto reader = client.open_reader(shard);
   EXPECT_TRUE(reader.ok()) << reader.status();
   auto updates = reader->snapshot(as_of);
@@ -75,7 +78,8 @@ TEST(CrashTest, KilledAndRestartedIngestEqualsAnUninterruptedRun) {
   int killed = 0;
   for (int i = 0; i < 20; ++i) {
     pid = spawn(ingest_args(crashed));
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(20, 500)(rng)));
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(std::uniform_int_distribution<int>(20, 500)(rng)));
     if (kill(pid, SIGKILL) == 0) ++killed;
     ASSERT_EQ(waitpid(pid, &status, 0), pid);
   }
@@ -84,7 +88,8 @@ TEST(CrashTest, KilledAndRestartedIngestEqualsAnUninterruptedRun) {
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "final run failed: " << status;
 
-  auto ref = persist::PersistClient::open(persist::PersistLocation::in_directory(reference.string()));
+  auto ref =
+      persist::PersistClient::open(persist::PersistLocation::in_directory(reference.string()));
   auto got = persist::PersistClient::open(persist::PersistLocation::in_directory(crashed.string()));
   ASSERT_TRUE(ref.ok() && got.ok());
   for (const std::string table : {"users", "auctions", "bids"}) {
@@ -94,7 +99,8 @@ TEST(CrashTest, KilledAndRestartedIngestEqualsAnUninterruptedRun) {
       auto actual = contents(**got, shard, as_of);
       EXPECT_EQ(actual.size(), expected.size()) << shard << " at " << as_of;
       EXPECT_TRUE(actual == expected) << shard << " differs at offset " << as_of;
-      for (const auto& [row, count] : actual) ASSERT_EQ(count, 1) << shard << ": duplicated or retracted row " << row;
+      for (const auto& [row, count] : actual)
+        ASSERT_EQ(count, 1) << shard << ": duplicated or retracted row " << row;
     }
   }
   fs::remove_all(base);

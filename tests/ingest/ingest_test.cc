@@ -1,13 +1,14 @@
 // Ingestion end to end: a load generator's tables into persist shards, compared with the
 // generator's own state at several offsets; definite and transient errors; adding a table.
 
-#include <gtest/gtest.h>
+#include "ingest/ingest.h"
 
 #include <filesystem>
 #include <map>
 #include <string>
 
-#include "ingest/ingest.h"
+#include <gtest/gtest.h>
+
 #include "weir/sinks/persist/client.h"
 
 namespace weir::ingest {
@@ -16,7 +17,8 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path fresh_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("weir-ingest-" + name + "-" + std::to_string(::getpid()));
+  fs::path dir =
+      fs::temp_directory_path() / ("weir-ingest-" + name + "-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
@@ -33,7 +35,8 @@ IngestOptions options_for(const fs::path& dir, size_t workers, uint64_t until) {
   return options;
 }
 
-std::map<std::string, int64_t> shard_at(persist::PersistClient& client, const std::string& shard, uint64_t as_of) {
+std::map<std::string, int64_t> shard_at(persist::PersistClient& client, const std::string& shard,
+                                        uint64_t as_of) {
   auto reader = client.open_reader(shard);
   EXPECT_TRUE(reader.ok()) << reader.status();
   auto updates = reader->snapshot(as_of);
@@ -54,7 +57,8 @@ void expect_matches_generator(const IngestOptions& options, uint64_t until,
   for (const auto& table : tables) {
     const uint32_t t = *generator->table_index(table);
     for (uint64_t offset : {uint64_t{0}, until / 3, 2 * until / 3, until}) {
-      EXPECT_EQ(shard_at(**client, shard_name("auction", table), offset), generator->state_at(t, offset))
+      EXPECT_EQ(shard_at(**client, shard_name("auction", table), offset),
+                generator->state_at(t, offset))
           << table << " at offset " << offset;
     }
   }

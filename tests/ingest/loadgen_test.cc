@@ -44,7 +44,8 @@ TEST(GeneratorTest, ReplayingOneTableEqualsTheFullStream) {
     ASSERT_EQ(replayed.size(), by_table[t].size()) << full->table_name(t);
     for (size_t i = 0; i < replayed.size(); ++i) {
       EXPECT_EQ(replayed[i].first, by_table[t][i].first);
-      EXPECT_EQ(replayed[i].second.row + "/" + std::to_string(replayed[i].second.diff), by_table[t][i].second);
+      EXPECT_EQ(replayed[i].second.row + "/" + std::to_string(replayed[i].second.diff),
+                by_table[t][i].second);
     }
   }
 }

@@ -146,10 +146,10 @@ TEST_P(ShardTest, SnapshotMergesBinaryDataInByteOrder) {
   EXPECT_EQ(as_map(*snapshot), consolidate(history, upper - 1));
   EXPECT_TRUE(std::is_sorted(snapshot->begin(), snapshot->end(),
                              [](const Update& a, const Update& b) { return a.data < b.data; }));
-  EXPECT_TRUE(std::adjacent_find(snapshot->begin(), snapshot->end(),
-                                 [](const Update& a, const Update& b) {
-                                   return a.data == b.data;
-                                 }) == snapshot->end());
+  EXPECT_TRUE(
+      std::adjacent_find(snapshot->begin(), snapshot->end(), [](const Update& a, const Update& b) {
+        return a.data == b.data;
+      }) == snapshot->end());
 }
 
 TEST_P(ShardTest, ListenSeesEveryBatchOnceInOrder) {

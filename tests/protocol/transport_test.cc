@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "grpc_transport.h"
+#include "testing/ports.h"
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -27,23 +28,7 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// Free loopback ports (all sockets open while choosing, so they differ).
-std::vector<int> free_ports(size_t n) {
-  std::vector<int> fds, ports;
-  for (size_t i = 0; i < n; ++i) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(addr);
-    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-    fds.push_back(fd);
-    ports.push_back(ntohs(addr.sin_port));
-  }
-  for (int fd : fds) ::close(fd);
-  return ports;
-}
+using weir::testing::free_ports;
 
 std::string write_hostfile(size_t processes) {
   static int counter = 0;

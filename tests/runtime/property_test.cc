@@ -5,8 +5,6 @@
 //   (b) every stream carries exactly what a single-threaded reference computation says,
 //   (c) every dataflow completes (a watchdog turns a hang into a failure naming the seed).
 
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -15,6 +13,8 @@
 
 #include "testing/harness.h"
 #include "testing/random_dataflow.h"
+#include <gtest/gtest.h>
+
 #include "weir/weir.h"
 
 namespace weir {
@@ -28,28 +28,33 @@ class PropertyTest : public ::testing::TestWithParam<size_t> {};
 TEST_P(PropertyTest, RandomDataflowsMatchReference) {
   const size_t workers = GetParam();
   uint64_t first = 1, last = 100, repeat = 1;
-  if (const char* only = std::getenv("WEIR_PROPERTY_SEED")) first = last = std::strtoull(only, nullptr, 10);
+  if (const char* only = std::getenv("WEIR_PROPERTY_SEED"))
+    first = last = std::strtoull(only, nullptr, 10);
   if (const char* r = std::getenv("WEIR_PROPERTY_REPEAT")) repeat = std::strtoull(r, nullptr, 10);
   for (uint64_t run = 0; run < repeat; ++run)
-  for (uint64_t seed = first; seed <= last; ++seed) {
-    const Spec spec = generate(seed, workers);
-    const auto expected = reference(spec);
-    testing::Watchdog watchdog("property case seed=" + std::to_string(seed) + " workers=" + std::to_string(workers));
-    auto outcomes = testing::run_workers(workers, [&](Worker& worker) { return run_worker(worker, spec, seed); });
-    ASSERT_TRUE(outcomes.ok()) << "seed " << seed << ": " << outcomes.status();
-    for (size_t i = 0; i < spec.nodes.size(); ++i) {
-      Multiset actual;
-      uint64_t violations = 0;
-      for (const auto& o : *outcomes) {
-        actual.insert(actual.end(), o.streams[i].begin(), o.streams[i].end());
-        violations += o.violations;
+    for (uint64_t seed = first; seed <= last; ++seed) {
+      const Spec spec = generate(seed, workers);
+      const auto expected = reference(spec);
+      testing::Watchdog watchdog("property case seed=" + std::to_string(seed) +
+                                 " workers=" + std::to_string(workers));
+      auto outcomes = testing::run_workers(
+          workers, [&](Worker& worker) { return run_worker(worker, spec, seed); });
+      ASSERT_TRUE(outcomes.ok()) << "seed " << seed << ": " << outcomes.status();
+      for (size_t i = 0; i < spec.nodes.size(); ++i) {
+        Multiset actual;
+        uint64_t violations = 0;
+        for (const auto& o : *outcomes) {
+          actual.insert(actual.end(), o.streams[i].begin(), o.streams[i].end());
+          violations += o.violations;
+        }
+        std::sort(actual.begin(), actual.end());
+        ASSERT_EQ(violations, 0u) << "seed " << seed
+                                  << ": records arrived behind the frontier (node " << i
+                                  << " and before)";
+        ASSERT_EQ(actual, expected[i])
+            << "seed " << seed << " workers " << workers << " node " << i;
       }
-      std::sort(actual.begin(), actual.end());
-      ASSERT_EQ(violations, 0u) << "seed " << seed << ": records arrived behind the frontier (node " << i
-                                << " and before)";
-      ASSERT_EQ(actual, expected[i]) << "seed " << seed << " workers " << workers << " node " << i;
     }
-  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Workers, PropertyTest, ::testing::Values(1, 2, 4));

@@ -1,14 +1,14 @@
 // Worker, execute, config, activation and failure handling.
 
-#include <gtest/gtest.h>
-#include <sys/resource.h>
-
 #include <atomic>
 #include <chrono>
 #include <stdexcept>
 #include <thread>
 
 #include "testing/harness.h"
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+
 #include "weir/weir.h"
 
 namespace weir {
@@ -17,7 +17,8 @@ namespace {
 using namespace std::chrono_literals;
 
 TEST(ConfigTest, ParsesTimelyFlagsAndKeepsTheRest) {
-  std::vector<std::string> args{"file.txt", "-w", "3", "--processes=2", "-p", "1", "-h", "hosts", "x"};
+  std::vector<std::string> args{"file.txt", "-w",    "3", "--processes=2", "-p", "1",
+                                "-h",       "hosts", "x"};
   auto config = Config::from_args(args);
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->workers, 3u);
@@ -73,7 +74,8 @@ TEST(ExecuteTest, ExceptionInOperatorNamesTheOperator) {
       ProbeHandle<uint64_t> probe;
       auto input = worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
         auto [handle, stream] = new_input<uint64_t>(scope);
-        unary<uint64_t>(stream | exchange([](const uint64_t& x) { return x; }), Pipeline{}, "Exploder",
+        unary<uint64_t>(stream | exchange([](const uint64_t& x) { return x; }), Pipeline{},
+                        "Exploder",
                         [](Capability<uint64_t>, OperatorInfo) {
                           return [](auto& in, auto& out) {
                             in.for_each([&](const auto& cap, std::vector<uint64_t>& data) {
@@ -222,7 +224,8 @@ TEST(WorkerTest, DroppingADataflowReleasesItsCapabilities) {
     const size_t index = worker.next_dataflow_index();
     worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
       auto [handle, stream] = new_input<uint64_t>(scope);
-      stream | delay([](const uint64_t&, const uint64_t& t) { return t + 100; }) | inspect([](const uint64_t&) {});
+      stream | delay([](const uint64_t&, const uint64_t& t) { return t + 100; }) |
+          inspect([](const uint64_t&) {});
       input.emplace(std::move(handle));
     });
     input->send(1);
@@ -231,8 +234,8 @@ TEST(WorkerTest, DroppingADataflowReleasesItsCapabilities) {
     worker.drop_dataflow(index);
     input->send(2);  // The dataflow is gone: sending does nothing.
     input.reset();
-    return std::tuple<int64_t, int64_t, bool>{during - before, live_capabilities_on_this_thread() - before,
-                                               worker.has_dataflows()};
+    return std::tuple<int64_t, int64_t, bool>{
+        during - before, live_capabilities_on_this_thread() - before, worker.has_dataflows()};
   });
   ASSERT_TRUE(result.ok());
   auto [during, after, remaining] = (*result)[0];
@@ -247,12 +250,15 @@ class Doubler final : public Operator<uint64_t> {
   Doubler(std::shared_ptr<ChannelEnd<uint64_t, uint64_t>> in, OutputPort<uint64_t, uint64_t>* out)
       : in_(std::move(in)), out_(out) {
     progress_.resize(1, 1);
-    progress_.internals[0]->update(0, -1);  // Drop the initial capability: output only follows input.
+    progress_.internals[0]->update(0,
+                                   -1);  // Drop the initial capability: output only follows input.
   }
   std::string_view name() const override { return "Doubler"; }
   uint32_t inputs() const override { return 1; }
   uint32_t outputs() const override { return 1; }
-  Connectivity<uint64_t> connectivity() const override { return identity_connectivity<uint64_t>(1, 1); }
+  Connectivity<uint64_t> connectivity() const override {
+    return identity_connectivity<uint64_t>(1, 1);
+  }
   bool notify_me() const override { return false; }
   bool schedule() override {
     while (auto* message = in_->pull()) {

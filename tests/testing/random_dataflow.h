@@ -32,11 +32,24 @@ using Time = uint64_t;
 using Record = std::pair<Time, uint64_t>;  // (time, value)
 using Multiset = std::vector<Record>;      // Sorted.
 
-enum class Kind { kInput, kMap, kFilter, kExchange, kConcat, kDelay, kBranchTrue, kBranchFalse, kLoop, kNestedLoop, kRegion, kAsync };
+enum class Kind {
+  kInput,
+  kMap,
+  kFilter,
+  kExchange,
+  kConcat,
+  kDelay,
+  kBranchTrue,
+  kBranchFalse,
+  kLoop,
+  kNestedLoop,
+  kRegion,
+  kAsync
+};
 
 struct Node {
   Kind kind;
-  size_t a = 0, b = 0;  // Upstream node indices.
+  size_t a = 0, b = 0;    // Upstream node indices.
   uint64_t p = 0, q = 0;  // Parameters.
 };
 
@@ -55,7 +68,9 @@ inline Time async_time(const Node& n, Time t, uint64_t x) { return n.q == 0 ? t 
 
 inline Spec generate(uint64_t seed, size_t workers) {
   std::mt19937_64 rng(seed);
-  auto pick = [&](uint64_t lo, uint64_t hi) { return std::uniform_int_distribution<uint64_t>(lo, hi)(rng); };
+  auto pick = [&](uint64_t lo, uint64_t hi) {
+    return std::uniform_int_distribution<uint64_t>(lo, hi)(rng);
+  };
   Spec spec;
   spec.num_inputs = pick(1, 2);
   for (size_t i = 0; i < spec.num_inputs; ++i) spec.nodes.push_back({Kind::kInput, 0, 0, i, 0});
@@ -64,22 +79,42 @@ inline Spec generate(uint64_t seed, size_t workers) {
     const size_t n = spec.nodes.size();
     const size_t up = pick(0, n - 1), up2 = pick(0, n - 1);
     switch (pick(0, 9)) {
-      case 0: spec.nodes.push_back({Kind::kMap, up, 0, pick(1, 7), pick(0, 5)}); break;
-      case 1: spec.nodes.push_back({Kind::kFilter, up, 0, pick(2, 5), pick(0, 1)}); break;
-      case 2: spec.nodes.push_back({Kind::kExchange, up, 0, 0, 0}); break;
-      case 3: spec.nodes.push_back({Kind::kConcat, up, up2, 0, 0}); break;
-      case 4: spec.nodes.push_back({Kind::kDelay, up, 0, pick(1, 4), 0}); break;
+      case 0:
+        spec.nodes.push_back({Kind::kMap, up, 0, pick(1, 7), pick(0, 5)});
+        break;
+      case 1:
+        spec.nodes.push_back({Kind::kFilter, up, 0, pick(2, 5), pick(0, 1)});
+        break;
+      case 2:
+        spec.nodes.push_back({Kind::kExchange, up, 0, 0, 0});
+        break;
+      case 3:
+        spec.nodes.push_back({Kind::kConcat, up, up2, 0, 0});
+        break;
+      case 4:
+        spec.nodes.push_back({Kind::kDelay, up, 0, pick(1, 4), 0});
+        break;
       case 5: {
         const uint64_t p = pick(2, 4);
         spec.nodes.push_back({Kind::kBranchFalse, up, 0, p, 0});
         spec.nodes.push_back({Kind::kBranchTrue, up, n, p, 0});  // b: the matching false node
         break;
       }
-      case 6: spec.nodes.push_back({Kind::kLoop, up, 0, pick(0, 1), 0}); break;
-      case 7: spec.nodes.push_back({Kind::kAsync, up, 0, pick(1, 4), pick(0, 1)}); break;
-      case 8: spec.nodes.push_back({Kind::kNestedLoop, up, 0, pick(0, 1), 0}); break;
-      case 9: spec.nodes.push_back({Kind::kRegion, up, 0, pick(1, 7), pick(0, 5)}); break;
-      default: spec.nodes.push_back({Kind::kExchange, up, 0, 0, 0}); break;
+      case 6:
+        spec.nodes.push_back({Kind::kLoop, up, 0, pick(0, 1), 0});
+        break;
+      case 7:
+        spec.nodes.push_back({Kind::kAsync, up, 0, pick(1, 4), pick(0, 1)});
+        break;
+      case 8:
+        spec.nodes.push_back({Kind::kNestedLoop, up, 0, pick(0, 1), 0});
+        break;
+      case 9:
+        spec.nodes.push_back({Kind::kRegion, up, 0, pick(1, 7), pick(0, 5)});
+        break;
+      default:
+        spec.nodes.push_back({Kind::kExchange, up, 0, 0, 0});
+        break;
     }
   }
   spec.inputs.resize(workers);
@@ -117,7 +152,9 @@ inline std::vector<Multiset> reference(const Spec& spec) {
           if (keep(n, x)) m.push_back({t, x});
         }
         break;
-      case Kind::kExchange: m = out[n.a]; break;
+      case Kind::kExchange:
+        m = out[n.a];
+        break;
       case Kind::kConcat:
         m = out[n.a];
         m.insert(m.end(), out[n.b].begin(), out[n.b].end());
@@ -175,16 +212,18 @@ struct Outcome {
 };
 
 // Passes records through, recording them and checking them against the input frontier.
-inline Stream<Time, uint64_t> check(const Stream<Time, uint64_t>& stream, Multiset* seen, uint64_t* violations) {
-  return unary_frontier<uint64_t>(stream, Pipeline{}, "Check", [seen, violations](Capability<Time>, OperatorInfo) {
-    return [seen, violations](auto& input, auto& output) {
-      input.for_each([&](const InputCapability<Time>& cap, std::vector<uint64_t>& data) {
-        if (!input.frontier().less_equal(cap.time())) ++*violations;
-        for (uint64_t x : data) seen->push_back({cap.time(), x});
-        output.session(cap).give_vec(data);
+inline Stream<Time, uint64_t> check(const Stream<Time, uint64_t>& stream, Multiset* seen,
+                                    uint64_t* violations) {
+  return unary_frontier<uint64_t>(
+      stream, Pipeline{}, "Check", [seen, violations](Capability<Time>, OperatorInfo) {
+        return [seen, violations](auto& input, auto& output) {
+          input.for_each([&](const InputCapability<Time>& cap, std::vector<uint64_t>& data) {
+            if (!input.frontier().less_equal(cap.time())) ++*violations;
+            for (uint64_t x : data) seen->push_back({cap.time(), x});
+            output.session(cap).give_vec(data);
+          });
+        };
       });
-    };
-  });
 }
 
 // ---- Async operator nodes (kAsync) ----
@@ -223,7 +262,8 @@ inline Stream<Time, uint64_t> async_node(const Stream<Time, uint64_t>& stream, c
         stash.erase(stash.begin());
       }
       std::vector<Time> hold(frontier.begin(), frontier.end());
-      if (!stash.empty() && (hold.empty() || stash.begin()->first < hold[0])) hold = {stash.begin()->first};
+      if (!stash.empty() && (hold.empty() || stash.begin()->first < hold[0]))
+        hold = {stash.begin()->first};
       held.downgrade(hold);
     };
     for (;;) {
@@ -260,17 +300,29 @@ inline Outcome run_worker(Worker& worker, const Spec& spec, uint64_t seed) {
           s = stream;
           break;
         }
-        case Kind::kMap: s = streams[n.a] | map([n](uint64_t x) { return apply_map(n, x); }); break;
-        case Kind::kFilter: s = streams[n.a] | filter([n](const uint64_t& x) { return keep(n, x); }); break;
-        case Kind::kExchange: s = streams[n.a] | exchange([](const uint64_t& x) { return x * 0x9e3779b97f4a7c15ULL >> 7; }); break;
-        case Kind::kConcat: s = streams[n.a] | concat(streams[n.b]); break;
+        case Kind::kMap:
+          s = streams[n.a] | map([n](uint64_t x) { return apply_map(n, x); });
+          break;
+        case Kind::kFilter:
+          s = streams[n.a] | filter([n](const uint64_t& x) { return keep(n, x); });
+          break;
+        case Kind::kExchange:
+          s = streams[n.a] |
+              exchange([](const uint64_t& x) { return x * 0x9e3779b97f4a7c15ULL >> 7; });
+          break;
+        case Kind::kConcat:
+          s = streams[n.a] | concat(streams[n.b]);
+          break;
         case Kind::kDelay:
-          s = streams[n.a] | delay([n](const uint64_t& x, const Time& t) { return delayed(n, t, x); });
+          s = streams[n.a] |
+              delay([n](const uint64_t& x, const Time& t) { return delayed(n, t, x); });
           break;
         case Kind::kBranchFalse:
         case Kind::kBranchTrue: {
           if (n.kind == Kind::kBranchFalse) {
-            auto [no, yes] = streams[n.a] | branch([n](const Time&, const uint64_t& x) { return branch_pred(n, x); });
+            auto [no, yes] = streams[n.a] | branch([n](const Time&, const uint64_t& x) {
+                               return branch_pred(n, x);
+                             });
             s = no;
             pending_true = yes;
           } else {
@@ -293,14 +345,15 @@ inline Outcome run_worker(Worker& worker, const Spec& spec, uint64_t seed) {
           s = scope.iterative<uint64_t>([&](auto& inner) {
             auto [loop, cycle] = loop_variable<uint64_t>(inner, uint64_t{1});
             auto entry = inner.enter(streams[n.a]) | concat(cycle);
-            auto checked = unary_frontier<uint64_t>(entry, Pipeline{}, "InnerCheck", [&](Capability<P>, OperatorInfo) {
-              return [&](auto& input, auto& output) {
-                input.for_each([&](const InputCapability<P>& cap, std::vector<uint64_t>& data) {
-                  if (!input.frontier().less_equal(cap.time())) ++outcome.violations;
-                  output.session(cap).give_vec(data);
+            auto checked = unary_frontier<uint64_t>(
+                entry, Pipeline{}, "InnerCheck", [&](Capability<P>, OperatorInfo) {
+                  return [&](auto& input, auto& output) {
+                    input.for_each([&](const InputCapability<P>& cap, std::vector<uint64_t>& data) {
+                      if (!input.frontier().less_equal(cap.time())) ++outcome.violations;
+                      output.session(cap).give_vec(data);
+                    });
+                  };
                 });
-              };
-            });
             auto body = checked | map([](uint64_t x) { return x / 2; });
             if (n.p == 1) body = body | exchange([](const uint64_t& x) { return x; });
             auto [done, again] = body | branch([](const P&, const uint64_t& x) { return x > 0; });
@@ -309,10 +362,13 @@ inline Outcome run_worker(Worker& worker, const Spec& spec, uint64_t seed) {
           });
           break;
         }
-        case Kind::kAsync: s = async_node(streams[n.a], n); break;
+        case Kind::kAsync:
+          s = async_node(streams[n.a], n);
+          break;
         case Kind::kRegion:
           s = scope.region([&](auto& inner) {
-            return inner.leave(inner.enter(streams[n.a]) | map([n](uint64_t x) { return apply_map(n, x); }) |
+            return inner.leave(inner.enter(streams[n.a]) |
+                               map([n](uint64_t x) { return apply_map(n, x); }) |
                                exchange([](const uint64_t& x) { return x; }));
           });
           break;

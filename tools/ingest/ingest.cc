@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+
 #include "weir/operators/exchange.h"
 #include "weir/operators/inspect.h"
 #include "weir/sinks/persist/client.h"
@@ -42,14 +43,17 @@ std::vector<IngestMonitor::ExportView> IngestMonitor::exports() const {
 
 std::chrono::duration<double> IngestMonitor::lag(uint64_t persisted_upper) const {
   std::lock_guard lock(mu_);
-  if (!source_ || persisted_upper > source_->upstream_offset()) return std::chrono::duration<double>(0);
+  if (!source_ || persisted_upper > source_->upstream_offset())
+    return std::chrono::duration<double>(0);
   auto reached = source_->reached(persisted_upper);
   if (!reached) return std::chrono::duration<double>(0);
   return Clock::now() - *reached;
 }
 
-void IngestMonitor::set_epoch(std::shared_ptr<sources::SourceStats> source, std::vector<std::string> tables,
-                              std::vector<std::shared_ptr<sinks::SinkStats>> sinks, std::vector<bool> snapshotting) {
+void IngestMonitor::set_epoch(std::shared_ptr<sources::SourceStats> source,
+                              std::vector<std::string> tables,
+                              std::vector<std::shared_ptr<sinks::SinkStats>> sinks,
+                              std::vector<bool> snapshotting) {
   std::lock_guard lock(mu_);
   source_ = std::move(source);
   tables_ = std::move(tables);
@@ -100,13 +104,15 @@ class Control {
   }
 
   void request_restart(uint64_t epoch) { restart_.store(epoch + 1, std::memory_order_release); }
-  bool restart_requested(uint64_t epoch) const { return restart_.load(std::memory_order_acquire) == epoch + 1; }
+  bool restart_requested(uint64_t epoch) const {
+    return restart_.load(std::memory_order_acquire) == epoch + 1;
+  }
 
  private:
   size_t workers_;
   std::mutex mu_;
   std::condition_variable cv_;
-  Plan plan_;       // Guarded by mu_.
+  Plan plan_;           // Guarded by mu_.
   size_t arrived_ = 0;  // Guarded by mu_.
   bool aborted_ = false;
   std::atomic<uint64_t> restart_{0};
@@ -135,10 +141,12 @@ absl::StatusOr<uint64_t> take_incarnation(persist::PersistClient& client, const 
 // Appends aggregated health changes to the status shard, on the leader.
 void render_health(Scope<Offset>& scope, const Stream<Offset, sources::HealthUpdate>& health,
                    std::shared_ptr<persist::WriteHandle> status, std::vector<std::string> tables,
-                   uint64_t incarnation, uint64_t epoch, std::shared_ptr<std::vector<std::string>> last,
+                   uint64_t incarnation, uint64_t epoch,
+                   std::shared_ptr<std::vector<std::string>> last,
                    std::shared_ptr<std::mutex> last_mu) {
   AsyncOperatorBuilder<Offset> builder("Health", scope);
-  auto input = builder.add_input(health, Exchange([](const sources::HealthUpdate&) { return uint64_t{0}; }));
+  auto input =
+      builder.add_input(health, Exchange([](const sources::HealthUpdate&) { return uint64_t{0}; }));
   const size_t peers = scope.peers();
   builder.set_on_error(OnError::kHold);
   builder.build([=](AsyncContext& ctx, std::span<CapabilitySet<Offset>>) mutable -> absl::Status {
@@ -153,13 +161,16 @@ void render_health(Scope<Offset>& scope, const Stream<Offset, sources::HealthUpd
       for (const auto& update : data->batch) {
         if (!aggregator.apply(update)) continue;
         const auto e = update.export_index;
-        std::string row = absl::StrCat(tables[e], " ", std::string(sources::to_string(aggregator.status(e))),
-                                       " incarnation=", incarnation, " epoch=", epoch);
-        if (aggregator.status(e) == sources::Health::kStalled) absl::StrAppend(&row, " error=", aggregator.error(e));
+        std::string row =
+            absl::StrCat(tables[e], " ", std::string(sources::to_string(aggregator.status(e))),
+                         " incarnation=", incarnation, " epoch=", epoch);
+        if (aggregator.status(e) == sources::Health::kStalled)
+          absl::StrAppend(&row, " error=", aggregator.error(e));
         {
           std::lock_guard lock(*last_mu);
-          (*last)[e] = std::string(sources::to_string(aggregator.status(e))) +
-                       (aggregator.status(e) == sources::Health::kStalled ? ": " + aggregator.error(e) : "");
+          (*last)[e] =
+              std::string(sources::to_string(aggregator.status(e))) +
+              (aggregator.status(e) == sources::Health::kStalled ? ": " + aggregator.error(e) : "");
         }
         rows.push_back({std::move(row), now_ms, 1});
       }
@@ -199,7 +210,8 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
 
   std::vector<std::string> tables = options.tables;
   if (tables.empty()) {
-    for (uint32_t t = 0; t < generator->num_tables(); ++t) tables.push_back(generator->table_name(t));
+    for (uint32_t t = 0; t < generator->num_tables(); ++t)
+      tables.push_back(generator->table_name(t));
   }
   std::vector<std::string> all_tables = tables;
   if (!options.add_table.empty()) all_tables.push_back(options.add_table);
@@ -213,7 +225,8 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
 
   std::map<std::string, std::shared_ptr<persist::WriteHandle>> writers;
   for (const auto& table : all_tables) {
-    auto writer = client->open_writer(shard_name(kind, table), absl::StrCat("ingest incarnation ", *incarnation));
+    auto writer = client->open_writer(shard_name(kind, table),
+                                      absl::StrCat("ingest incarnation ", *incarnation));
     if (!writer.ok()) return writer.status();
     writers[table] = std::make_shared<persist::WriteHandle>(std::move(*writer));
   }
@@ -262,7 +275,8 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
   auto first = make_plan(0);
   if (!first.ok()) return first.status();
   for (const auto& e : first->exports) {
-    log(e.needs_snapshot() ? absl::StrCat(e.table, ": snapshot") : absl::StrCat(e.table, ": resuming at offset ", e.resume_upper));
+    log(e.needs_snapshot() ? absl::StrCat(e.table, ": snapshot")
+                           : absl::StrCat(e.table, ": resuming at offset ", e.resume_upper));
   }
   Control control(options.workers.workers);
   control.publish(*first);
@@ -296,14 +310,15 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
         }
         for (auto& errors : rendered->errors) {
           errors | inspect([&control, epoch, &log](const AsyncError& error) {
-            log(absl::StrCat("transient error in ", error.operator_name, " (worker ", error.worker, "): ",
-                             error.status.ToString(), "; restarting from the shard uppers"));
+            log(absl::StrCat("transient error in ", error.operator_name, " (worker ", error.worker,
+                             "): ", error.status.ToString(), "; restarting from the shard uppers"));
             control.request_restart(epoch);
           });
         }
         std::vector<std::string> names;
         for (const auto& e : plan.exports) names.push_back(e.table);
-        render_health(scope, rendered->health, status, names, *incarnation, epoch, health, health_mu);
+        render_health(scope, rendered->health, status, names, *incarnation, epoch, health,
+                      health_mu);
       });
       auto installed = [&] {
         auto all = worker.installed_dataflows();

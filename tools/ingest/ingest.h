@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+
 #include "weir/sinks/persist/config.h"
 #include "weir/sinks/persist_sink.h"
 #include "weir/sources/loadgen/loadgen_source.h"
@@ -35,13 +36,13 @@ namespace weir::ingest {
 
 struct IngestOptions {
   persist::PersistLocation location;
-  weir::Config workers;                           // -w
-  sources::LoadgenSourceConfig source;            // Generator, rate, until, mode, faults.
-  std::vector<std::string> tables;                // Empty: every table of the generator.
+  weir::Config workers;                 // -w
+  sources::LoadgenSourceConfig source;  // Generator, rate, until, mode, faults.
+  std::vector<std::string> tables;      // Empty: every table of the generator.
   // Add this table after `add_after` (a new epoch: it snapshots, the others resume).
   std::string add_table;
   std::chrono::milliseconds add_after{0};
-  std::function<void(const std::string&)> log;    // Events (snapshot done, restarts); may be null.
+  std::function<void(const std::string&)> log;  // Events (snapshot done, restarts); may be null.
   // Set to stop: the dataflow is dropped and run_ingest returns its report.
   std::shared_ptr<std::atomic<bool>> stop;
 };
@@ -49,16 +50,16 @@ struct IngestOptions {
 struct ExportReport {
   std::string table;
   std::string shard;
-  uint64_t upper = 0;     // The shard's upper at the end.
-  uint64_t updates = 0;   // Updates written by this run.
-  uint64_t batches = 0;   // Batches appended by this run.
-  std::string health;     // Last aggregated health.
-  std::string error;      // The definite error, if the export has one.
+  uint64_t upper = 0;    // The shard's upper at the end.
+  uint64_t updates = 0;  // Updates written by this run.
+  uint64_t batches = 0;  // Batches appended by this run.
+  std::string health;    // Last aggregated health.
+  std::string error;     // The definite error, if the export has one.
 };
 
 struct IngestReport {
   uint64_t incarnation = 0;
-  size_t epochs = 0;            // 1 + restarts.
+  size_t epochs = 0;  // 1 + restarts.
   double seconds = 0;
   std::vector<ExportReport> exports;
 };
@@ -79,7 +80,8 @@ class IngestMonitor {
 
   // Set by the driver.
   void set_epoch(std::shared_ptr<sources::SourceStats> source, std::vector<std::string> tables,
-                 std::vector<std::shared_ptr<sinks::SinkStats>> sinks, std::vector<bool> snapshotting);
+                 std::vector<std::shared_ptr<sinks::SinkStats>> sinks,
+                 std::vector<bool> snapshotting);
 
  private:
   mutable std::mutex mu_;
@@ -89,9 +91,12 @@ class IngestMonitor {
   std::vector<bool> snapshotting_;
 };
 
-absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMonitor* monitor = nullptr);
+absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options,
+                                        IngestMonitor* monitor = nullptr);
 
 // The shard name of `table` for a generator of `kind`.
-inline std::string shard_name(const std::string& kind, const std::string& table) { return kind + "." + table; }
+inline std::string shard_name(const std::string& kind, const std::string& table) {
+  return kind + "." + table;
+}
 
 }  // namespace weir::ingest

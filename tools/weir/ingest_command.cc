@@ -2,8 +2,6 @@
 //
 //   weir ingest --source loadgen:auction --scale S --persist DIR [-w W] [--until OFFSET]
 
-#include <unistd.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -18,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "commands.h"
 #include "ingest/ingest.h"
+#include <unistd.h>
 
 namespace weir::tools {
 namespace {
@@ -33,7 +32,7 @@ struct IngestFlags {
   std::vector<std::string> tables;
   std::vector<std::string> snapshot_rows;  // TABLE=N
   uint64_t seed = 42;
-  std::string fault;                       // TABLE@OFFSET
+  std::string fault;  // TABLE@OFFSET
   std::optional<uint64_t> transient_fault;
   std::string add_table;
   double add_after = 0;
@@ -85,16 +84,19 @@ class Display {
       std::vector<std::string> lines;
       bool any_snapshot = false;
       for (const auto& e : monitor_.exports()) {
-        if (!e.snapshotting || e.snapshot_total == 0 || e.snapshot_done >= e.snapshot_total) continue;
+        if (!e.snapshotting || e.snapshot_total == 0 || e.snapshot_done >= e.snapshot_total)
+          continue;
         any_snapshot = true;
-        const double fraction = static_cast<double>(e.snapshot_done) / static_cast<double>(e.snapshot_total);
+        const double fraction =
+            static_cast<double>(e.snapshot_done) / static_cast<double>(e.snapshot_total);
         const double rate = (e.snapshot_done - last_rows[e.table]) / std::max(dt, 1e-3);
         last_rows[e.table] = e.snapshot_done;
         const int width = 30, filled = static_cast<int>(fraction * width);
         const double eta = rate > 0 ? (e.snapshot_total - e.snapshot_done) / rate : 0;
-        lines.push_back(absl::StrFormat("%-10s [%s%s] %3.0f%% %s/%s rows %s rows/s ETA %.0fs", e.table,
-                                        std::string(filled, '#'), std::string(width - filled, '.'), fraction * 100,
-                                        human(e.snapshot_done), human(e.snapshot_total), human(rate), eta));
+        lines.push_back(absl::StrFormat(
+            "%-10s [%s%s] %3.0f%% %s/%s rows %s rows/s ETA %.0fs", e.table,
+            std::string(filled, '#'), std::string(width - filled, '.'), fraction * 100,
+            human(e.snapshot_done), human(e.snapshot_total), human(rate), eta));
       }
       if (!any_snapshot) {
         std::string line = absl::StrCat("upstream ", monitor_.upstream_offset());
@@ -133,10 +135,12 @@ void run(const IngestFlags& flags) {
   if (flags.dir.empty() && (flags.blob_url.empty() || flags.consensus_url.empty())) {
     fail(absl::InvalidArgumentError("give --persist DIR, or --blob URL and --consensus URL"));
   }
-  options.location = flags.dir.empty() ? persist::PersistLocation{flags.blob_url, flags.consensus_url}
-                                       : persist::PersistLocation::in_directory(flags.dir);
+  options.location = flags.dir.empty()
+                         ? persist::PersistLocation{flags.blob_url, flags.consensus_url}
+                         : persist::PersistLocation::in_directory(flags.dir);
   if (flags.source.rfind("loadgen:", 0) != 0) {
-    fail(absl::InvalidArgumentError("unknown source '" + flags.source + "': expected loadgen:counter or loadgen:auction"));
+    fail(absl::InvalidArgumentError("unknown source '" + flags.source +
+                                    "': expected loadgen:counter or loadgen:auction"));
   }
   options.workers.workers = flags.workers;
   auto& g = options.source.generator;
@@ -146,7 +150,8 @@ void run(const IngestFlags& flags) {
   for (const auto& spec : flags.snapshot_rows) {
     std::pair<std::string, std::string> kv = absl::StrSplit(spec, absl::MaxSplits('=', 1));
     uint64_t rows = 0;
-    if (!absl::SimpleAtoi(kv.second, &rows)) fail(absl::InvalidArgumentError("--snapshot-rows expects TABLE=N, got '" + spec + "'"));
+    if (!absl::SimpleAtoi(kv.second, &rows))
+      fail(absl::InvalidArgumentError("--snapshot-rows expects TABLE=N, got '" + spec + "'"));
     g.snapshot_rows[kv.first] = rows;
   }
   if (!flags.fault.empty()) {
@@ -176,12 +181,15 @@ void run(const IngestFlags& flags) {
   if (!report.ok()) fail(report.status());
   uint64_t total = 0;
   for (const auto& e : report->exports) total += e.updates;
-  std::printf("ingested %s updates in %.2f s (%s updates/s), incarnation %llu, %zu epoch%s\n", human(total).c_str(),
-              report->seconds, human(total / std::max(report->seconds, 1e-9)).c_str(),
-              static_cast<unsigned long long>(report->incarnation), report->epochs, report->epochs == 1 ? "" : "s");
+  std::printf("ingested %s updates in %.2f s (%s updates/s), incarnation %llu, %zu epoch%s\n",
+              human(total).c_str(), report->seconds,
+              human(total / std::max(report->seconds, 1e-9)).c_str(),
+              static_cast<unsigned long long>(report->incarnation), report->epochs,
+              report->epochs == 1 ? "" : "s");
   for (const auto& e : report->exports) {
     std::printf("  %-20s upper %-10llu updates %-10llu batches %-6llu %s\n", e.shard.c_str(),
-                static_cast<unsigned long long>(e.upper), static_cast<unsigned long long>(e.updates),
+                static_cast<unsigned long long>(e.upper),
+                static_cast<unsigned long long>(e.updates),
                 static_cast<unsigned long long>(e.batches), e.health.c_str());
   }
 }
@@ -190,21 +198,28 @@ void run(const IngestFlags& flags) {
 
 void add_ingest_command(CLI::App& app) {
   auto flags = std::make_shared<IngestFlags>();
-  CLI::App* cmd = app.add_subcommand("ingest", "ingest a source's tables into persist shards, exactly once");
-  cmd->add_option("--source", flags->source, "loadgen:counter or loadgen:auction")->capture_default_str();
+  CLI::App* cmd =
+      app.add_subcommand("ingest", "ingest a source's tables into persist shards, exactly once");
+  cmd->add_option("--source", flags->source, "loadgen:counter or loadgen:auction")
+      ->capture_default_str();
   cmd->add_option("--scale", flags->scale, "snapshot size multiplier")->capture_default_str();
-  cmd->add_option("--persist", flags->dir, "directory: a file blob store and SQLite consensus under it");
+  cmd->add_option("--persist", flags->dir,
+                  "directory: a file blob store and SQLite consensus under it");
   cmd->add_option("--blob", flags->blob_url, "blob store URL (file:///path, mem://)");
-  cmd->add_option("--consensus", flags->consensus_url, "consensus URL (sqlite:///path, postgres://...)");
+  cmd->add_option("--consensus", flags->consensus_url,
+                  "consensus URL (sqlite:///path, postgres://...)");
   cmd->add_option("-w,--workers", flags->workers, "worker threads")->capture_default_str();
   cmd->add_option("--until", flags->until, "stop after this upstream offset");
-  cmd->add_option("--rate", flags->rate, "upstream changes per second (0: as fast as possible)")->capture_default_str();
-  cmd->add_option("--mode", flags->mode, "concurrent (per-export progress) or serial")->capture_default_str();
+  cmd->add_option("--rate", flags->rate, "upstream changes per second (0: as fast as possible)")
+      ->capture_default_str();
+  cmd->add_option("--mode", flags->mode, "concurrent (per-export progress) or serial")
+      ->capture_default_str();
   cmd->add_option("--tables", flags->tables, "tables to ingest (default: all)")->delimiter(',');
   cmd->add_option("--snapshot-rows", flags->snapshot_rows, "TABLE=N: snapshot size of one table");
   cmd->add_option("--seed", flags->seed, "generator seed")->capture_default_str();
   cmd->add_option("--fault", flags->fault, "TABLE@OFFSET: a bad row (definite error)");
-  cmd->add_option("--transient-fault", flags->transient_fault, "fail once at this offset (transient error)");
+  cmd->add_option("--transient-fault", flags->transient_fault,
+                  "fail once at this offset (transient error)");
   cmd->add_option("--add-table", flags->add_table, "a table to add while running");
   cmd->add_option("--add-after", flags->add_after, "seconds before adding --add-table");
   cmd->add_flag("--quiet", flags->quiet, "print only the summary");

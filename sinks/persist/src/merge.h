@@ -148,8 +148,7 @@ bool RunMerger::next_key(Visit&& visit) {
     do {
       visit(cursor.time(), cursor.diff());
       more = cursor.advance();
-    } while (more && (prefix = key_prefix(cursor.data())) == head_prefix &&
-             cursor.data() == key_);
+    } while (more && (prefix = key_prefix(cursor.data())) == head_prefix && cursor.data() == key_);
     if (more) {
       heads_[run] = cursor.data();
       prefixes_[run] = prefix;

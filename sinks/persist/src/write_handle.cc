@@ -217,9 +217,10 @@ absl::Status BatchBuilderImpl::flush(bool last) {
   WEIR_RETURN_IF_ERROR(writer_->maybe_heartbeat());
   std::string key = writer_->shard().new_part_key(writer_->writer_id());
   return uploader_.upload(
-      key, [buffer = std::exchange(buffer_, recycler_->take()), recycler = recycler_,
-            blob = writer_->shard().core().blob(), shard_id = writer_->shard().id().str(), key,
-            level = writer_->shard().core().config().zstd_level]() mutable {
+      key,
+      [buffer = std::exchange(buffer_, recycler_->take()), recycler = recycler_,
+       blob = writer_->shard().core().blob(), shard_id = writer_->shard().id().str(), key,
+       level = writer_->shard().core().config().zstd_level]() mutable {
         buffer.sort_and_consolidate();
         auto written = write_part(*blob, shard_id, key, buffer, level);
         recycler->give(std::move(buffer));

@@ -14,7 +14,8 @@ uint64_t mix(uint64_t seed, uint64_t a, uint64_t b = 0) {
 }
 
 constexpr const char* kRegions[] = {"eu", "us", "apac", "latam"};
-constexpr const char* kItems[] = {"lamp", "chair", "bike", "clock", "guitar", "camera", "vase", "rug"};
+constexpr const char* kItems[] = {"lamp",   "chair",  "bike", "clock",
+                                  "guitar", "camera", "vase", "rug"};
 
 }  // namespace
 
@@ -88,7 +89,8 @@ uint32_t Generator::table_at(uint64_t offset) const {
 void Generator::change(uint32_t table, uint64_t offset, bool emit, std::vector<RowChange>* out) {
   Table& t = tables_[table];
   const uint64_t h = mix(options_.seed, offset, table);
-  const bool bad = !fault_done_ && static_cast<int64_t>(table) == fault_table_ && offset >= options_.fault_offset;
+  const bool bad = !fault_done_ && static_cast<int64_t>(table) == fault_table_ &&
+                   offset >= options_.fault_offset;
   if (bad) fault_done_ = true;
   // counter: updates only; auction: 50% inserts, 35% updates, 15% deletes.
   const uint64_t op = options_.kind == "counter" ? 50 : h % 100;
@@ -125,7 +127,8 @@ void Generator::skip_to(uint64_t offset) {
   while (next_ < offset) step(none, ignored);
 }
 
-void Generator::replay_table(uint32_t table, uint64_t end, std::vector<std::pair<uint64_t, RowChange>>& out) {
+void Generator::replay_table(uint32_t table, uint64_t end,
+                             std::vector<std::pair<uint64_t, RowChange>>& out) {
   std::vector<RowChange> changes;
   for (; next_ < end; ++next_) {
     if (table_at(next_) != table) continue;
@@ -140,7 +143,8 @@ std::map<std::string, int64_t> Generator::state_at(uint32_t table, uint64_t offs
   // Start over from offset 0 with this generator's options.
   g = *Generator::make(options_);
   std::map<std::string, int64_t> state;
-  for (uint64_t id = 0; id < g.tables_[table].snapshot_rows; ++id) state[g.initial_row(table, id)] += 1;
+  for (uint64_t id = 0; id < g.tables_[table].snapshot_rows; ++id)
+    state[g.initial_row(table, id)] += 1;
   std::vector<std::pair<uint64_t, RowChange>> changes;
   g.replay_table(table, offset + 1, changes);
   for (auto& [o, c] : changes) {

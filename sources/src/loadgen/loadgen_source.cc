@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+
 #include "weir/operators/concat.h"
 #include "weir/operators/exchange.h"
 
@@ -29,14 +30,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Builds the snapshot operator: outputs 0..n-1 are the exports, output n is health.
-void render_snapshot(Scope<Offset>& scope, const LoadgenSourceConfig& config, const loadgen::Generator& generator,
-                     const std::vector<ExportSpec>& exports, const std::vector<uint32_t>& tables,
-                     std::vector<Stream<Offset, Update>>& outs, std::vector<Stream<Offset, HealthUpdate>>& health,
-                     std::vector<Stream<Offset, AsyncError>>& errors, std::vector<ShutdownButton>& buttons) {
-  AsyncOperatorBuilder<Offset> builder("LoadgenSnapshot", scope);
+// Adds the outputs of a source operator to `builder`: 0..n-1 the exports (streams appended to
+// `outs`), n the health output (stream appended to `health`). Errors hold the capabilities.
+std::pair<std::vector<AsyncOutput<Offset, Update>>, AsyncOutput<Offset, HealthUpdate>>
+add_source_outputs(AsyncOperatorBuilder<Offset>& builder, size_t n,
+                   std::vector<Stream<Offset, Update>>& outs,
+                   std::vector<Stream<Offset, HealthUpdate>>& health) {
   std::vector<AsyncOutput<Offset, Update>> outputs;
-  for (size_t e = 0; e < exports.size(); ++e) {
+  for (size_t e = 0; e < n; ++e) {
     auto [output, stream] = builder.add_output<Update>();
     outputs.push_back(output);
     outs.push_back(stream);
@@ -44,6 +45,18 @@ void render_snapshot(Scope<Offset>& scope, const LoadgenSourceConfig& config, co
   auto [health_out, health_stream] = builder.add_output<HealthUpdate>();
   health.push_back(health_stream);
   builder.set_on_error(OnError::kHold);
+  return {std::move(outputs), health_out};
+}
+
+// Builds the snapshot operator: outputs 0..n-1 are the exports, output n is health.
+void render_snapshot(Scope<Offset>& scope, const LoadgenSourceConfig& config,
+                     const loadgen::Generator& generator, const std::vector<ExportSpec>& exports,
+                     const std::vector<uint32_t>& tables, std::vector<Stream<Offset, Update>>& outs,
+                     std::vector<Stream<Offset, HealthUpdate>>& health,
+                     std::vector<Stream<Offset, AsyncError>>& errors,
+                     std::vector<ShutdownButton>& buttons) {
+  AsyncOperatorBuilder<Offset> builder("LoadgenSnapshot", scope);
+  auto [outputs, health_out] = add_source_outputs(builder, exports.size(), outs, health);
   const size_t worker = scope.index(), peers = scope.peers();
   auto built = builder.build([=](AsyncContext&, std::span<CapabilitySet<Offset>> caps) mutable {
     const size_t n = exports.size();
@@ -54,7 +67,9 @@ void render_snapshot(Scope<Offset>& scope, const LoadgenSourceConfig& config, co
       if (exports[e].needs_snapshot()) {
         snapshotting.push_back(e);
         if (config.stats) config.stats->set_snapshot_total(e, generator.snapshot_rows(tables[e]));
-        health_out.give(*health_cap, HealthUpdate{static_cast<uint32_t>(e), static_cast<uint32_t>(worker), Health::kStarting, ""});
+        health_out.give(*health_cap,
+                        HealthUpdate{static_cast<uint32_t>(e), static_cast<uint32_t>(worker),
+                                     Health::kStarting, ""});
       } else if (config.mode == ProgressMode::kConcurrent) {
         caps[e].clear();  // Nothing to snapshot: this export follows the replication at once.
       }
@@ -72,7 +87,9 @@ void render_snapshot(Scope<Offset>& scope, const LoadgenSourceConfig& config, co
         }
       }
       if (config.stats) config.stats->add_snapshot_rows(e, given);
-      health_out.give(*health_cap, HealthUpdate{static_cast<uint32_t>(e), static_cast<uint32_t>(worker), Health::kRunning, ""});
+      health_out.give(*health_cap,
+                      HealthUpdate{static_cast<uint32_t>(e), static_cast<uint32_t>(worker),
+                                   Health::kRunning, ""});
       if (config.mode == ProgressMode::kConcurrent) caps[e].clear();
     }
     for (size_t e = 0; e < n; ++e) caps[e].clear();
@@ -82,23 +99,19 @@ void render_snapshot(Scope<Offset>& scope, const LoadgenSourceConfig& config, co
 }
 
 // Builds the replication operator: outputs 0..n-1 are the exports, output n is health.
-void render_replication(Scope<Offset>& scope, const LoadgenSourceConfig& config, const loadgen::Generator& generator,
-                        const std::vector<ExportSpec>& exports, const std::vector<uint32_t>& tables,
-                        std::vector<Stream<Offset, Update>>& outs, std::vector<Stream<Offset, HealthUpdate>>& health,
-                        std::vector<Stream<Offset, AsyncError>>& errors, std::vector<ShutdownButton>& buttons) {
+void render_replication(Scope<Offset>& scope, const LoadgenSourceConfig& config,
+                        const loadgen::Generator& generator, const std::vector<ExportSpec>& exports,
+                        const std::vector<uint32_t>& tables,
+                        std::vector<Stream<Offset, Update>>& outs,
+                        std::vector<Stream<Offset, HealthUpdate>>& health,
+                        std::vector<Stream<Offset, AsyncError>>& errors,
+                        std::vector<ShutdownButton>& buttons) {
   AsyncOperatorBuilder<Offset> builder("LoadgenReplication", scope);
-  std::vector<AsyncOutput<Offset, Update>> outputs;
-  for (size_t e = 0; e < exports.size(); ++e) {
-    auto [output, stream] = builder.add_output<Update>();
-    outputs.push_back(output);
-    outs.push_back(stream);
-  }
-  auto [health_out, health_stream] = builder.add_output<HealthUpdate>();
-  health.push_back(health_stream);
-  builder.set_on_error(OnError::kHold);
+  auto [outputs, health_out] = add_source_outputs(builder, exports.size(), outs, health);
   const bool leader = scope.index() == config.leader % scope.peers();
   const uint32_t worker = static_cast<uint32_t>(scope.index());
-  auto built = builder.build([=](AsyncContext& ctx, std::span<CapabilitySet<Offset>> caps) mutable -> absl::Status {
+  auto built = builder.build([=](AsyncContext& ctx,
+                                 std::span<CapabilitySet<Offset>> caps) mutable -> absl::Status {
     const size_t n = exports.size();
     if (!leader) {
       for (auto& c : caps) c.clear();
@@ -127,7 +140,8 @@ void render_replication(Scope<Offset>& scope, const LoadgenSourceConfig& config,
     gen.skip_to(start);
     std::vector<bool> errored(n, false);
     for (size_t e = 0; e < n; ++e) {
-      health_out.give(*health_cap, HealthUpdate{static_cast<uint32_t>(e), worker, Health::kRunning, ""});
+      health_out.give(*health_cap,
+                      HealthUpdate{static_cast<uint32_t>(e), worker, Health::kRunning, ""});
     }
     const auto t0 = Clock::now();
     const Offset o0 = gen.next_offset();
@@ -150,15 +164,18 @@ void render_replication(Scope<Offset>& scope, const LoadgenSourceConfig& config,
       if (allowed <= gen.next_offset()) {
         // Caught up with the upstream: wait for the next offset to exist.
         downgrade_all(gen.next_offset());
-        const auto due = t0 + std::chrono::duration_cast<Clock::duration>(
-                                  std::chrono::duration<double>((gen.next_offset() + 1 - o0) / config.rate));
+        const auto due =
+            t0 + std::chrono::duration_cast<Clock::duration>(
+                     std::chrono::duration<double>((gen.next_offset() + 1 - o0) / config.rate));
         ctx.sleep_until(due);
         continue;
       }
       while (gen.next_offset() < allowed) {
         const Offset offset = gen.next_offset();
-        if (config.transient_fault && offset == *config.transient_fault && !config.transient_fired->exchange(true)) {
-          return absl::UnavailableError(absl::StrCat("loadgen: injected transient fault at offset ", offset));
+        if (config.transient_fault && offset == *config.transient_fault &&
+            !config.transient_fired->exchange(true)) {
+          return absl::UnavailableError(
+              absl::StrCat("loadgen: injected transient fault at offset ", offset));
         }
         changes.clear();
         gen.step(wanted, changes);
@@ -167,10 +184,12 @@ void render_replication(Scope<Offset>& scope, const LoadgenSourceConfig& config,
             if (offset < resume[e] || errored[e]) continue;
             if (held[e]->time() < offset) held[e]->downgrade(offset);
             if (change.bad) {
-              const std::string message = absl::StrCat("table ", exports[e].table, ": undecodable row at offset ", offset);
+              const std::string message =
+                  absl::StrCat("table ", exports[e].table, ": undecodable row at offset ", offset);
               outputs[e].give(*held[e], Update{definite_error(message), 1});
               errored[e] = true;
-              health_out.give(*health_cap, HealthUpdate{static_cast<uint32_t>(e), worker, Health::kStalled, message});
+              health_out.give(*health_cap, HealthUpdate{static_cast<uint32_t>(e), worker,
+                                                        Health::kStalled, message});
             } else {
               outputs[e].give(*held[e], Update{change.row, change.diff});
             }
@@ -183,7 +202,9 @@ void render_replication(Scope<Offset>& scope, const LoadgenSourceConfig& config,
     }
     downgrade_all(end);
     for (size_t e = 0; e < n; ++e) {
-      if (!errored[e]) health_out.give(*health_cap, HealthUpdate{static_cast<uint32_t>(e), worker, Health::kCeased, ""});
+      if (!errored[e])
+        health_out.give(*health_cap,
+                        HealthUpdate{static_cast<uint32_t>(e), worker, Health::kCeased, ""});
     }
     ctx.yield();  // Let the frontier rest at `end` before the outputs close.
     return absl::OkStatus();
@@ -194,7 +215,8 @@ void render_replication(Scope<Offset>& scope, const LoadgenSourceConfig& config,
 
 }  // namespace
 
-absl::StatusOr<RenderedSource> render_loadgen(Scope<Offset>& scope, const LoadgenSourceConfig& config,
+absl::StatusOr<RenderedSource> render_loadgen(Scope<Offset>& scope,
+                                              const LoadgenSourceConfig& config,
                                               const std::vector<ExportSpec>& exports) {
   auto generator = loadgen::Generator::make(config.generator);
   if (!generator.ok()) return generator.status();
@@ -209,10 +231,13 @@ absl::StatusOr<RenderedSource> render_loadgen(Scope<Offset>& scope, const Loadge
   std::vector<Stream<Offset, AsyncError>> errors;
   std::vector<ShutdownButton> buttons;
   render_snapshot(scope, config, *generator, exports, tables, snapshot, health, errors, buttons);
-  render_replication(scope, config, *generator, exports, tables, replication, health, errors, buttons);
+  render_replication(scope, config, *generator, exports, tables, replication, health, errors,
+                     buttons);
   std::vector<Stream<Offset, Update>> streams;
-  for (size_t e = 0; e < exports.size(); ++e) streams.push_back(concat(snapshot[e], replication[e]));
-  return RenderedSource{std::move(streams), concat(health[0], health[1]), std::move(errors), std::move(buttons)};
+  for (size_t e = 0; e < exports.size(); ++e)
+    streams.push_back(concat(snapshot[e], replication[e]));
+  return RenderedSource{std::move(streams), concat(health[0], health[1]), std::move(errors),
+                        std::move(buttons)};
 }
 
 }  // namespace weir::sources

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "frame.h"
+#include "testing/ports.h"
 #include <fcntl.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
@@ -150,23 +151,7 @@ class Process {
   std::string out_, err_;  // Guarded by mu_.
 };
 
-// Free loopback ports (all sockets open while choosing, so they differ).
-std::vector<int> free_ports(size_t n) {
-  std::vector<int> fds, ports;
-  for (size_t i = 0; i < n; ++i) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(addr);
-    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-    fds.push_back(fd);
-    ports.push_back(ntohs(addr.sin_port));
-  }
-  for (int fd : fds) ::close(fd);
-  return ports;
-}
+using weir::testing::free_ports;
 
 // A temporary directory with a hostfile for `processes` loopback processes.
 class Cluster {
@@ -260,6 +245,32 @@ std::vector<std::unique_ptr<Process>> start_spinning(const Cluster& cluster, siz
   return processes;
 }
 
+// Every process but `lost` exits non-zero by `deadline`, naming a lost peer. Fail-stop cascades:
+// the survivor that notices first exits, and another may see that link break before its own link
+// to `lost` (both break at once), so it names the survivor instead; at least one names `lost`.
+void expect_survivors_fail(const std::vector<std::unique_ptr<Process>>& processes, size_t lost,
+                           Clock::time_point deadline) {
+  const std::string lost_name = "process " + std::to_string(lost);
+  size_t named_lost = 0;
+  for (size_t p = 0; p < processes.size(); ++p) {
+    if (p == lost) continue;
+    auto code = processes[p]->wait_until(deadline);
+    ASSERT_TRUE(code.has_value()) << "process " << p
+                                  << " still runs after the heartbeat timeout + 2 s";
+    EXPECT_NE(*code, 0);
+    processes[p]->drain();
+    const std::string& err = processes[p]->err();
+    bool named_a_survivor = false;
+    for (size_t q = 0; q < processes.size(); ++q) {
+      if (q != p && q != lost && contains(err, "process " + std::to_string(q)))
+        named_a_survivor = true;
+    }
+    EXPECT_TRUE(contains(err, lost_name) || named_a_survivor) << err;
+    if (contains(err, lost_name)) ++named_lost;
+  }
+  EXPECT_GE(named_lost, 1u);
+}
+
 TEST(ClusterTest, KillingOneOfThreeFailsTheOthersNamingIt) {
   constexpr int kHeartbeatMs = 2000;
   Cluster cluster(3);
@@ -267,22 +278,7 @@ TEST(ClusterTest, KillingOneOfThreeFailsTheOthersNamingIt) {
       start_spinning(cluster, 3, {"--heartbeat-timeout-ms", std::to_string(kHeartbeatMs)});
   processes[2]->signal(SIGKILL);
   const auto deadline = Clock::now() + milliseconds(kHeartbeatMs + 2000);
-  size_t named_the_killed = 0;
-  for (size_t p = 0; p < 2; ++p) {
-    auto code = processes[p]->wait_until(deadline);
-    ASSERT_TRUE(code.has_value()) << "process " << p
-                                  << " still runs after the heartbeat timeout + 2 s";
-    EXPECT_NE(*code, 0);
-    processes[p]->drain();
-    const std::string& err = processes[p]->err();
-    // Fail-stop cascades: the survivor that notices first exits, and the other may see that
-    // link break before its own link to process 2 (both break at once). It names a lost peer
-    // either way; at least one survivor names process 2.
-    const std::string other = "process " + std::to_string(1 - p);
-    EXPECT_TRUE(contains(err, "process 2") || contains(err, other)) << err;
-    if (contains(err, "process 2")) ++named_the_killed;
-  }
-  EXPECT_GE(named_the_killed, 1u);
+  expect_survivors_fail(processes, 2, deadline);
 }
 
 TEST(ClusterTest, StoppedProcessIsFoundByHeartbeats) {
@@ -292,20 +288,7 @@ TEST(ClusterTest, StoppedProcessIsFoundByHeartbeats) {
       start_spinning(cluster, 3, {"--heartbeat-timeout-ms", std::to_string(kHeartbeatMs)});
   processes[1]->signal(SIGSTOP);  // Its sockets stay open: only the silence tells.
   const auto deadline = Clock::now() + milliseconds(kHeartbeatMs + 2000);
-  size_t named_the_stopped = 0;
-  for (size_t p : {0, 2}) {
-    auto code = processes[p]->wait_until(deadline);
-    ASSERT_TRUE(code.has_value()) << "process " << p
-                                  << " still runs after the heartbeat timeout + 2 s";
-    EXPECT_NE(*code, 0);
-    processes[p]->drain();
-    const std::string& err = processes[p]->err();
-    // As above: the survivor that notices second may name the first, which exited.
-    const std::string other = "process " + std::to_string(2 - p);
-    EXPECT_TRUE(contains(err, "process 1") || contains(err, other)) << err;
-    if (contains(err, "process 1")) ++named_the_stopped;
-  }
-  EXPECT_GE(named_the_stopped, 1u);
+  expect_survivors_fail(processes, 1, deadline);
   processes[1]->signal(SIGKILL);
 }
 

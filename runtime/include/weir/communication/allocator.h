@@ -23,13 +23,15 @@
 #include <vector>
 
 #include "absl/status/status.h"
+
 #include "weir/communication/transport.h"
 #include "weir/worker/activator.h"
 
 namespace weir {
 
 // Decodes one frame for one channel and delivers it to the local workers.
-using RemoteSink = std::function<absl::Status(uint32_t from, uint32_t to, uint64_t seq, std::string_view payload)>;
+using RemoteSink =
+    std::function<absl::Status(uint32_t from, uint32_t to, uint64_t seq, std::string_view payload)>;
 
 // State shared by the workers of one process.
 class ProcessShared final : public TransportReceiver {
@@ -67,10 +69,10 @@ class ProcessShared final : public TransportReceiver {
           absl::Status status = entry.sink(frame.from, frame.to, frame.seq, frame.payload);
           if (!status.ok() && failed.ok()) {
             // Worded as the transport words a refusal on arrival: the peer is named.
-            failed = absl::Status(status.code(),
-                                  "process " + std::to_string(process_of(frame.from)) +
-                                      " sent a frame this process refuses: " +
-                                      std::string(status.message()));
+            failed = absl::Status(
+                status.code(),
+                "process " + std::to_string(process_of(frame.from)) +
+                    " sent a frame this process refuses: " + std::string(status.message()));
           }
         }
         entry.pending.clear();
@@ -93,8 +95,10 @@ class ProcessShared final : public TransportReceiver {
   void set_transport(Transport* transport) { transport_ = transport; }
 
   // TransportReceiver.
-  absl::Status deliver_data(uint64_t channel, uint32_t from, uint32_t to, std::string_view payload) override;
-  absl::Status deliver_progress(uint64_t channel, uint32_t from, uint64_t seq, std::string_view payload) override;
+  absl::Status deliver_data(uint64_t channel, uint32_t from, uint32_t to,
+                            std::string_view payload) override;
+  absl::Status deliver_progress(uint64_t channel, uint32_t from, uint64_t seq,
+                                std::string_view payload) override;
   void link_failed(absl::Status status) override { fail(std::move(status)); }
 
   // Records the first failure and wakes every worker. Later failures are ignored.
@@ -117,14 +121,15 @@ class ProcessShared final : public TransportReceiver {
     size_t pending_bytes = 0;
     size_t released = 0;
   };
-  absl::Status deliver(uint64_t channel, uint32_t from, uint32_t to, uint64_t seq, std::string_view payload);
+  absl::Status deliver(uint64_t channel, uint32_t from, uint32_t to, uint64_t seq,
+                       std::string_view payload);
 
   size_t processes_ = 1;
   size_t process_ = 0;
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, ChannelEntry> channels_;  // Guarded by mu_.
-  size_t pending_bytes_ = 0;                              // Guarded by mu_.
-  absl::Status status_;                                   // Guarded by mu_.
+  size_t pending_bytes_ = 0;                             // Guarded by mu_.
+  absl::Status status_;                                  // Guarded by mu_.
   // Release pairs with the acquire in failed(): a worker that sees the flag sees status_ too.
   std::atomic<bool> failed_{false};
   std::vector<std::shared_ptr<SyncActivationQueue>> activation_queues_;

@@ -84,9 +84,9 @@ class Inbox {
 
  private:
   std::mutex mu_;
-  std::vector<M> pending_;    // Guarded by mu_.
-  bool notified_ = false;     // Guarded by mu_: an activation is outstanding.
-  SyncActivator activator_;   // Guarded by mu_.
+  std::vector<M> pending_;   // Guarded by mu_.
+  bool notified_ = false;    // Guarded by mu_: an activation is outstanding.
+  SyncActivator activator_;  // Guarded by mu_.
   std::atomic<bool> has_pending_{false};
 };
 
@@ -180,7 +180,7 @@ class ChannelEnd final : public InputEndBase {
 
   LocalActivator* scope_;
   uint32_t consumer_;
-  Inbox<Message<T, D>>* inbox_;  // Null for channels within one worker.
+  Inbox<Message<T, D>>* inbox_;       // Null for channels within one worker.
   std::shared_ptr<void> keep_alive_;  // Owns inbox_.
   Message<T, D> next_{};
   bool has_next_ = false;

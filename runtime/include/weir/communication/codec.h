@@ -5,8 +5,9 @@
 // std::optional, and compositions of these. Specialize Codec for your own types:
 //
 //   template <> struct weir::Codec<Point> {
-//     static void encode(const Point& p, std::string& out) { Codec<int64_t>::encode(p.x, out); ... }
-//     static bool decode(std::string_view& in, Point& p) { return Codec<int64_t>::decode(in, p.x) && ...; }
+//     static void encode(const Point& p, std::string& out) { Codec<int64_t>::encode(p.x, out); ...
+//     } static bool decode(std::string_view& in, Point& p) { return Codec<int64_t>::decode(in, p.x)
+//     && ...; }
 //   };
 //
 // `decode` consumes bytes from the front of `in` and returns false on malformed input (never
@@ -78,7 +79,8 @@ struct Codec<Location> {
     out.push_back(l.is_source ? 1 : 0);
   }
   static bool decode(std::string_view& in, Location& l) {
-    if (!Codec<uint32_t>::decode(in, l.node) || !Codec<uint32_t>::decode(in, l.port) || in.empty()) {
+    if (!Codec<uint32_t>::decode(in, l.node) || !Codec<uint32_t>::decode(in, l.port) ||
+        in.empty()) {
       return false;
     }
     const char kind = in.front();
@@ -116,14 +118,20 @@ struct Codec<std::pair<A, B>, std::enable_if_t<!std::is_trivially_copyable_v<std
 };
 
 template <class... Ts>
-struct Codec<std::tuple<Ts...>, std::enable_if_t<!std::is_trivially_copyable_v<std::tuple<Ts...>>>> {
+struct Codec<std::tuple<Ts...>,
+             std::enable_if_t<!std::is_trivially_copyable_v<std::tuple<Ts...>>>> {
   static void encode(const std::tuple<Ts...>& value, std::string& out) {
-    std::apply([&](const auto&... parts) { (Codec<std::decay_t<decltype(parts)>>::encode(parts, out), ...); },
-               value);
+    std::apply(
+        [&](const auto&... parts) {
+          (Codec<std::decay_t<decltype(parts)>>::encode(parts, out), ...);
+        },
+        value);
   }
   static bool decode(std::string_view& in, std::tuple<Ts...>& value) {
     return std::apply(
-        [&](auto&... parts) { return (Codec<std::decay_t<decltype(parts)>>::decode(in, parts) && ...); },
+        [&](auto&... parts) {
+          return (Codec<std::decay_t<decltype(parts)>>::decode(in, parts) && ...);
+        },
         value);
   }
 };

@@ -118,7 +118,8 @@ class NestedScope final : public Scope<TInner> {
     const uint32_t input = static_cast<uint32_t>(inputs_.size());
     auto end = parent_.template connect<D>(stream.source(), Target{node_, input}, Pipeline{});
     auto& inner = this->template add_output_port<D>(0);
-    inputs_.push_back(std::make_unique<internal::EnterPort<TOuter, TInner, D>>(std::move(end), &inner));
+    inputs_.push_back(
+        std::make_unique<internal::EnterPort<TOuter, TInner, D>>(std::move(end), &inner));
     return Stream<TInner, D>(*this, Source{0, input});
   }
 
@@ -158,7 +159,8 @@ class NestedScope final : public Scope<TInner> {
   // the minimum): how the parent first counts this scope's outputs.
   std::vector<std::tuple<uint32_t, std::any, int64_t>> take_initial_projection() {
     std::vector<std::tuple<uint32_t, std::any, int64_t>> result;
-    drain_projection([&](uint32_t o, const TOuter& t, int64_t d) { result.emplace_back(o, std::any(t), d); });
+    drain_projection(
+        [&](uint32_t o, const TOuter& t, int64_t d) { result.emplace_back(o, std::any(t), d); });
     return result;
   }
 
@@ -194,7 +196,8 @@ class NestedScope final : public Scope<TInner> {
     for (auto& nested : this->nested_out_) parent_.queue_nested(node_, std::move(nested));
     this->nested_out_.clear();
     // Applying its own changes may have moved inner frontiers: run again to deliver them.
-    return !this->deferred_.empty() || this->boundary_active_ || this->tracker_.has_target_changes();
+    return !this->deferred_.empty() || this->boundary_active_ ||
+           this->tracker_.has_target_changes();
   }
 
   // A progress batch from another worker, for this scope or one inside it. Applied at once, so
@@ -212,8 +215,9 @@ class NestedScope final : public Scope<TInner> {
       ProgressUpdates<TInner> updates;
       std::string_view bytes(encoded->bytes);
       if (!decode_updates<TInner>(bytes, updates) || !bytes.empty() || !this->valid(updates)) {
-        this->worker().allocator().process().link_failed(absl::InvalidArgumentError(
-            "malformed progress batch for nested scope '" + this->name() + "' from another process"));
+        this->worker().allocator().process().link_failed(
+            absl::InvalidArgumentError("malformed progress batch for nested scope '" +
+                                       this->name() + "' from another process"));
         return;
       }
       this->apply(updates);
@@ -232,8 +236,9 @@ class NestedScope final : public Scope<TInner> {
   template <class F>
   void drain_projection(F&& f) {
     for (uint32_t o = 0; o < this->tracker_.scope_outputs(); ++o) {
-      this->tracker_.output_changes(o).drain(
-          [&](const TInner& time, int64_t diff) { f(o, Refines<TOuter, TInner>::to_outer(time), diff); });
+      this->tracker_.output_changes(o).drain([&](const TInner& time, int64_t diff) {
+        f(o, Refines<TOuter, TInner>::to_outer(time), diff);
+      });
     }
   }
   // What this worker's view of the inner pointstamps holds at the outputs goes straight into
@@ -241,7 +246,8 @@ class NestedScope final : public Scope<TInner> {
   // view, which moves with the same batches as its view of the parent. (Reporting local changes
   // instead would sum a consumption seen early at one location with a capability at another.)
   void project_to_parent() {
-    drain_projection([&](uint32_t o, const TOuter& t, int64_t d) { parent_.inject(node_, o, t, d); });
+    drain_projection(
+        [&](uint32_t o, const TOuter& t, int64_t d) { parent_.inject(node_, o, t, d); });
   }
 
   Scope<TOuter>& parent_;
@@ -281,7 +287,8 @@ class NestedOperator final : public Operator<TOuter>, public ProgressHost {
 template <Timestamp TOuter, Timestamp TInner, class F>
 decltype(auto) build_nested(Scope<TOuter>& parent, std::string name, F&& build) {
   const uint32_t node = parent.reserve_node(name);
-  auto child = std::make_unique<NestedScope<TOuter, TInner>>(parent, node, parent.name() + "/" + name);
+  auto child =
+      std::make_unique<NestedScope<TOuter, TInner>>(parent, node, parent.name() + "/" + name);
   auto finish = [&] {
     absl::Status status = child->finish();
     if (!status.ok()) {

@@ -24,20 +24,20 @@
 
 #include <algorithm>
 #include <any>
-#include <tuple>
 #include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+
 #include "weir/check.h"
-#include "weir/status.h"
 #include "weir/communication/allocator.h"
 #include "weir/communication/channel.h"
 #include "weir/communication/codec.h"
@@ -48,6 +48,7 @@
 #include "weir/progress/change_batch.h"
 #include "weir/progress/location.h"
 #include "weir/progress/reachability.h"
+#include "weir/status.h"
 #include "weir/worker/activator.h"
 #include "weir/worker/worker.h"
 
@@ -102,7 +103,8 @@ struct EncodedNestedBatch final : NestedBatchBase {
   void encode(std::string& out) const override { out.append(bytes); }
 };
 struct NestedProgress {
-  std::vector<uint32_t> path;  // Operator indices from the scope that holds it down to the nested scope.
+  std::vector<uint32_t>
+      path;  // Operator indices from the scope that holds it down to the nested scope.
   std::shared_ptr<const NestedBatchBase> batch;
 };
 
@@ -112,7 +114,8 @@ struct NestedProgress {
 // its outputs (see nested.h for why).
 class ProgressHost {
  public:
-  virtual void receive_nested(std::span<const uint32_t> path, std::shared_ptr<const NestedBatchBase> batch) = 0;
+  virtual void receive_nested(std::span<const uint32_t> path,
+                              std::shared_ptr<const NestedBatchBase> batch) = 0;
   // The projection of the initial inner pointstamps, (output, outer time, count), once.
   virtual std::vector<std::tuple<uint32_t, std::any, int64_t>> take_initial_projection() = 0;
 
@@ -248,7 +251,8 @@ class Scope : public LocalActivator {
   // Runtime-internal, for nested scopes: hands a progress batch to the scope on `path` below
   // this one (or keeps it, when `path` is empty); queues a batch from child `child`'s subtree
   // to be sent with this worker's next batch.
-  void dispatch_nested(std::span<const uint32_t> path, std::shared_ptr<const NestedBatchBase> batch);
+  void dispatch_nested(std::span<const uint32_t> path,
+                       std::shared_ptr<const NestedBatchBase> batch);
   void queue_nested(uint32_t child, NestedProgress progress) {
     progress.path.insert(progress.path.begin(), child);
     nested_out_.push_back(std::move(progress));
@@ -363,8 +367,9 @@ absl::Status Scope<T>::build_graph(uint32_t scope_inputs, uint32_t scope_outputs
   }
   ReachabilityBuilder<T> builder;
   // Node 0's inputs are the scope's outputs; its outputs are the scope's inputs.
-  builder.add_node(0, name_, scope_outputs, scope_inputs,
-                   Connectivity<T>(scope_outputs, std::vector<Antichain<SummaryOf<T>>>(scope_inputs)));
+  builder.add_node(
+      0, name_, scope_outputs, scope_inputs,
+      Connectivity<T>(scope_outputs, std::vector<Antichain<SummaryOf<T>>>(scope_inputs)));
   for (uint32_t i = 1; i < children_.size(); ++i) {
     const Operator<T>& op = *children_[i];
     builder.add_node(i, std::string(op.name()), op.inputs(), op.outputs(), op.connectivity());
@@ -410,23 +415,26 @@ absl::Status Scope<T>::build() {
       channel, [&] { return std::make_shared<ProgressShared>(process->workers()); },
       [process, channel](std::shared_ptr<ProgressShared> shared) -> RemoteSink {
         // Runs on a transport thread: check the order, decode once, give every local worker a copy.
-        auto expected = std::make_shared<std::pair<std::mutex, std::unordered_map<uint32_t, uint64_t>>>();
+        auto expected =
+            std::make_shared<std::pair<std::mutex, std::unordered_map<uint32_t, uint64_t>>>();
         return [process, channel, shared, expected](uint32_t from, uint32_t, uint64_t seq,
                                                     std::string_view payload) -> absl::Status {
           {
             std::lock_guard lock(expected->first);
             uint64_t& next = expected->second[from];
             if (seq != next) {
-              return absl::DataLossError("progress batch " + std::to_string(seq) + " from worker " +
-                                         std::to_string(from) + " on channel " + std::to_string(channel) +
-                                         " arrived out of order (expected " + std::to_string(next) + ")");
+              return absl::DataLossError(
+                  "progress batch " + std::to_string(seq) + " from worker " + std::to_string(from) +
+                  " on channel " + std::to_string(channel) + " arrived out of order (expected " +
+                  std::to_string(next) + ")");
             }
             ++next;
           }
           ProgressMessage message;
           if (!decode(payload, message)) {
-            return absl::InvalidArgumentError("malformed progress batch from worker " + std::to_string(from) +
-                                              " on channel " + std::to_string(channel));
+            return absl::InvalidArgumentError("malformed progress batch from worker " +
+                                              std::to_string(from) + " on channel " +
+                                              std::to_string(channel));
           }
           message.remote = true;
           message.from = from;
@@ -437,8 +445,8 @@ absl::Status Scope<T>::build() {
           return absl::OkStatus();
         };
       });
-  progress_shared_->inbox(index() - process->first_worker()).set_activator(
-      SyncActivator(worker_.allocator().activation_queue(), path_));
+  progress_shared_->inbox(index() - process->first_worker())
+      .set_activator(SyncActivator(worker_.allocator().activation_queue(), path_));
   worker_.activations().activate(path_);
   return absl::OkStatus();
 }
@@ -455,9 +463,8 @@ bool Scope<T>::step() {
 template <Timestamp T>
 void Scope<T>::pass() {
   // Activations from outside the scope's own pass (activators, other threads, timers).
-  worker_.activations().for_extensions(path_, [&](size_t child) {
-    activate_child(static_cast<uint32_t>(child));
-  });
+  worker_.activations().for_extensions(
+      path_, [&](size_t child) { activate_child(static_cast<uint32_t>(child)); });
   tracker_.propagate_all();
   deliver_frontiers();
 
@@ -519,8 +526,9 @@ template <Timestamp T>
 void Scope<T>::harvest_ports(uint32_t node) {
   for (auto& port : ports_[node]) {
     for (const auto& edge : port->edges()) {
-      edge.produced->drain(
-          [&](const T& time, int64_t diff) { local_.update({edge.target, time}, diff); });
+      edge.produced->drain([&](const T& time, int64_t diff) {
+        local_.update({edge.target, time}, diff);
+      });
     }
   }
 }
@@ -529,12 +537,14 @@ template <Timestamp T>
 void Scope<T>::harvest(uint32_t child) {
   SharedProgress<T>& progress = children_[child]->progress();
   for (uint32_t i = 0; i < progress.consumeds.size(); ++i) {
-    progress.consumeds[i].drain(
-        [&](const T& time, int64_t diff) { local_.update({Target{child, i}, time}, -diff); });
+    progress.consumeds[i].drain([&](const T& time, int64_t diff) {
+      local_.update({Target{child, i}, time}, -diff);
+    });
   }
   for (uint32_t o = 0; o < progress.internals.size(); ++o) {
-    progress.internals[o]->drain(
-        [&](const T& time, int64_t diff) { local_.update({Source{child, o}, time}, diff); });
+    progress.internals[o]->drain([&](const T& time, int64_t diff) {
+      local_.update({Source{child, o}, time}, diff);
+    });
   }
   harvest_ports(child);
 }
@@ -548,13 +558,14 @@ void Scope<T>::fail(uint32_t child, std::string_view what) {
 
 template <Timestamp T>
 void Scope<T>::receive_progress() {
-  progress_shared_->inbox(index() - worker_.allocator().process().first_worker()).drain(progress_in_);
+  progress_shared_->inbox(index() - worker_.allocator().process().first_worker())
+      .drain(progress_in_);
   while (!progress_in_.empty()) {
     auto& message = progress_in_.front();
     if (message.remote && !valid(message.updates)) {
       worker_.allocator().process().link_failed(absl::InvalidArgumentError(
-          "progress batch from worker " + std::to_string(message.from) + " names locations that dataflow '" +
-          name_ + "' does not have"));
+          "progress batch from worker " + std::to_string(message.from) +
+          " names locations that dataflow '" + name_ + "' does not have"));
       return;
     }
     apply(message.updates);
@@ -600,7 +611,8 @@ void Scope<T>::send_progress() {
     encode(message, payload);
     for (size_t p = 0; p < process.processes(); ++p) {
       if (p == process.process()) continue;
-      process.transport()->send_progress(p, progress_channel_, static_cast<uint32_t>(me), progress_seq_, payload);
+      process.transport()->send_progress(p, progress_channel_, static_cast<uint32_t>(me),
+                                         progress_seq_, payload);
     }
     ++progress_seq_;
   }
@@ -628,7 +640,8 @@ bool Scope<T>::decode(std::string_view in, ProgressMessage& message) {
   message.nested.resize(n);
   for (auto& nested : message.nested) {
     auto batch = std::make_shared<EncodedNestedBatch>();
-    if (!Codec<std::vector<uint32_t>>::decode(in, nested.path) || !Codec<std::string>::decode(in, batch->bytes)) {
+    if (!Codec<std::vector<uint32_t>>::decode(in, nested.path) ||
+        !Codec<std::string>::decode(in, batch->bytes)) {
       return false;
     }
     nested.batch = std::move(batch);

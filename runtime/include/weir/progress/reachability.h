@@ -24,6 +24,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
+
 #include "weir/check.h"
 #include "weir/progress/antichain.h"
 #include "weir/progress/change_batch.h"
@@ -141,8 +142,12 @@ class Tracker {
   bool tracking_anything() const { return nonempty_locations_ > 0; }
 
   // The frontier of times that may still arrive at `target`.
-  std::span<const T> implications(Target target) const { return port(target).implications.frontier(); }
-  std::span<const T> source_implications(Source source) const { return port(source).implications.frontier(); }
+  std::span<const T> implications(Target target) const {
+    return port(target).implications.frontier();
+  }
+  std::span<const T> source_implications(Source source) const {
+    return port(source).implications.frontier();
+  }
   // Pointstamps for diagnostics: every (location, time, count) with nonzero count.
   std::vector<std::tuple<Location, T, int64_t>> pointstamps();
 
@@ -184,7 +189,7 @@ class Tracker {
   std::vector<PortInfo> sources_;      // [source_base_[node] + port]
   std::vector<uint32_t> target_base_;  // [node], and one past the last
   std::vector<uint32_t> source_base_;
-  std::vector<Target> target_of_;      // Flat index -> location.
+  std::vector<Target> target_of_;  // Flat index -> location.
   std::vector<Source> source_of_;
   ChangeBatch<std::pair<Source, T>> source_changes_;
   ChangeBatch<std::pair<Target, T>> target_changes_;
@@ -310,7 +315,8 @@ Tracker<T> ReachabilityBuilder<T>::build() const {
       tracker.source_of_.push_back(Source{i, o});
       auto& p = tracker.port(Source{i, o});
       p.output_summaries.resize(scope_outputs);
-      for (const Target& t : node.edges[o]) p.edges.push_back(tracker.target_base_[t.node] + t.port);
+      for (const Target& t : node.edges[o])
+        p.edges.push_back(tracker.target_base_[t.node] + t.port);
     }
   }
   tracker.output_changes_.resize(scope_outputs);
@@ -319,7 +325,8 @@ Tracker<T> ReachabilityBuilder<T>::build() const {
   // targets. It terminates because every cycle strictly advances time (summaries along a cycle
   // are dominated by the summary that entered it).
   std::vector<std::tuple<Location, uint32_t, Summary>> work;
-  for (uint32_t o = 0; o < scope_outputs; ++o) work.push_back({Target{0, o}, o, identity_summary<T>()});
+  for (uint32_t o = 0; o < scope_outputs; ++o)
+    work.push_back({Target{0, o}, o, identity_summary<T>()});
   // Edges into each target, for walking backwards.
   std::vector<std::vector<std::vector<Source>>> into(n);
   for (uint32_t i = 0; i < n; ++i) into[i].resize(nodes_[i].inputs);
@@ -331,7 +338,8 @@ Tracker<T> ReachabilityBuilder<T>::build() const {
   while (!work.empty()) {
     auto [location, output, summary] = work.back();
     work.pop_back();
-    auto& port = location.is_source ? tracker.port(location.source()) : tracker.port(location.target());
+    auto& port =
+        location.is_source ? tracker.port(location.source()) : tracker.port(location.target());
     if (!port.output_summaries[output].insert(summary)) continue;
     if (location.is_source) {
       const Node& node = nodes_[location.node];
@@ -344,7 +352,8 @@ Tracker<T> ReachabilityBuilder<T>::build() const {
         }
       }
     } else {
-      for (const Source& s : into[location.node][location.port]) work.push_back({s, output, summary});
+      for (const Source& s : into[location.node][location.port])
+        work.push_back({s, output, summary});
     }
   }
   return tracker;
@@ -372,9 +381,11 @@ void Tracker<T>::apply_pointstamp(PortInfo& port, Location location, const T& ti
 
 template <Timestamp T>
 void Tracker<T>::propagate_all() {
-  for (const auto& [key, diff] : target_changes_.iter()) apply_pointstamp(port(key.first), key.first, key.second, diff);
+  for (const auto& [key, diff] : target_changes_.iter())
+    apply_pointstamp(port(key.first), key.first, key.second, diff);
   target_changes_.clear();
-  for (const auto& [key, diff] : source_changes_.iter()) apply_pointstamp(port(key.first), key.first, key.second, diff);
+  for (const auto& [key, diff] : source_changes_.iter())
+    apply_pointstamp(port(key.first), key.first, key.second, diff);
   source_changes_.clear();
 
   while (!worklist_.empty()) {
@@ -413,10 +424,12 @@ template <Timestamp T>
 std::vector<std::tuple<Location, T, int64_t>> Tracker<T>::pointstamps() {
   std::vector<std::tuple<Location, T, int64_t>> result;
   for (uint32_t i = 0; i < targets_.size(); ++i) {
-    for (const auto& [t, c] : targets_[i].pointstamps.counts()) result.emplace_back(target_of_[i], t, c);
+    for (const auto& [t, c] : targets_[i].pointstamps.counts())
+      result.emplace_back(target_of_[i], t, c);
   }
   for (uint32_t i = 0; i < sources_.size(); ++i) {
-    for (const auto& [t, c] : sources_[i].pointstamps.counts()) result.emplace_back(source_of_[i], t, c);
+    for (const auto& [t, c] : sources_[i].pointstamps.counts())
+      result.emplace_back(source_of_[i], t, c);
   }
   return result;
 }

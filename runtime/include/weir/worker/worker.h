@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+
 #include "weir/communication/allocator.h"
 #include "weir/progress/timestamp.h"
 #include "weir/worker/activator.h"

@@ -44,12 +44,12 @@ struct SinkStats {
 };
 
 struct PersistSinkConfig {
-  std::string name;                                // Shard name, for operator names and errors.
-  std::shared_ptr<persist::WriteHandle> writer;    // Shared by the workers of this process.
-  Time shard_upper = 0;                            // The shard's upper when the dataflow was built.
-  std::optional<Time> final_upper;                 // When the input completes: the last upper.
-  std::shared_ptr<SinkStats> stats;                // Optional.
-  size_t leader = 0;                               // The worker that mints and appends.
+  std::string name;                              // Shard name, for operator names and errors.
+  std::shared_ptr<persist::WriteHandle> writer;  // Shared by the workers of this process.
+  Time shard_upper = 0;                          // The shard's upper when the dataflow was built.
+  std::optional<Time> final_upper;               // When the input completes: the last upper.
+  std::shared_ptr<SinkStats> stats;              // Optional.
+  size_t leader = 0;                             // The worker that mints and appends.
 };
 
 struct RenderedSink {
@@ -57,7 +57,8 @@ struct RenderedSink {
   std::vector<ShutdownButton> buttons;
 };
 
-RenderedSink render_persist_sink(const Stream<Time, Update>& updates, const PersistSinkConfig& config);
+RenderedSink render_persist_sink(const Stream<Time, Update>& updates,
+                                 const PersistSinkConfig& config);
 
 // Combines the batches that the workers of one process wrote for one description into one batch
 // (their parts, run after run). InvalidArgument unless they share shard, writer and description.

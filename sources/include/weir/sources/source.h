@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+
 #include "weir/async/async_operator.h"
 #include "weir/communication/codec.h"
 #include "weir/dataflow/stream.h"
@@ -102,7 +103,8 @@ struct Codec<sources::HealthUpdate> {
     Codec<std::string>::encode(h.error, out);
   }
   static bool decode(std::string_view& in, sources::HealthUpdate& h) {
-    if (!Codec<uint32_t>::decode(in, h.export_index) || !Codec<uint32_t>::decode(in, h.worker) || in.empty()) {
+    if (!Codec<uint32_t>::decode(in, h.export_index) || !Codec<uint32_t>::decode(in, h.worker) ||
+        in.empty()) {
       return false;
     }
     const auto status = static_cast<uint8_t>(in.front());

@@ -35,10 +35,18 @@ class SourceStats {
     for (auto& d : snapshot_done_) d.store(0);
     for (auto& t : snapshot_total_) t.store(0);
   }
-  void add_snapshot_rows(size_t e, uint64_t rows) { snapshot_done_[e].fetch_add(rows, std::memory_order_relaxed); }
-  void set_snapshot_total(size_t e, uint64_t rows) { snapshot_total_[e].store(rows, std::memory_order_relaxed); }
-  uint64_t snapshot_done(size_t e) const { return snapshot_done_[e].load(std::memory_order_relaxed); }
-  uint64_t snapshot_total(size_t e) const { return snapshot_total_[e].load(std::memory_order_relaxed); }
+  void add_snapshot_rows(size_t e, uint64_t rows) {
+    snapshot_done_[e].fetch_add(rows, std::memory_order_relaxed);
+  }
+  void set_snapshot_total(size_t e, uint64_t rows) {
+    snapshot_total_[e].store(rows, std::memory_order_relaxed);
+  }
+  uint64_t snapshot_done(size_t e) const {
+    return snapshot_done_[e].load(std::memory_order_relaxed);
+  }
+  uint64_t snapshot_total(size_t e) const {
+    return snapshot_total_[e].load(std::memory_order_relaxed);
+  }
 
   // The upstream reached `offset` (every change up to it exists) at `when`.
   void record_upstream(uint64_t offset, std::chrono::steady_clock::time_point when);
@@ -51,15 +59,16 @@ class SourceStats {
   std::vector<std::atomic<uint64_t>> snapshot_total_;
   std::atomic<uint64_t> upstream_{0};
   mutable std::mutex mu_;
-  std::deque<std::pair<uint64_t, std::chrono::steady_clock::time_point>> history_;  // Guarded by mu_.
+  std::deque<std::pair<uint64_t, std::chrono::steady_clock::time_point>>
+      history_;  // Guarded by mu_.
 };
 
 struct LoadgenSourceConfig {
   loadgen::GeneratorOptions generator;
-  double rate = 1000;            // Offsets per second; 0: as fast as possible.
-  std::optional<Offset> until;   // Stop after this offset.
+  double rate = 1000;           // Offsets per second; 0: as fast as possible.
+  std::optional<Offset> until;  // Stop after this offset.
   ProgressMode mode = ProgressMode::kConcurrent;
-  size_t leader = 0;             // The worker that runs the replication.
+  size_t leader = 0;  // The worker that runs the replication.
   // Fail the replication once on reaching this offset (a transient error), in this process.
   std::optional<Offset> transient_fault;
   std::shared_ptr<std::atomic<bool>> transient_fired = std::make_shared<std::atomic<bool>>(false);
@@ -67,7 +76,8 @@ struct LoadgenSourceConfig {
 };
 
 // Renders the source. InvalidArgument if an export names a table the generator lacks.
-absl::StatusOr<RenderedSource> render_loadgen(Scope<Offset>& scope, const LoadgenSourceConfig& config,
+absl::StatusOr<RenderedSource> render_loadgen(Scope<Offset>& scope,
+                                              const LoadgenSourceConfig& config,
                                               const std::vector<ExportSpec>& exports);
 
 }  // namespace weir::sources
