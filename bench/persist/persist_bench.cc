@@ -9,9 +9,10 @@
 // Each figure is the median of --runs runs; every run writes a fresh shard.
 //
 //   persist_bench [--runs 5] [--batches 4] [--batch-mib 64] [--part-mib 8] [--zstd-level 1]
-//                 [--store file|mem] [--dir DIR]
+//                 [--store file|mem] [--reads yes|no] [--dir DIR]
 //
 // --store mem keeps parts and state in memory (no disk, no fsync): the CPU cost alone.
+// --reads no skips the snapshot reads and the compaction (to profile the write path).
 
 #include <algorithm>
 #include <chrono>
@@ -40,6 +41,7 @@ struct Options {
   size_t part_mib = 8;
   int zstd_level = 1;
   bool in_memory = false;  // --store mem: mem:// blob and consensus, to separate CPU from I/O.
+  bool reads = true;       // --reads no: append only (for profiling the write path).
   std::string dir;
 };
 
@@ -212,12 +214,14 @@ RunResult run_once(const Options& options, const std::vector<BatchData>& batches
   result.append_mbps = static_cast<double>(bytes) / seconds_since(start) / 1e6;
 
   const uint64_t as_of = batches.size() * 1000 - 1;
-  for (const auto& batch : check(client->describe("bench"), "describe").batches) {
-    result.runs_as_appended += batch.num_runs;
+  if (options.reads) {
+    for (const auto& batch : check(client->describe("bench"), "describe").batches) {
+      result.runs_as_appended += batch.num_runs;
+    }
+    result.snapshot_gbps = snapshot_gbps(reader, as_of, bytes);
+    check(client->compact("bench", {.full = true}).status(), "compact");
+    result.compacted_snapshot_gbps = snapshot_gbps(reader, as_of, bytes);
   }
-  result.snapshot_gbps = snapshot_gbps(reader, as_of, bytes);
-  check(client->compact("bench", {.full = true}).status(), "compact");
-  result.compacted_snapshot_gbps = snapshot_gbps(reader, as_of, bytes);
   check(reader.expire(), "expire");
   check(writer.expire(), "expire");
   client.reset();
@@ -254,6 +258,11 @@ Options parse(int argc, char** argv) {
         die("--store takes file or mem");
       }
       options.in_memory = value == "mem";
+    } else if (flag == "--reads") {
+      if (value != "yes" && value != "no") {
+        die("--reads takes yes or no");
+      }
+      options.reads = value == "yes";
     } else if (flag == "--dir") {
       options.dir = value;
     } else {

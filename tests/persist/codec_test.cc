@@ -3,6 +3,8 @@
 
 #include "codec.h"
 
+#include <algorithm>
+
 #include "gtest/gtest.h"
 #include <zstd.h>
 
@@ -31,32 +33,53 @@ std::string decompress_payload(std::string_view blob) {
   return plain;
 }
 
+// The diffs of a parsed part, expanded from their runs.
+std::vector<int64_t> diffs_of(const proto::ProtoColumnarUpdates& parsed) {
+  std::vector<int64_t> diffs;
+  EXPECT_EQ(parsed.diff_run_values_size(), parsed.diff_run_lengths_size());
+  for (int k = 0; k < parsed.diff_run_values_size(); ++k) {
+    EXPECT_GT(parsed.diff_run_lengths(k), 0u);
+    diffs.insert(diffs.end(), parsed.diff_run_lengths(k), parsed.diff_run_values(k));
+  }
+  return diffs;
+}
+
 TEST(CodecTest, GeneratedCodeReadsWhatPartsAreWrittenAs) {
   const Columns columns = sample_columns();
   proto::ProtoColumnarUpdates parsed;
   ASSERT_TRUE(parsed.ParseFromString(decompress_payload(encode_part("s1", columns, 1).bytes)));
   ASSERT_EQ(parsed.num_updates(), columns.size());
   EXPECT_EQ(parsed.data(), columns.bytes);
+  EXPECT_EQ(parsed.times_size(), 0);  // Version 2 leaves the fixed-width columns out.
+  EXPECT_EQ(parsed.diffs_size(), 0);
+  ASSERT_EQ(parsed.time_offsets_size(), static_cast<int>(columns.size()));
+  EXPECT_EQ(diffs_of(parsed), columns.diffs);
   for (size_t i = 0; i < columns.size(); ++i) {
     ASSERT_EQ(parsed.data_lens(static_cast<int>(i)), columns.data(i).size());
-    ASSERT_EQ(parsed.times(static_cast<int>(i)), columns.times[i]);
-    ASSERT_EQ(parsed.diffs(static_cast<int>(i)), columns.diffs[i]);
+    ASSERT_EQ(parsed.times_base() + parsed.time_offsets(static_cast<int>(i)), columns.times[i]);
   }
 }
 
-TEST(CodecTest, PartsWrittenByGeneratedCodeDecode) {
-  const Columns columns = sample_columns();
-  proto::ProtoColumnarUpdates updates;
-  updates.set_num_updates(columns.size());
-  updates.set_data(columns.bytes);
-  for (size_t i = 0; i < columns.size(); ++i) {
-    updates.add_data_lens(static_cast<uint32_t>(columns.data(i).size()));
-    updates.add_times(columns.times[i]);
-    updates.add_diffs(columns.diffs[i]);
+TEST(CodecTest, RepeatedDiffsAndNearbyTimesTakeLittleRoom) {
+  Columns columns;
+  for (int i = 0; i < 1000; ++i) {
+    columns.append("k" + std::to_string(i), 5'000'000'000ULL + static_cast<uint64_t>(i % 100),
+                   i < 600 ? 1 : -1);
   }
+  proto::ProtoColumnarUpdates parsed;
+  ASSERT_TRUE(parsed.ParseFromString(decompress_payload(encode_part("s1", columns, 1).bytes)));
+  EXPECT_EQ(parsed.times_base(), 5'000'000'000ULL);
+  ASSERT_EQ(parsed.diff_run_values_size(), 2);
+  EXPECT_EQ(diffs_of(parsed), columns.diffs);
+  // One byte per time offset below 128.
+  EXPECT_LT(parsed.ByteSizeLong(), columns.bytes.size() + 2 * columns.size() + 64);
+}
+
+// Encodes `updates` as the payload of a part blob of shard "s1" at `version`.
+std::string part_blob(const proto::ProtoColumnarUpdates& updates, uint32_t version) {
   const std::string plain = updates.SerializeAsString();
   proto::ProtoPart envelope;
-  envelope.set_format_version(kPartFormatVersion);
+  envelope.set_format_version(version);
   envelope.set_shard_id("s1");
   envelope.set_codec(proto::ProtoPart::CODEC_ZSTD);
   envelope.set_uncompressed_bytes(plain.size());
@@ -64,15 +87,85 @@ TEST(CodecTest, PartsWrittenByGeneratedCodeDecode) {
   compressed.resize(
       ZSTD_compress(compressed.data(), compressed.size(), plain.data(), plain.size(), 1));
   envelope.set_payload(compressed);
+  return envelope.SerializeAsString();
+}
+
+void expect_decodes_to(const std::string& blob, const Columns& columns) {
   const PartRef ref{"s1/w1/p1", 0, columns.size(), 0};
   absl::StatusOr<std::shared_ptr<const DecodedPart>> part =
-      decode_part("shard \"x\"", "s1", ref, envelope.SerializeAsString());
+      decode_part("shard \"x\"", "s1", ref, blob);
   ASSERT_TRUE(part.ok()) << part.status();
   ASSERT_EQ((*part)->size(), columns.size());
   for (size_t i = 0; i < columns.size(); ++i) {
     ASSERT_EQ((*part)->data(i), columns.data(i));
     ASSERT_EQ((*part)->time(i), columns.times[i]);
     ASSERT_EQ((*part)->diff(i), columns.diffs[i]);
+  }
+}
+
+proto::ProtoColumnarUpdates data_only(const Columns& columns) {
+  proto::ProtoColumnarUpdates updates;
+  updates.set_num_updates(columns.size());
+  updates.set_data(columns.bytes);
+  for (size_t i = 0; i < columns.size(); ++i) {
+    updates.add_data_lens(static_cast<uint32_t>(columns.data(i).size()));
+  }
+  return updates;
+}
+
+TEST(CodecTest, PartsWrittenByGeneratedCodeDecode) {
+  const Columns columns = sample_columns();
+  proto::ProtoColumnarUpdates updates = data_only(columns);
+  uint64_t base = UINT64_MAX;
+  for (uint64_t time : columns.times) {
+    base = std::min(base, time);
+  }
+  updates.set_times_base(base);
+  for (size_t i = 0; i < columns.size(); ++i) {
+    updates.add_time_offsets(columns.times[i] - base);
+    updates.add_diff_run_values(columns.diffs[i]);  // Runs of one: valid, if not compact.
+    updates.add_diff_run_lengths(1);
+  }
+  expect_decodes_to(part_blob(updates, 2), columns);
+}
+
+TEST(CodecTest, VersionOnePartsStillDecode) {
+  const Columns columns = sample_columns();
+  proto::ProtoColumnarUpdates updates = data_only(columns);
+  for (size_t i = 0; i < columns.size(); ++i) {
+    updates.add_times(columns.times[i]);
+    updates.add_diffs(columns.diffs[i]);
+  }
+  expect_decodes_to(part_blob(updates, 1), columns);
+}
+
+TEST(CodecTest, DiffRunsThatDoNotCoverTheUpdatesAreAnError) {
+  const Columns columns = sample_columns();
+  for (const uint64_t length : {columns.size() - 1, columns.size() + 1, uint64_t{0}}) {
+    proto::ProtoColumnarUpdates updates = data_only(columns);
+    for (size_t i = 0; i < columns.size(); ++i) {
+      updates.add_time_offsets(columns.times[i]);
+    }
+    updates.add_diff_run_values(1);
+    updates.add_diff_run_lengths(length);
+    const PartRef ref{"s1/w1/p1", 0, columns.size(), 0};
+    const absl::Status status =
+        decode_part("shard \"x\"", "s1", ref, part_blob(updates, 2)).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << "run of " << length;
+    EXPECT_NE(std::string(status.message()).find("s1/w1/p1"), std::string::npos) << status;
+  }
+}
+
+TEST(CodecTest, UnknownPartVersionIsRefused) {
+  const Columns columns = sample_columns();
+  const PartRef ref{"s1/w1/p1", 0, columns.size(), 0};
+  for (const uint32_t version : {0u, kPartFormatVersion + 1}) {
+    const absl::Status status =
+        decode_part("shard \"x\"", "s1", ref, part_blob(data_only(columns), version)).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+    EXPECT_NE(std::string(status.message()).find("format version " + std::to_string(version)),
+              std::string::npos)
+        << status;
   }
 }
 

@@ -362,10 +362,10 @@ absl::StatusOr<std::shared_ptr<const DecodedPart>> decode_part(std::string_view 
   if (!envelope_ok) {
     return corrupt(str_cat("not a part encoding (", blob.size(), " bytes)"));
   }
-  if (version.value_or(0) != kPartFormatVersion) {
+  if (version.value_or(0) < 1 || *version > kPartFormatVersion) {
     return absl::FailedPreconditionError(
         str_cat(shard_label, ": part \"", ref.key, "\" has format version ", version.value_or(0),
-                "; this build reads version ", kPartFormatVersion));
+                "; this build reads versions 1 to ", kPartFormatVersion));
   }
   if (owner.value_or("") != shard_id) {
     return corrupt(str_cat("it belongs to shard \"", owner.value_or(""), "\""));
@@ -399,10 +399,14 @@ absl::StatusOr<std::shared_ptr<const DecodedPart>> decode_part(std::string_view 
 
   // Read the ProtoColumnarUpdates fields in place.
   std::optional<uint64_t> num_updates;
+  std::optional<uint64_t> times_base;
   std::optional<std::string_view> lens;
   std::optional<std::string_view> data;
   std::optional<std::string_view> times;
   std::optional<std::string_view> diffs;
+  std::optional<std::string_view> time_offsets;
+  std::optional<std::string_view> run_values;
+  std::optional<std::string_view> run_lengths;
   const bool updates_ok =
       for_each_field(part->plain_.get(), part->plain_.get() + content_size,
                      [&](int number, uint32_t wire_type, uint64_t value, std::string_view bytes) {
@@ -418,6 +422,14 @@ absl::StatusOr<std::shared_ptr<const DecodedPart>> decode_part(std::string_view 
                            return !varint && set_once(times, bytes);
                          case Updates::kDiffsFieldNumber:
                            return !varint && set_once(diffs, bytes);
+                         case Updates::kTimesBaseFieldNumber:
+                           return varint && set_once(times_base, value);
+                         case Updates::kTimeOffsetsFieldNumber:
+                           return !varint && set_once(time_offsets, bytes);
+                         case Updates::kDiffRunValuesFieldNumber:
+                           return !varint && set_once(run_values, bytes);
+                         case Updates::kDiffRunLengthsFieldNumber:
+                           return !varint && set_once(run_lengths, bytes);
                          default:
                            return true;
                        }
@@ -429,16 +441,31 @@ absl::StatusOr<std::shared_ptr<const DecodedPart>> decode_part(std::string_view 
   if (count != ref.num_updates) {
     return corrupt(str_cat("it holds ", count, " updates, the state says ", ref.num_updates));
   }
-  const size_t times_size = times ? times->size() : 0;
-  const size_t diffs_size = diffs ? diffs->size() : 0;
-  if (times_size != 8 * count || diffs_size != 8 * count) {
+  // A column that protobuf left out because it is empty reads as empty.
+  const auto column = [](const std::optional<std::string_view>& field) {
+    return field.value_or(std::string_view());
+  };
+  const bool fixed_columns = *version == 1;
+  if (fixed_columns && (column(times).size() != 8 * count || column(diffs).size() != 8 * count)) {
     return corrupt("columns of different lengths");
   }
-  const size_t data_size = data ? data->size() : 0;
+  const size_t data_size = column(data).size();
   part->rows_.resize(count);
   uint64_t offset = 0;
-  const char* in = lens ? lens->data() : nullptr;
-  const char* const lens_end = lens ? lens->data() + lens->size() : nullptr;
+  const std::string_view lens_column = column(lens);
+  const char* in = lens_column.data();
+  const char* const lens_end = in + lens_column.size();
+  const std::string_view offsets_column = column(time_offsets);
+  const char* offsets_in = offsets_column.data();
+  const char* const offsets_end = offsets_in + offsets_column.size();
+  const std::string_view values_column = column(run_values);
+  const char* values_in = values_column.data();
+  const char* const values_end = values_in + values_column.size();
+  const std::string_view lengths_column = column(run_lengths);
+  const char* lengths_in = lengths_column.data();
+  const char* const lengths_end = lengths_in + lengths_column.size();
+  uint64_t run_left = 0;  // Updates left in the current diff run.
+  int64_t run_diff = 0;
   for (uint64_t i = 0; i < count; ++i) {
     uint64_t len;
     if (in >= lens_end || !get_varint(in, lens_end, len)) {
@@ -450,12 +477,38 @@ absl::StatusOr<std::shared_ptr<const DecodedPart>> decode_part(std::string_view 
     DecodedPart::Row& row = part->rows_[i];
     row.offset = offset;
     row.size = len;
-    std::memcpy(&row.time, times->data() + 8 * i, 8);
-    std::memcpy(&row.diff, diffs->data() + 8 * i, 8);
     offset += len;
+    if (fixed_columns) {
+      std::memcpy(&row.time, times->data() + 8 * i, 8);
+      std::memcpy(&row.diff, diffs->data() + 8 * i, 8);
+      continue;
+    }
+    uint64_t time_offset;
+    if (offsets_in >= offsets_end || !get_varint(offsets_in, offsets_end, time_offset)) {
+      return corrupt("fewer times than updates");
+    }
+    row.time = times_base.value_or(0) + time_offset;
+    if (row.time < time_offset) {
+      return corrupt("a time past 2^64");
+    }
+    if (run_left == 0) {
+      uint64_t value;
+      if (values_in >= values_end || !get_varint(values_in, values_end, value) ||
+          lengths_in >= lengths_end || !get_varint(lengths_in, lengths_end, run_left) ||
+          run_left == 0) {
+        return corrupt("fewer diffs than updates");
+      }
+      run_diff = unzigzag(value);
+    }
+    row.diff = run_diff;
+    --run_left;
   }
   if (in != lens_end || offset != data_size) {
     return corrupt("data lengths do not add up");
+  }
+  if (offsets_in != offsets_end || values_in != values_end || lengths_in != lengths_end ||
+      run_left != 0) {
+    return corrupt("more times or diffs than updates");
   }
   part->data_ = data ? data->data() : nullptr;
   if (pool != nullptr) {

@@ -9,6 +9,7 @@
 
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <concepts>
 #include <cstdint>
@@ -34,7 +35,8 @@ namespace weir::persist::internal {
 namespace proto = ::weir::persist::v1;
 
 inline constexpr uint32_t kStateFormatVersion = 1;
-inline constexpr uint32_t kPartFormatVersion = 1;
+// Parts are written at kPartFormatVersion and read at any version from 1 up to it.
+inline constexpr uint32_t kPartFormatVersion = 2;
 inline constexpr uint32_t kBatchFormatVersion = 1;
 inline constexpr uint32_t kNamesFormatVersion = 1;
 
@@ -77,11 +79,12 @@ inline char* put_varint(char* out, uint64_t value) {
   *out++ = static_cast<char>(value);
   return out;
 }
-inline char* put_fixed64(char* out, uint64_t value) {
-  static_assert(std::endian::native == std::endian::little,
-                "DecodedPart reads packed fixed64 columns in place");
-  std::memcpy(out, &value, 8);
-  return out + 8;
+// The varint encoding of a sint64.
+inline uint64_t zigzag(int64_t value) {
+  return (static_cast<uint64_t>(value) << 1) ^ static_cast<uint64_t>(value >> 63);
+}
+inline int64_t unzigzag(uint64_t value) {
+  return static_cast<int64_t>(value >> 1) ^ -static_cast<int64_t>(value & 1);
 }
 }  // namespace wire
 
@@ -149,20 +152,45 @@ EncodedPart finish_part(std::string_view shard_id, const char* plain, size_t pla
                         int zstd_level);
 
 // Encodes `source` as a part blob of shard `shard_id`: a ProtoPart whose payload is the
-// zstd-compressed ProtoColumnarUpdates encoding of the updates, written in one pass.
+// zstd-compressed ProtoColumnarUpdates encoding (format version 2) of the updates.
 template <PartSource Source>
 EncodedPart encode_part(std::string_view shard_id, const Source& source, int zstd_level) {
   using Updates = proto::ProtoColumnarUpdates;
   using namespace wire;
   const size_t n = source.size();
+  // The sizes of the columns first, to write them in one pass into a buffer of the exact size.
   size_t lens_bytes = 0;
+  uint64_t times_base = n == 0 ? 0 : source.time(0);
   for (size_t i = 0; i < n; ++i) {
     lens_bytes += varint_size(source.data(i).size());
+    times_base = std::min(times_base, source.time(i));
   }
+  size_t offsets_bytes = 0;
+  for (size_t i = 0; i < n; ++i) {
+    offsets_bytes += varint_size(source.time(i) - times_base);
+  }
+  size_t run_values_bytes = 0;
+  size_t run_lengths_bytes = 0;
+  const auto for_each_diff_run = [&source, n](auto&& run) {
+    for (size_t i = 0; i < n;) {
+      const int64_t value = source.diff(i);
+      size_t j = i + 1;
+      while (j < n && source.diff(j) == value) {
+        ++j;
+      }
+      run(zigzag(value), j - i);
+      i = j;
+    }
+  };
+  for_each_diff_run([&](uint64_t value, uint64_t length) {
+    run_values_bytes += varint_size(value);
+    run_lengths_bytes += varint_size(length);
+  });
+  const auto field_size = [](size_t bytes) { return 1 + varint_size(bytes) + bytes; };
   const size_t data_bytes = source.data_bytes();
-  const size_t plain_size = 1 + varint_size(n) + 1 + varint_size(lens_bytes) + lens_bytes + 1 +
-                            varint_size(data_bytes) + data_bytes +
-                            2 * (1 + varint_size(8 * n) + 8 * n);
+  const size_t plain_size = 1 + varint_size(n) + field_size(lens_bytes) + field_size(data_bytes) +
+                            1 + varint_size(times_base) + field_size(offsets_bytes) +
+                            field_size(run_values_bytes) + field_size(run_lengths_bytes);
   const ScratchBuffer buffer(plain_size);
   char* const plain = buffer.data();
   char* out = plain;
@@ -180,16 +208,19 @@ EncodedPart encode_part(std::string_view shard_id, const Source& source, int zst
     std::memcpy(out, data.data(), data.size());
     out += data.size();
   }
-  out = put_varint(out, tag(Updates::kTimesFieldNumber, kLengthDelimited));
-  out = put_varint(out, 8 * n);
+  out = put_varint(out, tag(Updates::kTimesBaseFieldNumber, kVarint));
+  out = put_varint(out, times_base);
+  out = put_varint(out, tag(Updates::kTimeOffsetsFieldNumber, kLengthDelimited));
+  out = put_varint(out, offsets_bytes);
   for (size_t i = 0; i < n; ++i) {
-    out = put_fixed64(out, source.time(i));
+    out = put_varint(out, source.time(i) - times_base);
   }
-  out = put_varint(out, tag(Updates::kDiffsFieldNumber, kLengthDelimited));
-  out = put_varint(out, 8 * n);
-  for (size_t i = 0; i < n; ++i) {
-    out = put_fixed64(out, static_cast<uint64_t>(source.diff(i)));
-  }
+  out = put_varint(out, tag(Updates::kDiffRunValuesFieldNumber, kLengthDelimited));
+  out = put_varint(out, run_values_bytes);
+  for_each_diff_run([&out](uint64_t value, uint64_t) { out = put_varint(out, value); });
+  out = put_varint(out, tag(Updates::kDiffRunLengthsFieldNumber, kLengthDelimited));
+  out = put_varint(out, run_lengths_bytes);
+  for_each_diff_run([&out](uint64_t, uint64_t length) { out = put_varint(out, length); });
   WEIR_CHECK(static_cast<size_t>(out - plain) == plain_size) << "part size miscomputed";
   return finish_part(shard_id, plain, plain_size, zstd_level);
 }
