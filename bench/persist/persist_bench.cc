@@ -8,7 +8,7 @@
 //
 // Each figure is the median of --runs runs; every run writes a fresh shard.
 //
-//   persist_bench [--runs 5] [--batches 4] [--batch-mib 64] [--part-mib 8] [--zstd-level 1]
+//   persist_bench [--runs 5] [--batches 4] [--batch-mib 64] [--part-mib 8] [--zstd-level -3]
 //                 [--store file|mem] [--reads yes|no] [--dir DIR]
 //
 // --store mem keeps parts and state in memory (no disk, no fsync): the CPU cost alone.
@@ -25,6 +25,7 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "weir/sinks/persist/client.h"
@@ -39,7 +40,7 @@ struct Options {
   int batches = 4;
   size_t batch_mib = 64;
   size_t part_mib = 8;
-  int zstd_level = 1;
+  int zstd_level = weir::persist::PersistConfig{}.zstd_level;
   bool in_memory = false;  // --store mem: mem:// blob and consensus, to separate CPU from I/O.
   bool reads = true;       // --reads no: append only (for profiling the write path).
   std::string dir;
@@ -107,6 +108,16 @@ BatchData make_batch(std::mt19937_64& rng, uint64_t index, size_t target_bytes) 
   return batch;
 }
 
+// CPU time of the process so far (user + system), in seconds.
+double cpu_seconds() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  const auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -154,6 +165,7 @@ double raw_write_mbps(const std::vector<BatchData>& batches, const std::string& 
 struct RunResult {
   double raw_mbps = 0;
   double append_mbps = 0;
+  double append_cores = 0;  // CPU seconds per second of the append.
   double snapshot_gbps = 0;
   double compacted_snapshot_gbps = 0;
   size_t runs_as_appended = 0;
@@ -161,6 +173,7 @@ struct RunResult {
 
 double snapshot_gbps(weir::persist::ReadHandle& reader, uint64_t as_of, uint64_t expected_bytes) {
   const Clock::time_point start = Clock::now();
+  const double cpu_start = cpu_seconds();
   weir::persist::SnapshotCursor cursor = check(reader.snapshot_cursor(as_of), "snapshot");
   uint64_t rows = 0;
   while (cursor.next()) {
@@ -168,6 +181,9 @@ double snapshot_gbps(weir::persist::ReadHandle& reader, uint64_t as_of, uint64_t
   }
   check(cursor.status(), "snapshot");
   const double elapsed = seconds_since(start);
+  if (std::getenv("PERSIST_BENCH_CORES") != nullptr) {
+    std::fprintf(stderr, "snapshot: %.1f cores busy\n", (cpu_seconds() - cpu_start) / elapsed);
+  }
   if (cursor.update_bytes() != expected_bytes) {
     die("snapshot read " + std::to_string(cursor.update_bytes()) + " bytes, expected " +
         std::to_string(expected_bytes));
@@ -195,6 +211,7 @@ RunResult run_once(const Options& options, const std::vector<BatchData>& batches
   weir::persist::ReadHandle reader = check(client->open_reader("bench"), "open_reader");
   uint64_t bytes = 0;
   const Clock::time_point start = Clock::now();
+  const double cpu_start = cpu_seconds();
   for (size_t b = 0; b < batches.size(); ++b) {
     const BatchData& batch = batches[b];
     const Frontier lower(b * 1000);
@@ -212,6 +229,7 @@ RunResult run_once(const Options& options, const std::vector<BatchData>& batches
     bytes += batch.update_bytes;
   }
   result.append_mbps = static_cast<double>(bytes) / seconds_since(start) / 1e6;
+  result.append_cores = (cpu_seconds() - cpu_start) / seconds_since(start);
 
   const uint64_t as_of = batches.size() * 1000 - 1;
   if (options.reads) {
@@ -301,9 +319,9 @@ int main(int argc, char** argv) {
     results.push_back(run_once(options, batches, run));
     const RunResult& r = results.back();
     std::printf(
-        "  run %d: raw write %.0f MB/s, append %.0f MB/s, snapshot %.2f GB/s (%zu runs), "
+        "  run %d: raw write %.0f MB/s, append %.0f MB/s (%.1f cores busy), snapshot %.2f GB/s (%zu runs), "
         "after compaction %.2f GB/s\n",
-        run + 1, r.raw_mbps, r.append_mbps, r.snapshot_gbps, r.runs_as_appended,
+        run + 1, r.raw_mbps, r.append_mbps, r.append_cores, r.snapshot_gbps, r.runs_as_appended,
         r.compacted_snapshot_gbps);
     std::fflush(stdout);
   }

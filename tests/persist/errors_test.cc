@@ -31,9 +31,9 @@ class ErrorsTest : public ::testing::Test {
   }
 
   // The snapshot error, which must name the shard and `key`.
-  absl::Status snapshot_error(const std::string& key) {
+  absl::Status snapshot_error(const std::string& key, uint64_t as_of = 0) {
     ReadHandle reader = client_->open_reader("orders").value();
-    absl::StatusOr<std::vector<Update>> snapshot = reader.snapshot(0);
+    absl::StatusOr<std::vector<Update>> snapshot = reader.snapshot(as_of);
     EXPECT_FALSE(snapshot.ok()) << "a damaged shard read without an error";
     const std::string message(snapshot.status().message());
     EXPECT_NE(message.find("\"orders\""), std::string::npos) << message;
@@ -68,6 +68,40 @@ TEST_F(ErrorsTest, CorruptPart) {
 TEST_F(ErrorsTest, MissingPart) {
   ASSERT_TRUE(blob_->remove(part_).ok());
   EXPECT_EQ(snapshot_error(part_).code(), absl::StatusCode::kNotFound);
+}
+
+// A snapshot of many runs merges half of them on a thread of its own: a part missing from either
+// half is an error naming it, and a cursor dropped halfway stops that thread.
+TEST_F(ErrorsTest, MissingPartOfASnapshotOfManyRuns) {
+  WriteHandle writer = client_->open_writer("orders").value();
+  for (uint64_t t = 1; t <= 10; ++t) {
+    std::vector<Update> updates;
+    for (uint64_t i = 0; i < 20; ++i) {
+      updates.push_back(
+          {"order " + std::to_string((i * 7 + t) % 20) + "/" + std::to_string(t), t, 1});
+    }
+    ASSERT_TRUE(
+        writer.compare_and_append(updates, Frontier(t), Frontier(t + 1)).value().is_appended());
+  }
+  size_t runs = 0;
+  for (const auto& batch : client_->describe("orders").value().batches) {
+    runs += batch.num_runs;
+  }
+  ASSERT_GE(runs, 16u);
+  {
+    ReadHandle reader = client_->open_reader("orders").value();
+    SnapshotCursor cursor = reader.snapshot_cursor(10).value();
+    ASSERT_TRUE(cursor.next());
+  }
+  const auto listed_keys = blob_->list_keys(shard_ + "/").value();
+  for (const auto& listed : listed_keys) {
+    const std::string bytes = blob_->get(listed.key).value().value();
+    ASSERT_TRUE(blob_->remove(listed.key).ok());
+    EXPECT_EQ(snapshot_error(listed.key, 10).code(), absl::StatusCode::kNotFound);
+    ASSERT_TRUE(blob_->set(listed.key, bytes).ok());
+  }
+  ReadHandle reader = client_->open_reader("orders").value();
+  EXPECT_EQ(reader.snapshot(10).value().size(), 40u + 200u);
 }
 
 TEST_F(ErrorsTest, PartOfAnotherShard) {

@@ -199,7 +199,11 @@ using Part = proto::ProtoPart;
 using namespace wire;
 
 // Reads a varint at `in`, not past `end`. False if it is malformed or truncated.
-bool get_varint(const char*& in, const char* end, uint64_t& value) {
+inline bool get_varint(const char*& in, const char* end, uint64_t& value) {
+  if (in < end && static_cast<uint8_t>(*in) < 0x80) {  // Most lengths and time offsets.
+    value = static_cast<uint8_t>(*in++);
+    return true;
+  }
   value = 0;
   for (int shift = 0; shift < 64 && in < end; shift += 7) {
     const auto byte = static_cast<uint8_t>(*in++);
@@ -386,7 +390,7 @@ absl::StatusOr<std::shared_ptr<const DecodedPart>> decode_part(std::string_view 
     part->plain_ = std::make_unique_for_overwrite<char[]>(content_size);
     part->capacity_ = content_size;
   }
-  part->rows_.clear();
+  part->size_ = 0;
   thread_local std::unique_ptr<ZSTD_DCtx, DctxDeleter> dctx(ZSTD_createDCtx());
   const size_t n = ZSTD_decompressDCtx(dctx.get(), part->plain_.get(), content_size,
                                        compressed.data(), compressed.size());
@@ -450,7 +454,13 @@ absl::StatusOr<std::shared_ptr<const DecodedPart>> decode_part(std::string_view 
     return corrupt("columns of different lengths");
   }
   const size_t data_size = column(data).size();
-  part->rows_.resize(count);
+  if (count > column(lens).size()) {  // Every update has a length of at least one byte.
+    return corrupt("fewer data lengths than updates");
+  }
+  if (part->row_capacity_ < count + 1) {
+    part->rows_ = std::make_unique_for_overwrite<DecodedPart::Row[]>(count + 1);
+    part->row_capacity_ = count + 1;
+  }
   uint64_t offset = 0;
   const std::string_view lens_column = column(lens);
   const char* in = lens_column.data();
@@ -476,7 +486,6 @@ absl::StatusOr<std::shared_ptr<const DecodedPart>> decode_part(std::string_view 
     }
     DecodedPart::Row& row = part->rows_[i];
     row.offset = offset;
-    row.size = len;
     offset += len;
     if (fixed_columns) {
       std::memcpy(&row.time, times->data() + 8 * i, 8);
@@ -506,11 +515,13 @@ absl::StatusOr<std::shared_ptr<const DecodedPart>> decode_part(std::string_view 
   if (in != lens_end || offset != data_size) {
     return corrupt("data lengths do not add up");
   }
+  part->rows_[count].offset = offset;
   if (offsets_in != offsets_end || values_in != values_end || lengths_in != lengths_end ||
       run_left != 0) {
     return corrupt("more times or diffs than updates");
   }
   part->data_ = data ? data->data() : nullptr;
+  part->size_ = count;
   if (pool != nullptr) {
     return pool->share(std::move(part));
   }

@@ -4,12 +4,16 @@
 
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -171,6 +175,66 @@ class CriticalCore {
 absl::Status check_readable(const Shard& shard, const proto::ProtoShardState& state,
                             uint64_t as_of);
 
+// The consolidated updates at `as_of` of some runs: each distinct data with the sum of its diffs
+// at times <= as_of, in data order, zero sums left out.
+//
+// Thread safety: thread-compatible.
+class ConsolidatedRuns {
+ public:
+  ConsolidatedRuns(std::vector<RunCursor> runs, uint64_t as_of);
+
+  // Moves to the next update; false at the end or on an error (see status()).
+  bool next();
+  // REQUIRES: the last next() returned true. data() stays valid until the next next().
+  std::string_view data() const { return merger_.key(); }
+  int64_t diff() const { return diff_; }
+  const absl::Status& status() const { return merger_.status(); }
+
+ private:
+  RunMerger merger_;
+  uint64_t as_of_;
+  int64_t diff_ = 0;
+};
+
+// ConsolidatedRuns read on a thread of its own, a bounded queue of blocks ahead of the reader.
+//
+// Thread safety: thread-compatible (the thread is internal).
+class BackgroundRuns {
+ public:
+  BackgroundRuns(std::vector<RunCursor> runs, uint64_t as_of);
+  // Stops the thread (it may be waiting for room in the queue) and joins it.
+  ~BackgroundRuns();
+  BackgroundRuns(const BackgroundRuns&) = delete;
+  BackgroundRuns& operator=(const BackgroundRuns&) = delete;
+
+  // As ConsolidatedRuns.
+  bool next();
+  std::string_view data() const { return data_; }
+  int64_t diff() const { return diff_; }
+  const absl::Status& status() const { return status_; }
+
+ private:
+  struct Block {
+    std::string bytes;                             // The data of the updates, end to end.
+    std::vector<std::pair<size_t, int64_t>> ends;  // End of each update's data, and its diff.
+  };
+
+  void produce(ConsolidatedRuns runs);
+
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::deque<std::unique_ptr<Block>> ready_;  // Guarded by mu_.
+  bool produced_ = false;                     // Guarded by mu_: no more blocks will come.
+  bool stop_ = false;                         // Guarded by mu_.
+  absl::Status produced_status_;              // Guarded by mu_; set with produced_.
+  std::unique_ptr<Block> block_;              // The block being read.
+  size_t index_ = 0;                          // The next update of block_.
+  std::string_view data_;
+  int64_t diff_ = 0;
+  absl::Status status_;
+  std::thread thread_;
+};
+
 class SnapshotCursorImpl {
  public:
   // A consolidated snapshot of `state` at `as_of`. REQUIRES: check_readable(...) is OK.
@@ -178,17 +242,31 @@ class SnapshotCursorImpl {
                      SeqnoHold hold);
 
   bool next();
-  const absl::Status& status() const { return merger_.status(); }
-  std::string_view data() const { return merger_.key(); }
+  const absl::Status& status() const { return status_; }
+  std::string_view data() const { return data_; }
   uint64_t time() const { return as_of_; }
   int64_t diff() const { return diff_; }
   uint64_t update_bytes() const { return update_bytes_; }
 
  private:
+  // Moves one stream to its next update; false at its end or on an error (into status_).
+  bool advance_local();
+  bool advance_background();
+
   uint64_t as_of_;
   SeqnoHold hold_;
-  RunMerger merger_;
+  // Many runs are merged in two halves, one of them on a thread of its own (background_), and the
+  // halves merged here: the merge of many runs, not the decoding of parts, bounds a snapshot.
+  std::optional<ConsolidatedRuns> local_;
+  std::unique_ptr<BackgroundRuns> background_;
+  bool local_live_ = false;  // local_ is at an update.
+  bool background_live_ = false;
+  // The update of local_ (background_) was returned by next(): move past it in the next next().
+  bool consumed_local_ = true;
+  bool consumed_background_ = true;
+  std::string_view data_;
   int64_t diff_ = 0;
+  absl::Status status_;
   uint64_t update_bytes_ = 0;
 };
 

@@ -195,11 +195,10 @@ std::vector<RunCursor> snapshot_runs(const Shard& shard, const proto::ProtoShard
 
 }  // namespace
 
-SnapshotCursorImpl::SnapshotCursorImpl(const Shard& shard, const proto::ProtoShardState& state,
-                                       uint64_t as_of, SeqnoHold hold)
-    : as_of_(as_of), hold_(std::move(hold)), merger_(snapshot_runs(shard, state, as_of)) {}
+ConsolidatedRuns::ConsolidatedRuns(std::vector<RunCursor> runs, uint64_t as_of)
+    : merger_(std::move(runs)), as_of_(as_of) {}
 
-bool SnapshotCursorImpl::next() {
+bool ConsolidatedRuns::next() {
   int64_t sum;
   const auto add = [&](uint64_t time, int64_t diff) {
     if (time <= as_of_) {
@@ -209,8 +208,164 @@ bool SnapshotCursorImpl::next() {
   while ((sum = 0, merger_.next_key(add))) {
     if (sum != 0) {
       diff_ = sum;
-      update_bytes_ += persist::update_bytes(merger_.key());
       return true;
+    }
+  }
+  return false;
+}
+
+namespace {
+
+// Updates of a block of BackgroundRuns: big enough that the queue's lock is rare, small enough to
+// stay in cache between the two threads.
+constexpr size_t kBlockBytes = 256 << 10;
+// Blocks the background thread may be ahead of the reader.
+constexpr size_t kMaxReadyBlocks = 4;
+
+}  // namespace
+
+BackgroundRuns::BackgroundRuns(std::vector<RunCursor> runs, uint64_t as_of)
+    : thread_([this, consolidated = ConsolidatedRuns(std::move(runs), as_of)]() mutable {
+        produce(std::move(consolidated));
+      }) {}
+
+BackgroundRuns::~BackgroundRuns() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  thread_.join();
+}
+
+void BackgroundRuns::produce(ConsolidatedRuns runs) {
+  auto block = std::make_unique<Block>();
+  // Hands `block` to the reader; false if the reader has gone.
+  const auto hand_over = [&] {
+    std::unique_lock lock(mu_);
+    changed_.wait(lock, [&] { return stop_ || ready_.size() < kMaxReadyBlocks; });
+    if (stop_) {
+      return false;
+    }
+    ready_.push_back(std::exchange(block, std::make_unique<Block>()));
+    changed_.notify_all();
+    return true;
+  };
+  while (runs.next()) {
+    block->bytes.append(runs.data());
+    block->ends.emplace_back(block->bytes.size(), runs.diff());
+    if (block->bytes.size() >= kBlockBytes && !hand_over()) {
+      return;
+    }
+  }
+  if (!block->ends.empty() && !hand_over()) {
+    return;
+  }
+  std::lock_guard lock(mu_);
+  produced_ = true;
+  produced_status_ = runs.status();
+  changed_.notify_all();
+}
+
+bool BackgroundRuns::next() {
+  if (block_ != nullptr && index_ < block_->ends.size()) {
+    const size_t begin = index_ == 0 ? 0 : block_->ends[index_ - 1].first;
+    data_ = std::string_view(block_->bytes).substr(begin, block_->ends[index_].first - begin);
+    diff_ = block_->ends[index_].second;
+    ++index_;
+    return true;
+  }
+  {
+    std::unique_lock lock(mu_);
+    changed_.wait(lock, [&] { return !ready_.empty() || produced_; });
+    if (ready_.empty()) {
+      status_ = produced_status_;
+      block_ = nullptr;
+      return false;
+    }
+    block_ = std::move(ready_.front());
+    ready_.pop_front();
+  }
+  changed_.notify_all();
+  index_ = 0;
+  return next();  // Blocks are never empty.
+}
+
+namespace {
+
+// Runs merged in two halves, one on a thread of its own, from this many on, when there are cores
+// for it.
+constexpr size_t kMinRunsForTwoThreads = 8;
+
+}  // namespace
+
+SnapshotCursorImpl::SnapshotCursorImpl(const Shard& shard, const proto::ProtoShardState& state,
+                                       uint64_t as_of, SeqnoHold hold)
+    : as_of_(as_of), hold_(std::move(hold)) {
+  std::vector<RunCursor> runs = snapshot_runs(shard, state, as_of);
+  if (runs.size() >= kMinRunsForTwoThreads && std::thread::hardware_concurrency() >= 2) {
+    // The first half's parts are fetched first (snapshot_runs starts them in order), so the
+    // background merge starts while the second half's parts are still being decoded.
+    const auto half = runs.begin() + static_cast<long>(runs.size() / 2);
+    background_ = std::make_unique<BackgroundRuns>(
+        std::vector<RunCursor>(std::make_move_iterator(runs.begin()),
+                               std::make_move_iterator(half)),
+        as_of);
+    runs.erase(runs.begin(), half);
+  }
+  local_.emplace(std::move(runs), as_of);
+}
+
+bool SnapshotCursorImpl::advance_local() {
+  local_live_ = local_->next();
+  if (!local_live_ && !local_->status().ok()) {
+    status_ = local_->status();
+    return false;
+  }
+  return true;
+}
+
+bool SnapshotCursorImpl::advance_background() {
+  background_live_ = background_ != nullptr && background_->next();
+  if (!background_live_ && background_ != nullptr && !background_->status().ok()) {
+    status_ = background_->status();
+    return false;
+  }
+  return true;
+}
+
+bool SnapshotCursorImpl::next() {
+  if (!status_.ok()) {
+    return false;
+  }
+  // Move past the updates returned last time (or to the first ones); an update of one stream that
+  // was not returned stays where it is.
+  if ((consumed_local_ && !advance_local()) || (consumed_background_ && !advance_background())) {
+    return false;
+  }
+  consumed_local_ = false;
+  consumed_background_ = false;
+  while (local_live_ || background_live_) {
+    int order = !background_live_ ? -1
+                : !local_live_    ? 1
+                                  : local_->data().compare(background_->data());
+    int64_t sum = 0;
+    if (order <= 0) {
+      sum = add_diffs(sum, local_->diff());
+    }
+    if (order >= 0) {
+      sum = add_diffs(sum, background_->diff());
+    }
+    if (sum != 0) {
+      data_ = order <= 0 ? local_->data() : background_->data();
+      diff_ = sum;
+      update_bytes_ += persist::update_bytes(data_);
+      consumed_local_ = order <= 0;
+      consumed_background_ = order >= 0;
+      return true;
+    }
+    if ((order <= 0 && !advance_local()) || (order >= 0 && !advance_background())) {
+      return false;
     }
   }
   hold_.release();
