@@ -84,7 +84,8 @@ TEST_F(ErrorsTest, MissingPartOfASnapshotOfManyRuns) {
         writer.compare_and_append(updates, Frontier(t), Frontier(t + 1)).value().is_appended());
   }
   size_t runs = 0;
-  for (const auto& batch : client_->describe("orders").value().batches) {
+  const ShardDescription description = client_->describe("orders").value();
+  for (const auto& batch : description.batches) {
     runs += batch.num_runs;
   }
   ASSERT_GE(runs, 16u);
