@@ -9,6 +9,7 @@
 
 #include "weir/operators/exchange.h"
 #include "weir/operators/inspect.h"
+#include "weir/sinks/persist/background_maintenance.h"
 #include "weir/sinks/persist/client.h"
 #include "weir/worker/execute.h"
 
@@ -194,6 +195,9 @@ void render_health(Scope<Offset>& scope, const Stream<Offset, sources::HealthUpd
   });
 }
 
+// How often the shards are compacted and garbage-collected while the ingest runs.
+constexpr absl::Duration kMaintenanceInterval = absl::Seconds(1);
+
 }  // namespace
 
 absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMonitor* monitor) {
@@ -233,6 +237,14 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
   auto status_writer = client->open_writer(kind + ".status", "ingest health");
   if (!status_writer.ok()) return status_writer.status();
   auto status = std::make_shared<persist::WriteHandle>(std::move(*status_writer));
+  // Every append adds a batch to its shard's state, and consensus keeps every version: compact and
+  // collect the shards as they grow.
+  std::vector<std::string> maintained = {kind + ".status"};
+  for (const auto& table : all_tables) maintained.push_back(shard_name(kind, table));
+  persist::BackgroundMaintenance maintenance(
+      client, std::move(maintained), kMaintenanceInterval, [&log](const absl::Status& error) {
+        log(absl::StrCat("persist maintenance: ", error.message()));
+      });
 
   const std::optional<Offset> final_upper =
       options.source.until ? std::optional<Offset>(*options.source.until + 1) : std::nullopt;
