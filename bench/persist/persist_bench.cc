@@ -319,7 +319,8 @@ int main(int argc, char** argv) {
     results.push_back(run_once(options, batches, run));
     const RunResult& r = results.back();
     std::printf(
-        "  run %d: raw write %.0f MB/s, append %.0f MB/s (%.1f cores busy), snapshot %.2f GB/s (%zu runs), "
+        "  run %d: raw write %.0f MB/s, append %.0f MB/s (%.1f cores busy), snapshot %.2f GB/s "
+        "(%zu runs), "
         "after compaction %.2f GB/s\n",
         run + 1, r.raw_mbps, r.append_mbps, r.append_cores, r.snapshot_gbps, r.runs_as_appended,
         r.compacted_snapshot_gbps);

@@ -54,9 +54,10 @@ void PartBuffer::sort_and_consolidate() {
     const int c = view(a).compare(view(b));
     return c != 0 ? c < 0 : a.time < b.time;
   };
-  // An LSD radix sort on the prefixes (a pass per byte that is not the same in every entry), then a
-  // comparison sort of each group of entries with equal prefixes (stable passes keep them
-  // together): about three times as fast as a comparison sort of everything.
+  // An LSD radix sort on the highest bytes of the prefixes, as many as make equal values rare (a
+  // pass per byte that is not the same in every entry), then a comparison sort of each group of
+  // entries with equal values (stable passes keep them together): several times as fast as a
+  // comparison sort of everything.
   const size_t n = entries_.size();
   if (n < 1024) {
     std::sort(entries_.begin(), entries_.end(), less);
@@ -67,10 +68,18 @@ void PartBuffer::sort_and_consolidate() {
         ++counts[byte][(entry.prefix >> (8 * byte)) & 0xFF];
       }
     }
+    // Sort on bytes [lowest, 8): enough that the values they can take outnumber the entries
+    // four to one.
+    int lowest = 8;
+    for (double values = 1; lowest > 0 && values < 4.0 * static_cast<double>(n);) {
+      --lowest;
+      values *= static_cast<double>(
+          std::count_if(counts[lowest], counts[lowest] + 256, [](size_t c) { return c != 0; }));
+    }
     scratch_.resize(n);
     Entry* from = entries_.data();
     Entry* to = scratch_.data();
-    for (int byte = 0; byte < 8; ++byte) {
+    for (int byte = lowest; byte < 8; ++byte) {
       const int shift = 8 * byte;
       if (counts[byte][(from[0].prefix >> shift) & 0xFF] == n) {
         continue;
@@ -89,9 +98,11 @@ void PartBuffer::sort_and_consolidate() {
     if (from != entries_.data()) {
       entries_.swap(scratch_);
     }
+    const int shift = 8 * lowest;  // < 64: lowest < 8, as n > 0.
     for (size_t i = 0; i < n;) {
+      const uint64_t value = entries_[i].prefix >> shift;
       size_t j = i + 1;
-      while (j < n && entries_[j].prefix == entries_[i].prefix) {
+      while (j < n && (entries_[j].prefix >> shift) == value) {
         ++j;
       }
       if (j - i > 1) {
