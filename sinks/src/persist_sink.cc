@@ -236,6 +236,9 @@ void render_append(const Stream<Time, std::string>& batches, const PersistSinkCo
                            current.to_string(), "; restarting from the shard's upper"));
         }
         expected = upper;
+        if (result->maintenance_due && config.maintenance) {
+          config.maintenance->request(config.name);
+        }
         if (config.stats) {
           config.stats->persisted_upper.store(upper, std::memory_order_relaxed);
           config.stats->batches.fetch_add(1, std::memory_order_relaxed);

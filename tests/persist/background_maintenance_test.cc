@@ -1,5 +1,6 @@
-// BackgroundMaintenance keeps a shard that grows by many small appends small: few batches, few
-// consensus versions, few blobs; and its contents unchanged.
+// BackgroundMaintenance, asked by the appends that report maintenance_due, keeps a shard that grows
+// by many small appends small: few batches, few consensus versions, few blobs; and its contents
+// unchanged.
 
 #include "weir/sinks/persist/background_maintenance.h"
 
@@ -30,24 +31,32 @@ TEST(BackgroundMaintenanceTest, KeepsAShardOfManySmallAppendsSmall) {
   std::vector<Update> history;
   constexpr uint64_t kAppends = 400;
   {
-    BackgroundMaintenance maintenance(client, {"grow"}, absl::Milliseconds(5),
-                                      [&](const absl::Status& error) {
-                                        std::lock_guard lock(errors_mu);
-                                        errors.push_back(error);
-                                      });
+    BackgroundMaintenance maintenance(client, [&](const absl::Status& error) {
+      std::lock_guard lock(errors_mu);
+      errors.push_back(error);
+    });
+    size_t requests = 0;
     for (uint64_t t = 0; t < kAppends; ++t) {
       // Every other append is empty, like a progress-only append of a sink.
       std::vector<Update> batch;
       if (t % 2 == 0) {
         batch.push_back({"key" + std::to_string(t % 7), t, t % 3 == 0 ? -1 : 1});
       }
-      ASSERT_TRUE(
-          writer.compare_and_append(batch, Frontier(t), Frontier(t + 1)).value().is_appended());
+      const AppendResult result =
+          writer.compare_and_append(batch, Frontier(t), Frontier(t + 1)).value();
+      ASSERT_TRUE(result.is_appended());
       history.insert(history.end(), batch.begin(), batch.end());
+      if (result.maintenance_due) {
+        maintenance.request("grow");
+        ++requests;
+      }
     }
-    // Two whole passes after the last append.
-    const size_t passes = maintenance.passes();
-    while (maintenance.passes() < passes + 2) {
+    ASSERT_GT(requests, 0u);
+    // One whole maintain after the last append.
+    const size_t completed = maintenance.completed();
+    maintenance.request("grow");
+    while (maintenance.completed() < completed + 2) {
+      maintenance.request("grow");
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }

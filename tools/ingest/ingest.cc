@@ -195,9 +195,6 @@ void render_health(Scope<Offset>& scope, const Stream<Offset, sources::HealthUpd
   });
 }
 
-// How often the shards are compacted and garbage-collected while the ingest runs.
-constexpr absl::Duration kMaintenanceInterval = absl::Seconds(1);
-
 }  // namespace
 
 absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMonitor* monitor) {
@@ -237,12 +234,9 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
   auto status_writer = client->open_writer(kind + ".status", "ingest health");
   if (!status_writer.ok()) return status_writer.status();
   auto status = std::make_shared<persist::WriteHandle>(std::move(*status_writer));
-  // Every append adds a batch to its shard's state, and consensus keeps every version: compact and
-  // collect the shards as they grow.
-  std::vector<std::string> maintained = {kind + ".status"};
-  for (const auto& table : all_tables) maintained.push_back(shard_name(kind, table));
-  persist::BackgroundMaintenance maintenance(
-      client, std::move(maintained), kMaintenanceInterval, [&log](const absl::Status& error) {
+  // Appends that report maintenance_due ask for compaction and GC of their shard here.
+  auto maintenance =
+      std::make_shared<persist::BackgroundMaintenance>(client, [&log](const absl::Status& error) {
         log(absl::StrCat("persist maintenance: ", error.message()));
       });
 
@@ -317,6 +311,7 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
           sink.shard_upper = plan.exports[e].resume_upper;
           sink.final_upper = final_upper;
           sink.stats = plan.sink_stats[e];
+          sink.maintenance = maintenance;
           auto sink_rendered = sinks::render_persist_sink(rendered->exports[e], sink);
           for (auto& errors : sink_rendered.errors) rendered->errors.push_back(errors);
         }

@@ -30,6 +30,7 @@
 
 #include "weir/async/async_operator.h"
 #include "weir/dataflow/stream.h"
+#include "weir/sinks/persist/background_maintenance.h"
 #include "weir/sinks/persist/write_handle.h"
 
 namespace weir::sinks {
@@ -50,6 +51,9 @@ struct PersistSinkConfig {
   std::optional<Time> final_upper;               // When the input completes: the last upper.
   std::shared_ptr<SinkStats> stats;              // Optional.
   size_t leader = 0;                             // The worker that mints and appends.
+  // Optional: where appends that report maintenance_due ask for compaction and GC. Without it the
+  // shard's state grows with every append.
+  std::shared_ptr<persist::BackgroundMaintenance> maintenance;
 };
 
 struct RenderedSink {
