@@ -141,8 +141,9 @@ absl::StatusOr<uint64_t> take_incarnation(persist::PersistClient& client, const 
 
 // Appends aggregated health changes to the status shard, on the leader.
 void render_health(Scope<Offset>& scope, const Stream<Offset, sources::HealthUpdate>& health,
-                   std::shared_ptr<persist::WriteHandle> status, std::vector<std::string> tables,
-                   uint64_t incarnation, uint64_t epoch,
+                   std::shared_ptr<persist::WriteHandle> status, std::string status_name,
+                   std::shared_ptr<persist::BackgroundMaintenance> maintenance,
+                   std::vector<std::string> tables, uint64_t incarnation, uint64_t epoch,
                    std::shared_ptr<std::vector<std::string>> last,
                    std::shared_ptr<std::mutex> last_mu) {
   AsyncOperatorBuilder<Offset> builder("Health", scope);
@@ -186,7 +187,10 @@ void render_health(Scope<Offset>& scope, const Stream<Offset, sources::HealthUpd
           for (auto& r : rows) r.time = time;
           auto result = status->compare_and_append(rows, Frontier(lower), Frontier(time + 1));
           if (!result.ok()) return result.status();
-          if (result->is_appended()) return absl::OkStatus();
+          if (result->is_appended()) {
+            if (result->maintenance_due) maintenance->request(status_name);
+            return absl::OkStatus();
+          }
         }
         return absl::AbortedError("status shard: too much contention");
       });
@@ -324,8 +328,8 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
         }
         std::vector<std::string> names;
         for (const auto& e : plan.exports) names.push_back(e.table);
-        render_health(scope, rendered->health, status, names, *incarnation, epoch, health,
-                      health_mu);
+        render_health(scope, rendered->health, status, kind + ".status", maintenance, names,
+                      *incarnation, epoch, health, health_mu);
       });
       auto installed = [&] {
         auto all = worker.installed_dataflows();
