@@ -215,6 +215,20 @@ inline bool get_varint(const char*& in, const char* end, uint64_t& value) {
   return false;
 }
 
+// A column of varints, read in order.
+class VarintColumn {
+ public:
+  explicit VarintColumn(std::string_view column)
+      : in_(column.data()), end_(column.data() + column.size()) {}
+  // The next varint; false if the column is used up or malformed.
+  bool next(uint64_t& value) { return get_varint(in_, end_, value); }
+  bool done() const { return in_ == end_; }
+
+ private:
+  const char* in_;
+  const char* end_;
+};
+
 // Calls field(number, wire_type, varint, bytes) for each field of the message in [in, end):
 // `varint` for varint fields, `bytes` for length-delimited ones. Fixed-width fields are skipped.
 // False if the message is malformed or `field` returns false.
@@ -461,24 +475,16 @@ absl::StatusOr<std::shared_ptr<const DecodedPart>> decode_part(std::string_view 
     part->rows_ = std::make_unique_for_overwrite<DecodedPart::Row[]>(count + 1);
     part->row_capacity_ = count + 1;
   }
+  VarintColumn lens_in(column(lens));
+  VarintColumn offsets_in(column(time_offsets));
+  VarintColumn values_in(column(run_values));
+  VarintColumn lengths_in(column(run_lengths));
   uint64_t offset = 0;
-  const std::string_view lens_column = column(lens);
-  const char* in = lens_column.data();
-  const char* const lens_end = in + lens_column.size();
-  const std::string_view offsets_column = column(time_offsets);
-  const char* offsets_in = offsets_column.data();
-  const char* const offsets_end = offsets_in + offsets_column.size();
-  const std::string_view values_column = column(run_values);
-  const char* values_in = values_column.data();
-  const char* const values_end = values_in + values_column.size();
-  const std::string_view lengths_column = column(run_lengths);
-  const char* lengths_in = lengths_column.data();
-  const char* const lengths_end = lengths_in + lengths_column.size();
   uint64_t run_left = 0;  // Updates left in the current diff run.
   int64_t run_diff = 0;
   for (uint64_t i = 0; i < count; ++i) {
     uint64_t len;
-    if (in >= lens_end || !get_varint(in, lens_end, len)) {
+    if (!lens_in.next(len)) {
       return corrupt("fewer data lengths than updates");
     }
     if (len > data_size - offset) {
@@ -493,7 +499,7 @@ absl::StatusOr<std::shared_ptr<const DecodedPart>> decode_part(std::string_view 
       continue;
     }
     uint64_t time_offset;
-    if (offsets_in >= offsets_end || !get_varint(offsets_in, offsets_end, time_offset)) {
+    if (!offsets_in.next(time_offset)) {
       return corrupt("fewer times than updates");
     }
     row.time = times_base.value_or(0) + time_offset;
@@ -502,9 +508,7 @@ absl::StatusOr<std::shared_ptr<const DecodedPart>> decode_part(std::string_view 
     }
     if (run_left == 0) {
       uint64_t value;
-      if (values_in >= values_end || !get_varint(values_in, values_end, value) ||
-          lengths_in >= lengths_end || !get_varint(lengths_in, lengths_end, run_left) ||
-          run_left == 0) {
+      if (!values_in.next(value) || !lengths_in.next(run_left) || run_left == 0) {
         return corrupt("fewer diffs than updates");
       }
       run_diff = unzigzag(value);
@@ -512,12 +516,11 @@ absl::StatusOr<std::shared_ptr<const DecodedPart>> decode_part(std::string_view 
     row.diff = run_diff;
     --run_left;
   }
-  if (in != lens_end || offset != data_size) {
+  if (!lens_in.done() || offset != data_size) {
     return corrupt("data lengths do not add up");
   }
   part->rows_[count].offset = offset;
-  if (offsets_in != offsets_end || values_in != values_end || lengths_in != lengths_end ||
-      run_left != 0) {
+  if (!offsets_in.done() || !values_in.done() || !lengths_in.done() || run_left != 0) {
     return corrupt("more times or diffs than updates");
   }
   part->data_ = data ? data->data() : nullptr;

@@ -249,16 +249,20 @@ class SnapshotCursorImpl {
   uint64_t update_bytes() const { return update_bytes_; }
 
  private:
-  // Moves one stream to its next update; false at its end or on an error (into status_).
-  bool advance_local();
-  bool advance_background();
+  SnapshotCursorImpl(std::vector<RunCursor> runs, uint64_t as_of, SeqnoHold hold);
+
+  // Moves `stream` (null: no stream) to its next update and sets `live`; false on an error (into
+  // status_).
+  template <class Stream>
+  bool advance(Stream* stream, bool& live);
 
   uint64_t as_of_;
   SeqnoHold hold_;
-  // Many runs are merged in two halves, one of them on a thread of its own (background_), and the
-  // halves merged here: the merge of many runs, not the decoding of parts, bounds a snapshot.
-  std::optional<ConsolidatedRuns> local_;
+  // Many runs are merged in two halves, one of them on a thread of its own (background_, null
+  // for few runs), and the halves merged here: the merge of many runs, not the decoding of parts,
+  // bounds a snapshot. background_ takes its half before local_ is built from the rest.
   std::unique_ptr<BackgroundRuns> background_;
+  ConsolidatedRuns local_;
   bool local_live_ = false;  // local_ is at an update.
   bool background_live_ = false;
   // The update of local_ (background_) was returned by next(): move past it in the next next().

@@ -297,38 +297,37 @@ namespace {
 // for it.
 constexpr size_t kMinRunsForTwoThreads = 8;
 
+// Takes the first half of `runs` for a BackgroundRuns when there are enough of them and cores for
+// a second thread; null otherwise. The first half's parts are fetched first (snapshot_runs starts
+// them in order), so the background merge starts while the other half's are still being decoded.
+std::unique_ptr<BackgroundRuns> split_off_background(std::vector<RunCursor>& runs, uint64_t as_of) {
+  if (runs.size() < kMinRunsForTwoThreads || std::thread::hardware_concurrency() < 2) {
+    return nullptr;
+  }
+  const auto half = runs.begin() + static_cast<long>(runs.size() / 2);
+  std::vector<RunCursor> first(std::make_move_iterator(runs.begin()),
+                               std::make_move_iterator(half));
+  runs.erase(runs.begin(), half);
+  return std::make_unique<BackgroundRuns>(std::move(first), as_of);
+}
+
 }  // namespace
 
 SnapshotCursorImpl::SnapshotCursorImpl(const Shard& shard, const proto::ProtoShardState& state,
                                        uint64_t as_of, SeqnoHold hold)
-    : as_of_(as_of), hold_(std::move(hold)) {
-  std::vector<RunCursor> runs = snapshot_runs(shard, state, as_of);
-  if (runs.size() >= kMinRunsForTwoThreads && std::thread::hardware_concurrency() >= 2) {
-    // The first half's parts are fetched first (snapshot_runs starts them in order), so the
-    // background merge starts while the second half's parts are still being decoded.
-    const auto half = runs.begin() + static_cast<long>(runs.size() / 2);
-    background_ = std::make_unique<BackgroundRuns>(
-        std::vector<RunCursor>(std::make_move_iterator(runs.begin()),
-                               std::make_move_iterator(half)),
-        as_of);
-    runs.erase(runs.begin(), half);
-  }
-  local_.emplace(std::move(runs), as_of);
-}
+    : SnapshotCursorImpl(snapshot_runs(shard, state, as_of), as_of, std::move(hold)) {}
 
-bool SnapshotCursorImpl::advance_local() {
-  local_live_ = local_->next();
-  if (!local_live_ && !local_->status().ok()) {
-    status_ = local_->status();
-    return false;
-  }
-  return true;
-}
+SnapshotCursorImpl::SnapshotCursorImpl(std::vector<RunCursor> runs, uint64_t as_of, SeqnoHold hold)
+    : as_of_(as_of),
+      hold_(std::move(hold)),
+      background_(split_off_background(runs, as_of)),
+      local_(std::move(runs), as_of) {}
 
-bool SnapshotCursorImpl::advance_background() {
-  background_live_ = background_ != nullptr && background_->next();
-  if (!background_live_ && background_ != nullptr && !background_->status().ok()) {
-    status_ = background_->status();
+template <class Stream>
+bool SnapshotCursorImpl::advance(Stream* stream, bool& live) {
+  live = stream != nullptr && stream->next();
+  if (!live && stream != nullptr && !stream->status().ok()) {
+    status_ = stream->status();
     return false;
   }
   return true;
@@ -340,7 +339,8 @@ bool SnapshotCursorImpl::next() {
   }
   // Move past the updates returned last time (or to the first ones); an update of one stream that
   // was not returned stays where it is.
-  if ((consumed_local_ && !advance_local()) || (consumed_background_ && !advance_background())) {
+  if ((consumed_local_ && !advance(&local_, local_live_)) ||
+      (consumed_background_ && !advance(background_.get(), background_live_))) {
     return false;
   }
   consumed_local_ = false;
@@ -348,23 +348,24 @@ bool SnapshotCursorImpl::next() {
   while (local_live_ || background_live_) {
     int order = !background_live_ ? -1
                 : !local_live_    ? 1
-                                  : local_->data().compare(background_->data());
+                                  : local_.data().compare(background_->data());
     int64_t sum = 0;
     if (order <= 0) {
-      sum = add_diffs(sum, local_->diff());
+      sum = add_diffs(sum, local_.diff());
     }
     if (order >= 0) {
       sum = add_diffs(sum, background_->diff());
     }
     if (sum != 0) {
-      data_ = order <= 0 ? local_->data() : background_->data();
+      data_ = order <= 0 ? local_.data() : background_->data();
       diff_ = sum;
       update_bytes_ += persist::update_bytes(data_);
       consumed_local_ = order <= 0;
       consumed_background_ = order >= 0;
       return true;
     }
-    if ((order <= 0 && !advance_local()) || (order >= 0 && !advance_background())) {
+    if ((order <= 0 && !advance(&local_, local_live_)) ||
+        (order >= 0 && !advance(background_.get(), background_live_))) {
       return false;
     }
   }
