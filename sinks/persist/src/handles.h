@@ -224,11 +224,14 @@ class BackgroundRuns {
   std::mutex mu_;
   std::condition_variable changed_;
   std::deque<std::unique_ptr<Block>> ready_;  // Guarded by mu_.
-  bool produced_ = false;                     // Guarded by mu_: no more blocks will come.
-  bool stop_ = false;                         // Guarded by mu_.
-  absl::Status produced_status_;              // Guarded by mu_; set with produced_.
-  std::unique_ptr<Block> block_;              // The block being read.
-  size_t index_ = 0;                          // The next update of block_.
+  // Blocks the reader is done with, for the thread to fill again (fresh memory costs page
+  // faults). Guarded by mu_.
+  std::vector<std::unique_ptr<Block>> spare_;
+  bool produced_ = false;         // Guarded by mu_: no more blocks will come.
+  bool stop_ = false;             // Guarded by mu_.
+  absl::Status produced_status_;  // Guarded by mu_; set with produced_.
+  std::unique_ptr<Block> block_;  // The block being read.
+  size_t index_ = 0;              // The next update of block_.
   std::string_view data_;
   int64_t diff_ = 0;
   absl::Status status_;

@@ -55,6 +55,8 @@ class RunCursor {
   int64_t diff() const { return part_->diff(index_); }
   // The part data() points into.
   const std::shared_ptr<const DecodedPart>& part() const { return part_; }
+  // True if the next advance() leaves the current part (which may then be freed).
+  bool at_last_of_part() const { return index_ + 1 >= part_->size(); }
 
   const absl::Status& status() const { return status_; }
 
@@ -120,7 +122,9 @@ class RunMerger {
   std::vector<uint32_t> tree_;
   uint32_t leaves_ = 1;  // A power of two >= runs_.size(); leaf i is run i.
   bool started_ = false;
-  std::shared_ptr<const DecodedPart> key_part_;  // Keeps key_ alive.
+  // Keeps key_ alive once its run has moved past its part (set only then: copying a shared_ptr
+  // for every key costs two atomic operations, which stall the merge's loads).
+  std::shared_ptr<const DecodedPart> key_part_;
   std::string_view key_;
   absl::Status status_;
 };
@@ -136,10 +140,11 @@ bool RunMerger::next_key(Visit&& visit) {
     key_ = {};
     return false;
   }
-  if (runs_[run].part().get() != key_part_.get()) {
-    key_part_ = runs_[run].part();
+  if (key_part_ != nullptr) {
+    key_part_.reset();
   }
   key_ = runs_[run].data();
+  const uint32_t key_run = run;
   const uint64_t head_prefix = prefixes_[run];
   do {
     RunCursor& cursor = runs_[run];
@@ -147,6 +152,10 @@ bool RunMerger::next_key(Visit&& visit) {
     uint64_t prefix = 0;
     do {
       visit(cursor.time(), cursor.diff());
+      if (run == key_run && cursor.at_last_of_part()) {
+        // key_ points into this part, which the cursor is about to let go of.
+        key_part_ = cursor.part();
+      }
       more = cursor.advance();
     } while (more && (prefix = key_prefix(cursor.data())) == head_prefix && cursor.data() == key_);
     if (more) {
