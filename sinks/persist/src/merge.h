@@ -21,21 +21,6 @@
 
 namespace weir::persist::internal {
 
-// The first 8 bytes of `data`, big-endian and zero-padded: comparing two prefixes orders the data
-// unless they are equal, so most comparisons of a merge end there without touching the data.
-inline uint64_t key_prefix(std::string_view data) {
-  uint64_t prefix = 0;
-  if (data.size() >= 8) {
-    std::memcpy(&prefix, data.data(), 8);
-  } else if (!data.empty()) {
-    std::memcpy(&prefix, data.data(), data.size());
-  }
-  if constexpr (std::endian::native == std::endian::little) {
-    prefix = __builtin_bswap64(prefix);
-  }
-  return prefix;
-}
-
 // Thread safety: worker-local.
 class RunCursor {
  public:

@@ -13,16 +13,6 @@
 namespace weir::persist::internal {
 namespace {
 
-uint64_t prefix_of(std::string_view data) {
-  unsigned char bytes[8] = {};
-  std::memcpy(bytes, data.data(), std::min<size_t>(8, data.size()));
-  uint64_t prefix = 0;
-  for (unsigned char byte : bytes) {
-    prefix = (prefix << 8) | byte;
-  }
-  return prefix;
-}
-
 // Wrapping addition: a diff that overflows wraps like the sum of the updates would in the
 // ring of 64-bit integers, rather than being undefined.
 int64_t add_diffs(int64_t a, int64_t b) {
@@ -39,7 +29,7 @@ PartBuffer::PartBuffer(size_t expected_bytes) {
 
 void PartBuffer::add(std::string_view data, uint64_t time, int64_t diff) {
   WEIR_DCHECK(data.size() <= kMaxDataBytes && fits(data.size())) << "callers cut parts first";
-  entries_.push_back({prefix_of(data), static_cast<uint32_t>(arena_.size()),
+  entries_.push_back({key_prefix(data), static_cast<uint32_t>(arena_.size()),
                       static_cast<uint32_t>(data.size()), time, diff});
   arena_.append(data);
 }
