@@ -187,6 +187,46 @@ TEST_P(ShardTest, AKeySpanningPartsOfARunStaysIntact) {
   }
 }
 
+// Enough runs that a snapshot merges half of them on a thread of its own, and enough data that
+// its blocks go round the queue many times (each block is reused once the reader is done with it).
+TEST_P(ShardTest, ASnapshotOfManyRunsMergesItsTwoHalvesExactly) {
+  PersistConfig config = small_config();
+  config.part_target_bytes = 64 << 10;
+  std::unique_ptr<PersistClient> client = open_client(config);
+  WriteHandle writer = client->open_writer("halves").value();
+  ReadHandle reader = client->open_reader("halves").value();
+  std::mt19937_64 rng(5);
+  std::vector<Update> history;
+  for (uint64_t step = 0; step < 4; ++step) {
+    std::vector<Update> batch;
+    for (int i = 0; i < 40000; ++i) {
+      // Keys repeat across batches (and so across the halves), with diffs that sometimes cancel.
+      std::string data = "key-" + std::to_string(rng() % 100000) + std::string(40, 'x');
+      batch.push_back({std::move(data), step, rng() % 4 == 0 ? -1 : 1});
+    }
+    ASSERT_TRUE(writer.compare_and_append(batch, Frontier(step), Frontier(step + 1))
+                    .value()
+                    .is_appended());
+    history.insert(history.end(), batch.begin(), batch.end());
+  }
+  size_t runs = 0;
+  for (const auto& batch : client->describe("halves").value().batches) {
+    runs += batch.num_runs;
+  }
+  ASSERT_GE(runs, 16u);
+  SnapshotCursor cursor = reader.snapshot_cursor(3).value();
+  std::map<std::string, int64_t> seen;
+  std::string previous;
+  while (cursor.next()) {
+    const std::string data(cursor.data());
+    ASSERT_TRUE(seen.empty() || previous < data) << "out of order or repeated: " << data;
+    seen[data] = cursor.diff();
+    previous = data;
+  }
+  ASSERT_TRUE(cursor.status().ok()) << cursor.status();
+  EXPECT_EQ(seen, consolidate(history, 3));
+}
+
 TEST_P(ShardTest, ListenSeesEveryBatchOnceInOrder) {
   WriteHandle writer = client_->open_writer("listen").value();
   ReadHandle reader = client_->open_reader("listen").value();
