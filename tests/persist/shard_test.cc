@@ -210,7 +210,8 @@ TEST_P(ShardTest, ASnapshotOfManyRunsMergesItsTwoHalvesExactly) {
     history.insert(history.end(), batch.begin(), batch.end());
   }
   size_t runs = 0;
-  for (const auto& batch : client->describe("halves").value().batches) {
+  const ShardDescription description = client->describe("halves").value();
+  for (const auto& batch : description.batches) {
     runs += batch.num_runs;
   }
   ASSERT_GE(runs, 16u);
