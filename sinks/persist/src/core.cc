@@ -56,8 +56,8 @@ ClientCore::ClientCore(std::shared_ptr<Blob> blob, std::shared_ptr<Consensus> co
       consensus_(std::move(consensus)),
       config_(std::move(config)),
       decoded_parts_(DecodedPartPool::create(kMaxFreeDecodedParts)),
-      part_buffers_(std::make_shared<BufferRecycler>(config_.part_target_bytes,
-                                                     config_.max_parts_in_flight + 1)),
+      part_buffers_(BufferRecycler::for_part_size(config_.part_target_bytes,
+                                                  config_.max_parts_in_flight + 1)),
       pool_(pool_threads(config_)) {}
 
 absl::StatusOr<std::pair<std::optional<uint64_t>, proto::ProtoShardNames>>

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <map>
 #include <mutex>
 
 #include "str_cat.h"
@@ -129,6 +130,21 @@ void PartBuffer::clear() {
   arena_.clear();
   entries_.clear();
   data_bytes_ = 0;
+}
+
+std::shared_ptr<BufferRecycler> BufferRecycler::for_part_size(size_t part_bytes, size_t max_free) {
+  static std::mutex mu;
+  // Never destroyed: buffers may come back from pool threads at exit.
+  static auto* recyclers = new std::map<size_t, std::shared_ptr<BufferRecycler>>();
+  std::lock_guard lock(mu);
+  std::shared_ptr<BufferRecycler>& recycler = (*recyclers)[part_bytes];
+  if (recycler == nullptr) {
+    recycler = std::make_shared<BufferRecycler>(part_bytes, max_free);
+  } else {
+    std::lock_guard raise(recycler->mu_);
+    recycler->max_free_ = std::max(recycler->max_free_, max_free);
+  }
+  return recycler;
 }
 
 PartBuffer BufferRecycler::take() {

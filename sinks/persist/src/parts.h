@@ -74,8 +74,9 @@ class PartBuffer {
   size_t data_bytes_ = 0;       // Of the entries left by sort_and_consolidate().
 };
 
-// Buffers handed back by finished uploads for the next part, shared by the builders of a client:
-// fresh buffers of part size cost page faults on every part.
+// Buffers handed back by finished uploads for the next part, shared by the builders of every
+// client of the process that writes parts of one size: fresh buffers of part size cost page
+// faults on every part (on a VM whose memory the host backs lazily, as much as encoding the part).
 //
 // Thread safety: thread-safe.
 class BufferRecycler {
@@ -84,13 +85,17 @@ class BufferRecycler {
   BufferRecycler(size_t part_bytes, size_t max_free)
       : part_bytes_(part_bytes), max_free_(max_free) {}
 
+  // The process's recycler of buffers reserving `part_bytes`, keeping at least `max_free` of them
+  // (the most any of its users asked for). It outlives the clients: one opened later starts warm.
+  static std::shared_ptr<BufferRecycler> for_part_size(size_t part_bytes, size_t max_free);
+
   PartBuffer take();
   void give(PartBuffer buffer);
 
  private:
   const size_t part_bytes_;
-  const size_t max_free_;
   std::mutex mu_;
+  size_t max_free_;               // Guarded by mu_.
   std::vector<PartBuffer> free_;  // Guarded by mu_.
 };
 
