@@ -76,7 +76,7 @@ class PartBuffer {
 
 // Buffers handed back by finished uploads for the next part, shared by the builders of every
 // client of the process that writes parts of one size: fresh buffers of part size cost page
-// faults on every part (on a VM whose memory the host backs lazily, as much as encoding the part).
+// faults on every part (on the development VM, at times as much as encoding the part).
 //
 // Thread safety: thread-safe.
 class BufferRecycler {
