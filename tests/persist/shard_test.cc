@@ -204,9 +204,8 @@ TEST_P(ShardTest, ASnapshotOfManyRunsMergesItsTwoHalvesExactly) {
       std::string data = "key-" + std::to_string(rng() % 100000) + std::string(40, 'x');
       batch.push_back({std::move(data), step, rng() % 4 == 0 ? -1 : 1});
     }
-    ASSERT_TRUE(writer.compare_and_append(batch, Frontier(step), Frontier(step + 1))
-                    .value()
-                    .is_appended());
+    ASSERT_TRUE(
+        writer.compare_and_append(batch, Frontier(step), Frontier(step + 1)).value().is_appended());
     history.insert(history.end(), batch.begin(), batch.end());
   }
   size_t runs = 0;

@@ -125,9 +125,7 @@ bool RunMerger::next_key(Visit&& visit) {
     key_ = {};
     return false;
   }
-  if (key_part_ != nullptr) {
-    key_part_.reset();
-  }
+  key_part_.reset();
   key_ = runs_[run].data();
   const uint32_t key_run = run;
   const uint64_t head_prefix = prefixes_[run];
