@@ -262,7 +262,7 @@ class Doubler final : public Operator<uint64_t> {
   bool notify_me() const override { return false; }
   bool schedule() override {
     while (auto* message = in_->pull()) {
-      progress_.consumeds[0].update(message->time, static_cast<int64_t>(message->data.size()));
+      progress_.consumeds[0]->update(message->time, static_cast<int64_t>(message->data.size()));
       for (uint64_t x : message->data) out_->give(message->time, 2 * x);
     }
     return false;

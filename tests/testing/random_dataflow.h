@@ -2,7 +2,11 @@
 // test (tests/runtime/property_test.cc) and its cluster variant (tests/integration/cluster).
 //
 // - generate(seed, workers): a random graph (map, filter, exchange, concat, delay, branch, feedback
-//   loops, nested scopes, async operators) and what each worker sends to each input.
+//   loops, nested scopes, async operators) and what each worker sends to each input. Deep nodes
+//   nest 1-3 scopes (regions and iterative scopes, in any order) around a map, an exchange, a
+//   random sleep on a random worker or a feedback loop, ending in an inner sink and an inner
+//   probe, with or without `leave` back out: their inner sinks must see exactly the reference
+//   before the dataflow completes. Keep nodes hold input capabilities across runs.
 // - reference(spec): the multiset of (time, value) on every node's stream, computed on one thread.
 // - run_worker(worker, spec, seed): builds the dataflow on `worker` (worker.index() is global, so
 //   this also runs on the workers of a cluster), feeds its inputs with random step interleavings,
@@ -16,10 +20,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <random>
 #include <span>
+#include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -44,8 +53,15 @@ enum class Kind {
   kLoop,
   kNestedLoop,
   kRegion,
-  kAsync
+  kAsync,
+  kKeep,       // Keeps each delivery's InputCapability and records until its next run.
+  kDeepInner,  // What a deep node's inner sink sees (no stream of the root scope).
+  kDeepOut     // What a deep node gives back: the inner sink's records, left, or its input.
 };
+
+// Flags of a kDeepInner node (Node::q); bits 8, 9, 10: level 0, 1, 2 is an iterative scope.
+inline constexpr uint64_t kDeepLeave = 1, kDeepExchange = 2, kDeepLoop = 4, kDeepSleep = 8;
+inline constexpr uint64_t kDeepIterativeShift = 8;
 
 struct Node {
   Kind kind;
@@ -65,6 +81,7 @@ inline bool keep(const Node& n, uint64_t x) { return x % n.p != n.q; }
 inline Time delayed(const Node& n, Time t, uint64_t x) { return t + (x % n.p); }
 inline bool branch_pred(const Node& n, uint64_t x) { return x % n.p == 0; }
 inline Time async_time(const Node& n, Time t, uint64_t x) { return n.q == 0 ? t : t + x % n.p; }
+inline uint64_t deep_map(uint64_t x) { return (x * 3 + 1) % 1000; }
 
 inline Spec generate(uint64_t seed, size_t workers) {
   std::mt19937_64 rng(seed);
@@ -77,8 +94,14 @@ inline Spec generate(uint64_t seed, size_t workers) {
   const size_t ops = pick(3, 12);
   for (size_t i = 0; i < ops; ++i) {
     const size_t n = spec.nodes.size();
-    const size_t up = pick(0, n - 1), up2 = pick(0, n - 1);
-    switch (pick(0, 9)) {
+    // A deep node's inner sink is no stream of the root scope: never an upstream.
+    auto pick_up = [&] {
+      size_t up = pick(0, n - 1);
+      while (spec.nodes[up].kind == Kind::kDeepInner) up = pick(0, n - 1);
+      return up;
+    };
+    const size_t up = pick_up(), up2 = pick_up();
+    switch (pick(0, 12)) {
       case 0:
         spec.nodes.push_back({Kind::kMap, up, 0, pick(1, 7), pick(0, 5)});
         break;
@@ -111,6 +134,22 @@ inline Spec generate(uint64_t seed, size_t workers) {
         break;
       case 9:
         spec.nodes.push_back({Kind::kRegion, up, 0, pick(1, 7), pick(0, 5)});
+        break;
+      case 10:
+      case 11: {
+        const uint64_t depth = pick(1, 3);
+        uint64_t flags = pick(0, 15);
+        for (uint64_t level = 0; level < depth; ++level) {
+          if (pick(0, 1) == 1) flags |= uint64_t{1} << (kDeepIterativeShift + level);
+        }
+        // A feedback loop needs the innermost scope to be iterative.
+        if (flags & kDeepLoop) flags |= uint64_t{1} << (kDeepIterativeShift + depth - 1);
+        spec.nodes.push_back({Kind::kDeepInner, up, pick(0, workers - 1), depth, flags});
+        spec.nodes.push_back({Kind::kDeepOut, n, 0, 0, 0});  // a: the matching inner node
+        break;
+      }
+      case 12:
+        spec.nodes.push_back({Kind::kKeep, up, 0, 0, 0});
         break;
       default:
         spec.nodes.push_back({Kind::kExchange, up, 0, 0, 0});
@@ -187,6 +226,23 @@ inline std::vector<Multiset> reference(const Spec& spec) {
       case Kind::kAsync:
         for (auto [t, x] : out[n.a]) m.push_back({async_time(n, t, x), x});
         break;
+      case Kind::kKeep:
+        m = out[n.a];
+        break;
+      case Kind::kDeepInner:
+        for (auto [t, x] : out[n.a]) {
+          uint64_t y = deep_map(x);
+          m.push_back({t, y});
+          if (n.q & kDeepLoop) {
+            for (y /= 2; y > 0; y /= 2) m.push_back({t, y});
+          }
+        }
+        break;
+      case Kind::kDeepOut: {
+        const Node& inner = spec.nodes[n.a];
+        m = (inner.q & kDeepLeave) ? out[n.a] : out[inner.a];
+        break;
+      }
       case Kind::kLoop: {
         // Every record enters, then halves each round (time + 1) while positive.
         Multiset current = out[n.a];
@@ -208,23 +264,129 @@ inline std::vector<Multiset> reference(const Spec& spec) {
 
 struct Outcome {
   std::vector<Multiset> streams;  // Per node, this worker's records.
-  uint64_t violations = 0;
+  uint64_t violations = 0;        // Records behind the frontier, inner probes not done at the end.
 };
 
-// Passes records through, recording them and checking them against the input frontier.
-inline Stream<Time, uint64_t> check(const Stream<Time, uint64_t>& stream, Multiset* seen,
-                                    uint64_t* violations) {
+// The root scope's time of a nested scope's time.
+inline Time outermost(Time t) { return t; }
+template <Timestamp A, Timestamp B>
+Time outermost(const Product<A, B>& t) {
+  return outermost(t.outer);
+}
+
+// Passes records through, recording them (at their root time) and checking them against the
+// input frontier.
+template <Timestamp T>
+Stream<T, uint64_t> check(const Stream<T, uint64_t>& stream, Multiset* seen,
+                          uint64_t* violations) {
   return unary_frontier<uint64_t>(
-      stream, Pipeline{}, "Check", [seen, violations](Capability<Time>, OperatorInfo) {
+      stream, Pipeline{}, "Check", [seen, violations](Capability<T>, OperatorInfo) {
         return [seen, violations](auto& input, auto& output) {
-          input.for_each([&](const InputCapability<Time>& cap, std::vector<uint64_t>& data) {
+          input.for_each([&](const InputCapability<T>& cap, std::vector<uint64_t>& data) {
             if (!input.frontier().less_equal(cap.time())) ++*violations;
-            for (uint64_t x : data) seen->push_back({cap.time(), x});
+            for (uint64_t x : data) seen->push_back({outermost(cap.time()), x});
             output.session(cap).give_vec(data);
           });
         };
       });
 }
+
+// kKeep: an operator that moves each delivery's InputCapability (and records) out to keep them,
+// and gives them only in its next run. Its input's frontier must wait for the kept ones.
+inline Stream<Time, uint64_t> keep_node(const Stream<Time, uint64_t>& stream) {
+  OperatorBuilder<Time> builder("Keep", stream.scope());
+  auto input = builder.add_input(stream, Pipeline{});
+  auto [output, result] = builder.add_output<uint64_t>();
+  builder.build([input, output = output](std::vector<Capability<Time>> caps) mutable {
+    caps.clear();
+    std::deque<std::pair<InputCapability<Time>, std::vector<uint64_t>>> kept;
+    return [input, output, kept = std::move(kept)](
+               std::span<const MutableAntichain<Time>>) mutable -> bool {
+      for (; !kept.empty(); kept.pop_front()) {
+        output.session(kept.front().first).give_vec(kept.front().second);
+      }
+      while (auto delivery = input.next()) {
+        kept.emplace_back(std::move(delivery->capability), std::move(delivery->data));
+      }
+      return !kept.empty();
+    };
+  });
+  return result;
+}
+
+// ---- Deep nodes (kDeepInner, kDeepOut) ----
+template <class T>
+struct IsProduct : std::false_type {};
+template <class A, class B>
+struct IsProduct<Product<A, B>> : std::true_type {};
+
+struct DeepContext {
+  const Node* node;
+  size_t worker;
+  Multiset* seen;
+  uint64_t* violations;
+  std::vector<std::function<bool()>>* probes;  // Each: is this inner probe done?
+};
+
+// The innermost scope of a deep node: map, maybe a sleep on one worker, maybe an exchange, maybe
+// a feedback loop (halving until zero), then the inner sink (a check) and an inner probe.
+template <Timestamp T>
+Stream<T, uint64_t> deep_innermost(Scope<T>& scope, const Stream<T, uint64_t>& in,
+                                   DeepContext& ctx) {
+  const Node& n = *ctx.node;
+  auto s = in | map([](uint64_t x) { return deep_map(x); });
+  if (n.q & kDeepSleep) {
+    s = s | map([me = ctx.worker, sleeper = n.b, slept = std::make_shared<int>(0)](uint64_t x) {
+          if (me == sleeper && *slept < 3 && x % 5 == 0) {
+            ++*slept;
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+          }
+          return x;
+        });
+  }
+  if (n.q & kDeepExchange) s = s | exchange([](const uint64_t& x) { return x * 7 + 3; });
+  std::optional<Stream<T, uint64_t>> checked;
+  if constexpr (IsProduct<T>::value) {
+    if (n.q & kDeepLoop) {
+      auto [loop, cycle] = loop_variable<uint64_t>(scope, uint64_t{1});
+      checked = check(s | concat(cycle), ctx.seen, ctx.violations);
+      auto body = *checked | map([](uint64_t x) { return x / 2; });
+      if (n.q & kDeepExchange) body = body | exchange([](const uint64_t& x) { return x; });
+      auto [done, again] = body | branch([](const T&, const uint64_t& x) { return x > 0; });
+      again | connect_loop(loop);
+    }
+  }
+  if (!checked) checked = check(s, ctx.seen, ctx.violations);
+  ProbeHandle<T> probe;
+  *checked | probe_with(probe);
+  ctx.probes->push_back([probe] { return probe.done(); });
+  (void)scope;
+  return *checked;
+}
+
+// Level `Level` of a deep node inside `scope`: the innermost content, or one more scope around
+// it. Returns the inner sink's stream brought out to `scope`, or none without `leave`.
+template <int Level, Timestamp T>
+std::optional<Stream<T, uint64_t>> deep_level(Scope<T>& scope, const Stream<T, uint64_t>& in,
+                                              DeepContext& ctx) {
+  const Node& n = *ctx.node;
+  if (Level == static_cast<int>(n.p)) {
+    auto checked = deep_innermost(scope, in, ctx);
+    if (!(n.q & kDeepLeave)) return std::nullopt;
+    return checked;
+  }
+  if constexpr (Level < 3) {
+    auto body = [&](auto& inner) -> std::optional<Stream<T, uint64_t>> {
+      auto result = deep_level<Level + 1>(inner, inner.enter(in), ctx);
+      if (!result) return std::nullopt;
+      return inner.leave(*result);
+    };
+    if ((n.q >> (kDeepIterativeShift + Level)) & 1) return scope.template iterative<uint64_t>(body);
+    return scope.region(body);
+  }
+  return std::nullopt;
+}
+// ---- end of deep nodes ----
 
 // ---- Async operator nodes (kAsync) ----
 // q == 0: an async pass-through that gives each record at its input capability, with so little
@@ -287,9 +449,11 @@ inline Outcome run_worker(Worker& worker, const Spec& spec, uint64_t seed) {
   Outcome outcome;
   outcome.streams.resize(spec.nodes.size());
   std::vector<InputHandle<Time, uint64_t>> inputs;
+  std::vector<std::function<bool()>> probes;  // Inner probes: done at the end?
   worker.dataflow<Time>([&](Scope<Time>& scope) {
     std::vector<Stream<Time, uint64_t>> streams;
     std::optional<Stream<Time, uint64_t>> pending_true;  // A branch's second output, next node.
+    std::optional<Stream<Time, uint64_t>> pending_deep;  // A deep node's way out, next node.
     for (size_t i = 0; i < spec.nodes.size(); ++i) {
       const Node& n = spec.nodes[i];
       std::optional<Stream<Time, uint64_t>> s;
@@ -365,6 +529,19 @@ inline Outcome run_worker(Worker& worker, const Spec& spec, uint64_t seed) {
         case Kind::kAsync:
           s = async_node(streams[n.a], n);
           break;
+        case Kind::kKeep:
+          s = keep_node(streams[n.a]);
+          break;
+        case Kind::kDeepInner: {
+          DeepContext ctx{&n, worker.index(), &outcome.streams[i], &outcome.violations, &probes};
+          auto left = deep_level<0>(scope, streams[n.a], ctx);
+          pending_deep = left ? *left : streams[n.a];
+          streams.push_back(streams[n.a]);  // Never used: no node takes this one as upstream.
+          continue;
+        }
+        case Kind::kDeepOut:
+          s = *pending_deep;
+          break;
         case Kind::kRegion:
           s = scope.region([&](auto& inner) {
             return inner.leave(inner.enter(streams[n.a]) |
@@ -399,6 +576,9 @@ inline Outcome run_worker(Worker& worker, const Spec& spec, uint64_t seed) {
     input.close();
   }
   while (worker.step_or_park(std::chrono::milliseconds(1))) {
+  }
+  for (const auto& done : probes) {
+    if (!done()) ++outcome.violations;
   }
   return outcome;
 }

@@ -331,28 +331,29 @@ class AsyncInput {
 template <Timestamp T, class D>
 class AsyncOutput {
  public:
-  // Records at one time, checked once: the cheap way to give many records one by one. Valid
-  // as long as the capability it was made from (across suspensions too).
+  // Records at one time, checked once: the cheap way to give many records one by one. A session
+  // holds a capability at its time for as long as it lives (across suspensions too), so what it
+  // gives is never behind a frontier.
   class Session {
    public:
-    Session(OutputPort<T, D>* port, AsyncContext* context, const T& time)
-        : port_(port), context_(context), time_(time) {}
+    Session(OutputPort<T, D>* port, AsyncContext* context, Capability<T> capability)
+        : port_(port), context_(context), capability_(std::move(capability)) {}
     void give(D record) {
-      port_->give(time_, std::move(record));
+      port_->give(capability_.time(), std::move(record));
       context_->use_fuel(sizeof(D));
     }
     // Gives a whole batch; leaves `batch` empty.
     void give_batch(std::vector<D>& batch) {
       const size_t bytes = batch.size() * sizeof(D);
-      port_->give_batch(time_, batch);
+      port_->give_batch(capability_.time(), batch);
       context_->use_fuel(bytes);
     }
-    const T& time() const { return time_; }
+    const T& time() const { return capability_.time(); }
 
    private:
     OutputPort<T, D>* port_;
     AsyncContext* context_;
-    T time_;
+    Capability<T> capability_;
   };
 
   AsyncOutput() = default;
@@ -363,11 +364,11 @@ class AsyncOutput {
   // data from a connected input).
   Session session(const Capability<T>& capability) {
     check(capability);
-    return Session(port_, &op_->context(), capability.time());
+    return Session(port_, &op_->context(), capability);
   }
   Session session(const InputCapability<T>& capability) {
     check(capability);
-    return Session(port_, &op_->context(), capability.time());
+    return Session(port_, &op_->context(), capability.retain_for_output(index_));
   }
 
   // Gives `record` at `capability`'s time. REQUIRES: a capability for this output.
@@ -493,7 +494,7 @@ class AsyncOperator final : public Operator<T> {
     return connectivity_[input];
   }
   std::span<const InternalHandle<T>> internals() const { return this->progress_.internals; }
-  ChangeBatch<T>& consumed(uint32_t input) { return this->progress_.consumeds[input]; }
+  ChangeBatch<T>& consumed(uint32_t input) { return *this->progress_.consumeds[input]; }
   std::shared_ptr<internal::ButtonState> button() const { return button_; }
 
   void add_input(std::unique_ptr<internal::AsyncInputCore<T>> input,

@@ -170,7 +170,7 @@ class NestedScope final : public Scope<TInner> {
         this->tracker_.update_source(Source{0, i}, Refines<TOuter, TInner>::to_inner(time), diff);
       });
     }
-    for (uint32_t i = 0; i < inputs_.size(); ++i) inputs_[i]->move(progress.consumeds[i]);
+    for (uint32_t i = 0; i < inputs_.size(); ++i) inputs_[i]->move(*progress.consumeds[i]);
     for (auto& port : this->ports_[0]) port->flush();
     this->harvest_ports(0);
 
@@ -279,6 +279,7 @@ class NestedOperator final : public Operator<TOuter>, public ProgressHost {
   std::vector<std::tuple<uint32_t, std::any, int64_t>> take_initial_projection() override {
     return scope_->take_initial_projection();
   }
+  bool is_incomplete() const override { return scope_->is_incomplete(); }
 
  private:
   std::unique_ptr<NestedScope<TOuter, TInner>> scope_;

@@ -6,7 +6,8 @@
 //
 //   frontiers[input]  written by the scope: changes to the frontier of times that may still arrive
 //                     at the input;
-//   consumeds[input]  written by the operator: records taken from the input, per time;
+//   consumeds[input]  written by the operator: records taken from the input, per time (shared
+//                     with the InputCapabilities handed out, which report on destruction);
 //   internals[output] written by the operator's capabilities: changes to those it holds.
 //
 // Records sent on outputs are counted by the pushers of the output ports (owned by the scope),
@@ -44,7 +45,7 @@ struct SharedProgress {
   }
 
   std::vector<ChangeBatch<T>> frontiers;
-  std::vector<ChangeBatch<T>> consumeds;
+  std::vector<InternalHandle<T>> consumeds;  // Shared with the operator's InputCapabilities.
   std::vector<InternalHandle<T>> internals;  // Shared with the operator's capabilities.
 };
 

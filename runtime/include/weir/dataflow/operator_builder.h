@@ -33,6 +33,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
+
 #include "weir/check.h"
 #include "weir/dataflow/operator.h"
 #include "weir/dataflow/pact.h"
@@ -48,7 +50,8 @@ namespace weir {
 template <Timestamp T>
 class BuiltOperator final : public Operator<T> {
  public:
-  using Logic = std::function<bool(std::span<const MutableAntichain<T>>)>;
+  // Move-only: the logic may own what cannot be copied (a kept InputCapability, say).
+  using Logic = absl::AnyInvocable<bool(std::span<const MutableAntichain<T>>)>;
 
   explicit BuiltOperator(std::string name) : name_(std::move(name)) {}
 
@@ -133,17 +136,20 @@ class OperatorInput {
       : op_(op), port_(port), end_(end) {}
 
   // The next batch, or none. The batch stays valid until the next call; the records may be
-  // moved out of it.
+  // moved out of it. The records count as consumed when the delivery's capability is destroyed
+  // (at the end of the caller's loop iteration, unless it moves the capability out to keep it).
   std::optional<Delivery> next() {
     Message<T, D>* message = end_->pull();
     if (message == nullptr) return std::nullopt;
     auto& progress = op_->progress();
-    progress.consumeds[port_].update(message->time, static_cast<int64_t>(message->data.size()));
-    return Delivery{InputCapability<T>(message->time, progress.internals, op_->connection(port_)),
+    return Delivery{InputCapability<T>(message->time, progress.internals, op_->connection(port_),
+                                       progress.consumeds[port_].get(),
+                                       static_cast<int64_t>(message->data.size())),
                     message->data};
   }
 
-  // Calls f(const InputCapability<T>&, std::vector<D>&) for every pending batch.
+  // Calls f(const InputCapability<T>&, std::vector<D>&) for every pending batch; the records
+  // count as consumed when f returns.
   template <class F>
   void for_each(F&& f) {
     while (auto delivery = next()) f(delivery->capability, delivery->data);
@@ -162,22 +168,27 @@ class OperatorInput {
 template <Timestamp T, class D>
 class OperatorOutput {
  public:
+  // Records at one time. A session holds a capability at its time for as long as it lives, so
+  // what it gives is never behind a frontier, however long it is kept.
   class Session {
    public:
-    Session(OutputPort<T, D>* port, const T& time) : port_(port), time_(time) {}
-    void give(D&& record) { port_->give(time_, std::move(record)); }
-    void give(const D& record) { port_->give(time_, record); }
+    Session(OutputPort<T, D>* port, Capability<T> capability)
+        : port_(port), capability_(std::move(capability)) {}
+    void give(D&& record) { port_->give(capability_.time(), std::move(record)); }
+    void give(const D& record) { port_->give(capability_.time(), record); }
     // Sends a whole batch; leaves `batch` empty.
-    void give_vec(std::vector<D>& batch) { port_->give_batch(time_, batch); }
+    void give_vec(std::vector<D>& batch) { port_->give_batch(capability_.time(), batch); }
     template <class Range>
     void give_range(Range&& range) {
-      for (auto&& record : range) port_->give(time_, std::forward<decltype(record)>(record));
+      for (auto&& record : range) {
+        port_->give(capability_.time(), std::forward<decltype(record)>(record));
+      }
     }
-    const T& time() const { return time_; }
+    const T& time() const { return capability_.time(); }
 
    private:
     OutputPort<T, D>* port_;
-    T time_;
+    Capability<T> capability_;
   };
 
   OperatorOutput(OutputPort<T, D>* port, BuiltOperator<T>* op, uint32_t index)
@@ -188,7 +199,7 @@ class OperatorOutput {
     WEIR_CHECK(capability.output_identity() == op_->progress().internals[index_].get())
         << "capability for another output used with output " << index_ << " of "
         << op_->name();
-    return Session(port_, capability.time());
+    return Session(port_, capability);
   }
   // A session at the time of input data. REQUIRES: that input is connected to this output with
   // a summary that keeps the time.
@@ -196,7 +207,7 @@ class OperatorOutput {
     WEIR_CHECK(capability.can_produce(index_, capability.time()))
         << "input data cannot produce output " << index_ << " of " << op_->name()
         << " at its own time";
-    return Session(port_, capability.time());
+    return Session(port_, capability.retain_for_output(index_));
   }
 
   uint32_t index() const { return index_; }

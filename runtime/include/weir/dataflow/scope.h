@@ -11,7 +11,9 @@
 //   3. run activated operators in index order (an operator activated by an earlier one in the
 //      same pass runs in that pass), flush their outputs and collect their progress;
 //   4. broadcast this worker's progress changes as one batch to every worker, itself included.
-// A scope is complete when no location holds a capability or a message in flight.
+// A scope is complete when no location holds a capability or a message in flight, no operator
+// asked to run again, and every nested scope inside it is complete (at every depth: inner work
+// that leads to no output of a nested scope is invisible to the parent's tracker).
 //
 // Nested scopes (see nested.h) are operators of their parent with their own tracker. They
 // exchange no progress of their own: their changes ride in the root scope's batch (tagged with
@@ -118,6 +120,10 @@ class ProgressHost {
                               std::shared_ptr<const NestedBatchBase> batch) = 0;
   // The projection of the initial inner pointstamps, (output, outer time, count), once.
   virtual std::vector<std::tuple<uint32_t, std::any, int64_t>> take_initial_projection() = 0;
+  // True while the scope (or one inside it) holds a capability or a message in flight, in this
+  // worker's view, or has an operator that asked to run again. What leads to no output of the
+  // scope is invisible to its parent's tracker: the parent asks this instead.
+  virtual bool is_incomplete() const = 0;
 
  protected:
   ~ProgressHost() = default;
@@ -230,6 +236,13 @@ class Scope : public LocalActivator {
   // One round of the scope (see above). Returns true while the scope is incomplete.
   bool step();
 
+  // True while this scope or one nested in it holds work, in this worker's view (see above).
+  bool is_incomplete() const {
+    if (tracker_.tracking_anything() || !deferred_.empty() || boundary_active_) return true;
+    return std::any_of(hosts_.begin(), hosts_.end(),
+                       [](const ProgressHost* host) { return host->is_incomplete(); });
+  }
+
   void activate_child(uint32_t child) override {
     if (child == 0) {  // Data arrived at the scope's outputs (a nested scope's boundary).
       boundary_active_ = true;
@@ -329,6 +342,7 @@ class Scope : public LocalActivator {
   std::vector<std::pair<Source, Target>> edges_;
   std::vector<uint64_t> channels_;
   std::vector<uint8_t> notify_;
+  std::vector<ProgressHost*> hosts_;  // The nested scopes among the children (owned there).
 
   Tracker<T> tracker_;
   ChangeBatch<std::pair<Location, T>> local_;  // This worker's changes since the last send.
@@ -387,6 +401,7 @@ absl::Status Scope<T>::build_graph(uint32_t scope_inputs, uint32_t scope_outputs
   for (uint32_t i = 1; i < children_.size(); ++i) {
     notify_[i] = children_[i]->notify_me() ? 1 : 0;
     if (auto* host = dynamic_cast<ProgressHost*>(children_[i].get())) {
+      hosts_.push_back(host);
       for (auto& [o, time, count] : host->take_initial_projection()) {
         tracker_.update_source(Source{i, o}, std::any_cast<T>(time), count);
       }
@@ -457,7 +472,7 @@ bool Scope<T>::step() {
   pass();
   send_progress();
   if (!deferred_.empty()) request_run();
-  return tracker_.tracking_anything() || !deferred_.empty();
+  return is_incomplete();
 }
 
 template <Timestamp T>
@@ -537,7 +552,7 @@ template <Timestamp T>
 void Scope<T>::harvest(uint32_t child) {
   SharedProgress<T>& progress = children_[child]->progress();
   for (uint32_t i = 0; i < progress.consumeds.size(); ++i) {
-    progress.consumeds[i].drain([&](const T& time, int64_t diff) {
+    progress.consumeds[i]->drain([&](const T& time, int64_t diff) {
       local_.update({Target{child, i}, time}, -diff);
     });
   }

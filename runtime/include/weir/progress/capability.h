@@ -32,7 +32,8 @@ inline thread_local int64_t live_capabilities = 0;
 inline int64_t live_capabilities_on_this_thread() { return internal::live_capabilities; }
 
 // The capability changes of one operator output, shared by the operator (which reports them) and
-// its capabilities (which write them). Reference-counted without atomics (worker-local), so a
+// its capabilities (which write them); also the consumption of one input, shared by the operator
+// and the InputCapabilities it handed out. Reference-counted without atomics (worker-local), so a
 // capability that outlives its operator writes into a batch nobody reads instead of freed memory.
 template <Timestamp T>
 class InternalChanges {
@@ -158,14 +159,51 @@ class Capability {
 
 // The capability that comes with input data at `time()`: it can be turned into capabilities for
 // outputs this input is connected to, at times the connection's summaries allow.
+//
+// The rule: an InputCapability cannot be copied, only moved, and the records it came with count
+// as consumed (the progress protocol's -1 at the input) only when it is destroyed. Keeping it
+// (moved out of its delivery) therefore keeps its time in the input's frontier and, through the
+// connectivity, in the downstream frontiers, until it is dropped: what it gives or mints later is
+// never behind a frontier. To produce later, the ordinary way is to `retain()` a Capability and
+// drop the InputCapability. (timely's ConsumedGuard makes the same promise.)
 template <Timestamp T>
 class InputCapability {
  public:
-  // `internals`: the operator's per-output internal change batches; `summaries`: this input's
-  // connectivity row (summaries to each output).
+  // Runtime-internal. `internals`: the operator's per-output internal change batches;
+  // `summaries`: this input's connectivity row (summaries to each output); `consumed`: the
+  // input's consumed batch, to which `count` records at `time` are reported on destruction
+  // (none: the caller reports consumption itself).
   InputCapability(const T& time, std::span<const InternalHandle<T>> internals,
-                  std::span<const Antichain<SummaryOf<T>>> summaries)
-      : time_(time), internals_(internals), summaries_(summaries) {}
+                  std::span<const Antichain<SummaryOf<T>>> summaries,
+                  InternalChanges<T>* consumed = nullptr, int64_t count = 0)
+      : time_(time),
+        internals_(internals),
+        summaries_(summaries),
+        consumed_(consumed),
+        count_(count) {
+    if (consumed_ != nullptr) consumed_->retain();
+    report();  // MUTANT: consumption reported at once
+  }
+  InputCapability(const InputCapability&) = delete;
+  InputCapability& operator=(const InputCapability&) = delete;
+  InputCapability(InputCapability&& other) noexcept
+      : time_(std::move(other.time_)),
+        internals_(other.internals_),
+        summaries_(other.summaries_),
+        consumed_(std::exchange(other.consumed_, nullptr)),
+        count_(other.count_) {}
+  InputCapability& operator=(InputCapability&& other) noexcept {
+    if (this != &other) {
+      report();
+      time_ = std::move(other.time_);
+      internals_ = other.internals_;
+      summaries_ = other.summaries_;
+      consumed_ = std::exchange(other.consumed_, nullptr);
+      count_ = other.count_;
+    }
+    return *this;
+  }
+  ~InputCapability() { report(); }
 
   const T& time() const { return time_; }
 
@@ -188,15 +226,28 @@ class InputCapability {
   Capability<T> delayed(const T& time) const { return delayed_for_output(time, 0); }
   Capability<T> delayed_for_output(const T& time, size_t output) const {
     WEIR_CHECK(output < internals_.size()) << "output " << output << " out of range";
-    WEIR_CHECK(can_produce(output, time)) << "input capability at " << time_ << " cannot produce output " << output
-                        << " at " << time << ": not allowed by the input's connectivity";
+    WEIR_CHECK(can_produce(output, time))
+        << "input capability at " << time_ << " cannot produce output " << output << " at "
+        << time << ": not allowed by the input's connectivity";
     return Capability<T>::mint(time, internals_[output].get());
   }
 
  private:
+  // Reports the consumption this capability was holding back.
+  void report() {
+    if (consumed_ != nullptr) {
+      consumed_->batch().update(time_, count_);
+      std::exchange(consumed_, nullptr)->release();
+    }
+  }
+
   T time_;
   std::span<const InternalHandle<T>> internals_;
   std::span<const Antichain<SummaryOf<T>>> summaries_;
+  // The input's consumed batch (shared: safe to outlive the operator), or null when moved from
+  // or when the caller reports consumption itself.
+  InternalChanges<T>* consumed_;
+  int64_t count_;  // Records delivered with this capability: reported consumed on destruction.
 };
 
 // An antichain of capabilities (for one output): the times at which output may still be produced.
