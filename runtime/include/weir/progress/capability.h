@@ -182,7 +182,6 @@ class InputCapability {
         consumed_(consumed),
         count_(count) {
     if (consumed_ != nullptr) consumed_->retain();
-    report();  // MUTANT: consumption reported at once
   }
   InputCapability(const InputCapability&) = delete;
   InputCapability& operator=(const InputCapability&) = delete;
