@@ -288,8 +288,9 @@ std::optional<std::map<std::string, std::string>> parse_line(std::string_view in
 }
 
 TEST(LoggingTest, ParseLineReadsWhatTheLogWrites) {
+  const std::vector<size_t> address = {0, 3, 1};
   LogEvent event{1, std::chrono::nanoseconds(42),
-                 OperatorBuilt{7, std::vector<size_t>{0, 3, 1}, "a \"quoted\"\tname"}};
+                 OperatorBuilt{7, address, "a \"quoted\"\tname"}};
   std::string line;
   append_json(event, line);
   auto fields = parse_line(line);
@@ -339,7 +340,9 @@ TEST(LoggingTest, WeirLogWritesJsonLines) {
     if (f["event"] == "messages") {
       (f["is_send"] == "true" ? sent : received) += std::stoull(f["records"]);
     }
-    if (f["event"] == "schedule_stop") EXPECT_GE(std::stoll(f["duration_ns"]), 0) << line;
+    if (f["event"] == "schedule_stop") {
+      EXPECT_GE(std::stoll(f["duration_ns"]), 0) << line;
+    }
   }
   std::remove(path.c_str());
   ASSERT_GT(lines, 0u);
