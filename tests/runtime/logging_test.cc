@@ -1,25 +1,26 @@
 // Event logging: a sink per worker sees a small dataflow's events in a sound order and with the
 // right counts; WEIR_LOG writes them as JSON lines; a bad WEIR_LOG path is an error.
 
-#include <gtest/gtest.h>
+#include "weir/worker/logging.h"
 
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <tuple>
 #include <fstream>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <variant>
 #include <vector>
 
 #include "testing/harness.h"
+#include <gtest/gtest.h>
+
 #include "weir/weir.h"
-#include "weir/worker/logging.h"
 
 namespace weir {
 namespace {
@@ -86,11 +87,11 @@ uint64_t run_dataflow(Worker& worker) {
     auto [handle, stream] = new_input<uint64_t>(scope);
     auto exchanged = stream | exchange([](const uint64_t& x) { return x; });
     scope.region([&](auto& inner) {
-           return inner.leave(inner.enter(exchanged) | map([](uint64_t x) { return x + 1; }) |
-                              exchange([](const uint64_t& x) { return x / 7; }));
-         }) |
-        inspect_batch([&seen](const uint64_t&, const std::vector<uint64_t>& b) { seen += b.size(); }) |
-        probe_with(probe);
+      return inner.leave(inner.enter(exchanged) | map([](uint64_t x) { return x + 1; }) |
+                         exchange([](const uint64_t& x) { return x / 7; }));
+    }) | inspect_batch([&seen](const uint64_t&, const std::vector<uint64_t>& b) {
+      seen += b.size();
+    }) | probe_with(probe);
     return std::move(handle);
   });
   for (uint64_t round = 0; round < kRounds; ++round) {
@@ -237,15 +238,23 @@ std::optional<std::map<std::string, std::string>> parse_line(std::string_view in
       if (in[i] == '\\') {
         if (++i >= in.size()) return std::nullopt;
         switch (in[i]) {
-          case 'n': out.push_back('\n'); break;
-          case 't': out.push_back('\t'); break;
-          case 'r': out.push_back('\r'); break;
+          case 'n':
+            out.push_back('\n');
+            break;
+          case 't':
+            out.push_back('\t');
+            break;
+          case 'r':
+            out.push_back('\r');
+            break;
           case 'u':
             if (i + 4 >= in.size()) return std::nullopt;
-            out.push_back(static_cast<char>(std::stoi(std::string(in.substr(i + 1, 4)), nullptr, 16)));
+            out.push_back(
+                static_cast<char>(std::stoi(std::string(in.substr(i + 1, 4)), nullptr, 16)));
             i += 4;
             break;
-          default: out.push_back(in[i]);
+          default:
+            out.push_back(in[i]);
         }
       } else {
         out.push_back(in[i]);
@@ -289,8 +298,7 @@ std::optional<std::map<std::string, std::string>> parse_line(std::string_view in
 
 TEST(LoggingTest, ParseLineReadsWhatTheLogWrites) {
   const std::vector<size_t> address = {0, 3, 1};
-  LogEvent event{1, std::chrono::nanoseconds(42),
-                 OperatorBuilt{7, address, "a \"quoted\"\tname"}};
+  LogEvent event{1, std::chrono::nanoseconds(42), OperatorBuilt{7, address, "a \"quoted\"\tname"}};
   std::string line;
   append_json(event, line);
   auto fields = parse_line(line);
@@ -319,10 +327,17 @@ TEST(LoggingTest, WeirLogWritesJsonLines) {
   std::map<size_t, std::string> last;                     // worker -> last kind
   std::map<size_t, int64_t> last_time;
   uint64_t sent = 0, received = 0;
-  const std::set<std::string> known = {"operator_built", "operator_dropped", "schedule_start",
-                                       "schedule_stop",  "messages",         "progress",
-                                       "park",           "unpark",           "dataflow_created",
-                                       "dataflow_completed", "dataflow_dropped"};
+  const std::set<std::string> known = {"operator_built",
+                                       "operator_dropped",
+                                       "schedule_start",
+                                       "schedule_stop",
+                                       "messages",
+                                       "progress",
+                                       "park",
+                                       "unpark",
+                                       "dataflow_created",
+                                       "dataflow_completed",
+                                       "dataflow_dropped"};
   while (std::getline(file, line)) {
     ++lines;
     auto fields = parse_line(line);

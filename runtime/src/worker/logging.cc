@@ -1,16 +1,14 @@
 #include "weir/worker/logging.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-
 #include "log_file.h"
+#include <fcntl.h>
+#include <unistd.h>
 
 namespace weir {
 namespace {
@@ -97,48 +95,47 @@ void append_json(const LogEvent& event, std::string& out) {
                   ",\"event\":\"");
   out.append(kind_name(event.data));
   out.push_back('"');
-  std::visit(
-      Overloaded{
-          [&](const OperatorBuilt& e) {
-            absl::StrAppend(&out, ",\"id\":", e.id, ",\"address\":");
-            append_address(e.address, out);
-            out.append(",\"name\":");
-            append_string(e.name, out);
-          },
-          [&](const OperatorDropped& e) {
-            absl::StrAppend(&out, ",\"id\":", e.id, ",\"address\":");
-            append_address(e.address, out);
-          },
-          [&](const ScheduleStart& e) { absl::StrAppend(&out, ",\"id\":", e.id); },
-          [&](const ScheduleStop& e) {
-            absl::StrAppend(&out, ",\"id\":", e.id, ",\"duration_ns\":", e.duration.count());
-          },
-          [&](const Messages& e) {
-            absl::StrAppend(&out, ",\"is_send\":", boolean(e.is_send), ",\"channel\":", e.channel,
-                            ",\"source\":", e.source, ",\"target\":", e.target,
-                            ",\"records\":", e.records);
-          },
-          [&](const ProgressBatch& e) {
-            absl::StrAppend(&out, ",\"is_send\":", boolean(e.is_send), ",\"channel\":", e.channel,
-                            ",\"source\":", e.source, ",\"updates\":", e.updates,
-                            ",\"nested\":", e.nested);
-          },
-          [&](const Park& e) {
-            if (e.timeout) {
-              absl::StrAppend(&out, ",\"timeout_ns\":", e.timeout->count());
-            } else {
-              out.append(",\"timeout_ns\":null");
-            }
-          },
-          [&](const Unpark&) {},
-          [&](const DataflowCreated& e) {
-            absl::StrAppend(&out, ",\"index\":", e.index, ",\"name\":");
-            append_string(e.name, out);
-          },
-          [&](const DataflowCompleted& e) { absl::StrAppend(&out, ",\"index\":", e.index); },
-          [&](const DataflowDropped& e) { absl::StrAppend(&out, ",\"index\":", e.index); },
-      },
-      event.data);
+  std::visit(Overloaded{
+                 [&](const OperatorBuilt& e) {
+                   absl::StrAppend(&out, ",\"id\":", e.id, ",\"address\":");
+                   append_address(e.address, out);
+                   out.append(",\"name\":");
+                   append_string(e.name, out);
+                 },
+                 [&](const OperatorDropped& e) {
+                   absl::StrAppend(&out, ",\"id\":", e.id, ",\"address\":");
+                   append_address(e.address, out);
+                 },
+                 [&](const ScheduleStart& e) { absl::StrAppend(&out, ",\"id\":", e.id); },
+                 [&](const ScheduleStop& e) {
+                   absl::StrAppend(&out, ",\"id\":", e.id, ",\"duration_ns\":", e.duration.count());
+                 },
+                 [&](const Messages& e) {
+                   absl::StrAppend(&out, ",\"is_send\":", boolean(e.is_send),
+                                   ",\"channel\":", e.channel, ",\"source\":", e.source,
+                                   ",\"target\":", e.target, ",\"records\":", e.records);
+                 },
+                 [&](const ProgressBatch& e) {
+                   absl::StrAppend(&out, ",\"is_send\":", boolean(e.is_send),
+                                   ",\"channel\":", e.channel, ",\"source\":", e.source,
+                                   ",\"updates\":", e.updates, ",\"nested\":", e.nested);
+                 },
+                 [&](const Park& e) {
+                   if (e.timeout) {
+                     absl::StrAppend(&out, ",\"timeout_ns\":", e.timeout->count());
+                   } else {
+                     out.append(",\"timeout_ns\":null");
+                   }
+                 },
+                 [&](const Unpark&) {},
+                 [&](const DataflowCreated& e) {
+                   absl::StrAppend(&out, ",\"index\":", e.index, ",\"name\":");
+                   append_string(e.name, out);
+                 },
+                 [&](const DataflowCompleted& e) { absl::StrAppend(&out, ",\"index\":", e.index); },
+                 [&](const DataflowDropped& e) { absl::StrAppend(&out, ",\"index\":", e.index); },
+             },
+             event.data);
   out.push_back('}');
 }
 
@@ -173,8 +170,8 @@ void Logger::schedule_stop(uint64_t id) {
   sink_(LogEvent{worker_, since_epoch(now), ScheduleStop{id, duration}});
 }
 
-void Logger::operators_built(std::span<const size_t> scope_path,
-                             std::span<const std::string> names, std::vector<uint64_t>& ids) {
+void Logger::operators_built(std::span<const size_t> scope_path, std::span<const std::string> names,
+                             std::vector<uint64_t>& ids) {
   ids.assign(names.size(), 0);
   for (size_t node = 1; node < names.size(); ++node) ids[node] = next_operator_id_++;
   if (!active_) return;
@@ -186,8 +183,7 @@ void Logger::operators_built(std::span<const size_t> scope_path,
   }
 }
 
-void Logger::operators_dropped(std::span<const size_t> scope_path,
-                               std::span<const uint64_t> ids) {
+void Logger::operators_dropped(std::span<const size_t> scope_path, std::span<const uint64_t> ids) {
   if (!active_) return;
   address_.assign(scope_path.begin(), scope_path.end());
   address_.push_back(0);
@@ -202,8 +198,8 @@ namespace internal {
 absl::StatusOr<std::shared_ptr<LogFile>> LogFile::open(std::string path) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("WEIR_LOG: cannot open '", path,
-                                                   "' for writing: ", std::strerror(errno)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("WEIR_LOG: cannot open '", path, "' for writing: ", std::strerror(errno)));
   }
   return std::make_shared<LogFile>(std::move(path), fd);
 }

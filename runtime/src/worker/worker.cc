@@ -86,7 +86,9 @@ bool Worker::step() {
     if (failed()) break;
     if (!incomplete) {
       dataflows_.erase(it);
-      if (logger_.active()) [[unlikely]] logger_.log(DataflowCompleted{index});
+      if (logger_.active()) [[unlikely]] {
+        logger_.log(DataflowCompleted{index});
+      }
     }
   }
   if (failed()) drop_all();
@@ -114,9 +116,13 @@ bool Worker::step_or_park(std::optional<std::chrono::nanoseconds> timeout) {
     if (!park_for || until_timer < *park_for) park_for = until_timer;
   }
   if (park_for && *park_for <= std::chrono::nanoseconds::zero()) return has_dataflows();
-  if (logger_.active()) [[unlikely]] logger_.log(Park{park_for});
+  if (logger_.active()) [[unlikely]] {
+    logger_.log(Park{park_for});
+  }
   queue->park_unless(park_for, [&] { return failed(); });
-  if (logger_.active()) [[unlikely]] logger_.log(Unpark{});
+  if (logger_.active()) [[unlikely]] {
+    logger_.log(Unpark{});
+  }
   return has_dataflows();
 }
 

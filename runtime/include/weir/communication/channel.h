@@ -140,7 +140,9 @@ class ChannelEnd final : public InputEndBase {
       current_ = std::move(next_);
       has_next_ = false;
       has_current_ = true;
-      if (log_->active()) [[unlikely]] log_received();
+      if (log_->active()) [[unlikely]] {
+        log_received();
+      }
       return &current_;
     }
     if (local_.empty()) {
@@ -149,7 +151,9 @@ class ChannelEnd final : public InputEndBase {
     current_ = std::move(local_.front());
     local_.pop_front();
     has_current_ = true;
-    if (log_->active()) [[unlikely]] log_received();
+    if (log_->active()) [[unlikely]] {
+      log_received();
+    }
     return &current_;
   }
 

@@ -512,12 +512,16 @@ template <Timestamp T>
 void Scope<T>::run_child(uint32_t child) {
   Operator<T>& op = *children_[child];
   Logger& log = worker_.logger();
-  if (log.active()) [[unlikely]] log.schedule_start(op_ids_[child]);
+  if (log.active()) [[unlikely]] {
+    log.schedule_start(op_ids_[child]);
+  }
   bool again = false;
   try {
     again = op.schedule();
     for (auto& port : ports_[child]) port->flush();
-    if (log.active()) [[unlikely]] log.schedule_stop(op_ids_[child]);
+    if (log.active()) [[unlikely]] {
+      log.schedule_stop(op_ids_[child]);
+    }
   } catch (const std::exception& e) {
     fail(child, e.what());
     return;
