@@ -107,6 +107,12 @@ constexpr SummaryOf<T> identity_summary() {
   return SummaryOf<T>{};
 }
 
+// True if `less_equal` on T is a total order, so that a frontier has at most one element
+// (MutableAntichain then finds it without scanning every time it holds). Unsigned integers are;
+// specialize it for a totally ordered timestamp type of your own. False is always safe.
+template <class T>
+inline constexpr bool kTotallyOrdered = std::unsigned_integral<T>;
+
 // A pair of times ordered by the product order: (a1, b1) <= (a2, b2) iff a1 <= a2 and b1 <= b2.
 // `operator<` is lexicographic, which extends the product order.
 template <Timestamp Outer, Timestamp Inner>
