@@ -3,12 +3,15 @@
 // step; a consumer lags BACKLOG times behind, pulling only its oldest message once the source is
 // BACKLOG times ahead. Once the backlog is built, every step changes a few pointstamps (a send,
 // a consumption, a downgrade) and moves the consumer's input frontier by one, while BACKLOG
-// distinct times stay in flight. The figure is the time per worker step over the next STEPS
-// steps, for BACKLOG = 10, 100, 1000, 10000, 100000: flat when progress costs what changed,
-// growing when it costs what is outstanding. With -w W every worker runs the pair (pipelined),
-// so every worker's tracker holds W × BACKLOG outstanding times and the progress exchange is
-// included. Figures: progress_backlog_us_per_step_<BACKLOG>.
+// distinct times stay in flight. The figure is the median time of one worker step over the next
+// STEPS steps (the median, not the mean: on a shared machine one descheduled step would
+// otherwise dominate), for BACKLOG = 10, 100, 1000, 10000, 100000: flat when progress costs what
+// changed, growing when it costs what is outstanding. With -w W every worker runs the pair
+// (pipelined), so every worker's tracker holds W × BACKLOG outstanding times and the progress
+// exchange is included. Figures: progress_backlog_us_per_step_<BACKLOG>.
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -21,7 +24,7 @@
 
 namespace {
 
-// Runs one dataflow with `backlog` outstanding times and returns µs per step (worker 0).
+// Runs one dataflow with `backlog` outstanding times; returns the median µs per step of worker 0.
 double per_step_us(const weir::Config& config, uint64_t backlog, uint64_t steps) {
   double seconds = 0;
   auto done = weir::execute(config, [&](weir::Worker& worker) {
@@ -59,14 +62,16 @@ double per_step_us(const weir::Config& config, uint64_t backlog, uint64_t steps)
       });
     });
     while (sent < backlog) worker.step();
-    weir::bench::Timer timer;
-    uint64_t stepped = 0;
+    std::vector<double> durations;
+    durations.reserve(steps + 16);
     while (sent < end) {
+      const auto start = std::chrono::steady_clock::now();
       worker.step();
-      ++stepped;
+      durations.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
-    const double elapsed = timer.seconds();
-    if (worker.index() == 0) seconds = elapsed / static_cast<double>(stepped);
+    std::nth_element(durations.begin(), durations.begin() + durations.size() / 2, durations.end());
+    if (worker.index() == 0) seconds = durations[durations.size() / 2];
     while (worker.step_or_park(std::nullopt)) {
     }
     return consumed;
@@ -93,7 +98,8 @@ int main(int argc, char** argv) {
   const uint64_t steps = args.numbers[0];
   for (uint64_t backlog : {10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL}) {
     const double us = per_step_us(args.config, backlog, steps);
-    std::printf("progress_backlog: %llu outstanding times on %zu workers: %.3f us per step\n",
+    std::printf("progress_backlog: %llu outstanding times on %zu workers: %.3f us per step "
+                "(median)\n",
                 static_cast<unsigned long long>(backlog), args.config.workers, us);
     const std::string name = "progress_backlog_us_per_step_" + std::to_string(backlog);
     weir::bench::result(name.c_str(), us, "us");

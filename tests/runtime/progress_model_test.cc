@@ -40,7 +40,8 @@ struct TimeGen<std::pair<Location, uint64_t>> {
   std::pair<Location, uint64_t> operator()(std::mt19937_64& rng, uint64_t range) const {
     const uint32_t node = static_cast<uint32_t>(rng() % 3);
     const uint32_t port = static_cast<uint32_t>(rng() % 2);
-    const Location location = rng() % 2 ? Location(Source{node, port}) : Location(Target{node, port});
+    const Location location =
+        rng() % 2 ? Location(Source{node, port}) : Location(Target{node, port});
     return {location, rng() % (range / 4 + 1)};
   }
 };
@@ -194,7 +195,8 @@ void check_mutable_antichain(uint64_t seed) {
     const std::vector<T> want = naive_frontier(model);
     ASSERT_EQ(std::vector<T>(m.frontier().begin(), m.frontier().end()), want)
         << "seed " << seed << " op " << op;
-    ASSERT_EQ(frontier, want) << "changes disagree with the frontier; seed " << seed << " op " << op;
+    ASSERT_EQ(frontier, want) << "changes disagree with the frontier; seed " << seed << " op "
+                              << op;
     // Safety: no time with a positive count is past the frontier.
     for (const auto& [t, c] : model) {
       if (c > 0) {

@@ -108,15 +108,18 @@ class Antichain {
 //   MutableAntichain<uint64_t> m;
 //   auto changes = m.update_iter({{3, +1}});  // changes: {(3, +1)}; frontier {3}
 //
-// Cost: counts live in an ordered map (B-tree, sorted by `<`), so an update is O(log n + |frontier|)
-// where n is the number of times with a nonzero count, and `count_for` is O(log n) and
-// `has_no_counts` O(1). The frontier is recomputed only when an update can move it (a change at or
-// before the frontier, never one strictly beyond it). For a totally ordered T (kTotallyOrdered<T>)
-// the recomputation walks from the smallest time to the first positive count, so it costs the
-// number of non-positive counts before it (transient, usually none), not the number of outstanding
-// times; for a partial order it visits every positive count. Work per step is thus proportional to
-// the changes of the step, not to the backlog of outstanding times. The map allocates a node only
-// when one fills (amortized once per several new times); the scratch for frontier changes is kept.
+// Cost: counts live in an ordered map (B-tree, sorted by `<`), so an update is
+// O(log n + |frontier|) where n is the number of times with a nonzero count; `count_for` is
+// O(log n) and `has_no_counts` O(1). The frontier is recomputed only when an update can move it
+// (a change at or before the frontier, never one strictly beyond it). For a totally ordered T
+// (kTotallyOrdered<T>) the recomputation walks from the smallest time to the first positive
+// count, so it costs the non-positive counts before it (transient, usually none), not the number
+// of outstanding times; for a partial order it visits the positive counts up to the first
+// frontier element that precedes all later times (`precedes_all_later`, e.g. a Product time
+// whose inner coordinate is the minimum), in the worst case all of them. Work per step is thus
+// proportional to the changes of the step, not to the backlog of outstanding times. The map
+// allocates a node only when one fills (amortized once per several new times); the scratch for
+// frontier changes is kept.
 template <Timestamp T>
 class MutableAntichain {
  public:
@@ -206,16 +209,14 @@ class MutableAntichain {
     frontier_.clear();
     // In sorted order a later time is never less than or equal to an earlier one (`<` extends
     // the partial order), so elements once in the frontier stay there.
+    // The scan stops at a frontier element that precedes every later time: for a total order
+    // that is the first positive count.
     for (const auto& [time, count] : counts_) {
       if (count <= 0) continue;
-      if constexpr (kTotallyOrdered<T>) {
+      if (std::none_of(frontier_.begin(), frontier_.end(),
+                       [&](const T& f) { return time_le(f, time); })) {
         frontier_.push_back(time);
-        break;
-      } else {
-        if (std::none_of(frontier_.begin(), frontier_.end(),
-                         [&](const T& f) { return time_le(f, time); })) {
-          frontier_.push_back(time);
-        }
+        if (precedes_all_later(time)) break;
       }
     }
     for (const T& f : frontier_) changes_.update(f, 1);

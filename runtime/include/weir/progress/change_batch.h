@@ -93,7 +93,8 @@ class ChangeBatch {
     if (clean_ == updates_.size()) return;
     // Sort and consolidate the tail [clean_, size) in place.
     auto tail = updates_.begin() + static_cast<std::ptrdiff_t>(clean_);
-    std::sort(tail, updates_.end(), [](const Update& a, const Update& b) { return a.first < b.first; });
+    std::sort(tail, updates_.end(),
+              [](const Update& a, const Update& b) { return a.first < b.first; });
     size_t end = consolidate(clean_, updates_.size());
     if (clean_ == 0 || end == clean_ || updates_[clean_ - 1].first < updates_[clean_].first) {
       // No prefix, no surviving tail, or a tail wholly after the prefix: already in order.

@@ -166,6 +166,20 @@ struct TimestampTraits<Product<Outer, Inner>> {
   }
 };
 
+// True if `time` is less than or equal (in the partial order) to every time that follows it in
+// the total order `<`: a scan of times in that order that has put `time` in a frontier can stop.
+// Always true for a total order; for Product, when the outer order is total and the inner
+// coordinate is the minimum (every later time has an outer coordinate at least as large).
+// False is always safe.
+template <class T>
+constexpr bool precedes_all_later(const T&) {
+  return kTotallyOrdered<T>;
+}
+template <Timestamp Outer, Timestamp Inner>
+constexpr bool precedes_all_later(const Product<Outer, Inner>& time) {
+  return kTotallyOrdered<Outer> && time.inner == minimum_time<Inner>();
+}
+
 // Hashing of times, for hash maps keyed by time.
 template <class T>
 struct TimeHash {
