@@ -24,35 +24,53 @@
 
 namespace weir {
 
+// Cost: requests wait sorted by time; new ones are sorted among themselves and merged in (an
+// append when they follow every waiting one, the usual case). For a totally ordered T the
+// complete requests are a prefix of the waiting ones, so a call costs the requests it makes
+// available plus the new ones, not the number waiting; for a partial order it scans them all.
 template <Timestamp T>
 class FrontierNotificator {
  public:
   using Notification = std::pair<Capability<T>, uint64_t>;
 
   // Requests a notification at `capability`'s time.
-  void notify_at(Capability<T> capability) { pending_.emplace_back(std::move(capability), 1); }
+  void notify_at(Capability<T> capability) { incoming_.emplace_back(std::move(capability), 1); }
 
   // Moves requests whose time is complete in every frontier to the available list, in order.
   void make_available(std::span<const MutableAntichain<T>> frontiers) {
-    if (pending_.empty()) return;
-    compact(pending_);
-    size_t kept = 0;
-    bool moved = false;
-    for (size_t i = 0; i < pending_.size(); ++i) {
-      const T& time = pending_[i].first.time();
-      const bool complete = std::none_of(frontiers.begin(), frontiers.end(), [&](const auto& f) {
-        return f.less_equal(time);
-      });
-      if (complete) {
-        available_.push_back(std::move(pending_[i]));
-        moved = true;
-      } else {
-        if (kept != i) pending_[kept] = std::move(pending_[i]);
-        ++kept;
+    merge_incoming();
+    if (head_ == pending_.size()) return;
+    auto complete = [&](const T& time) {
+      return std::none_of(frontiers.begin(), frontiers.end(),
+                          [&](const auto& f) { return f.less_equal(time); });
+    };
+    const size_t available_before = available_.size();
+    if constexpr (kTotallyOrdered<T>) {
+      // Complete times precede every incomplete one.
+      while (head_ < pending_.size() && complete(pending_[head_].first.time())) {
+        available_.push_back(std::move(pending_[head_++]));
       }
+      // Drop the moved-from prefix once it is half the vector: amortized O(1) per request.
+      if (head_ == pending_.size()) {
+        pending_.clear();
+        head_ = 0;
+      } else if (head_ > 32 && head_ > pending_.size() / 2) {
+        pending_.erase(pending_.begin(), pending_.begin() + static_cast<ptrdiff_t>(head_));
+        head_ = 0;
+      }
+    } else {
+      size_t kept = head_;  // Always 0 here: only the branch above moves head_.
+      for (size_t i = head_; i < pending_.size(); ++i) {
+        if (complete(pending_[i].first.time())) {
+          available_.push_back(std::move(pending_[i]));
+        } else {
+          if (kept != i) pending_[kept] = std::move(pending_[i]);
+          ++kept;
+        }
+      }
+      pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(kept), pending_.end());
     }
-    pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(kept), pending_.end());
-    if (moved) {
+    if (available_.size() != available_before) {
       compact(available_);
       // Deliver earliest first: keep the list sorted descending and pop from the back.
       std::reverse(available_.begin(), available_.end());
@@ -79,21 +97,25 @@ class FrontierNotificator {
     }
   }
 
-  bool has_pending() const { return !pending_.empty(); }
+  bool has_pending() const { return head_ < pending_.size() || !incoming_.empty(); }
   bool has_available() const { return !available_.empty(); }
   // Times with outstanding requests, for diagnostics.
   std::vector<T> pending_times() const {
     std::vector<T> times;
-    for (const auto& [cap, count] : pending_) times.push_back(cap.time());
+    for (size_t i = head_; i < pending_.size(); ++i) times.push_back(pending_[i].first.time());
+    for (const auto& [cap, count] : incoming_) times.push_back(cap.time());
     return times;
   }
 
  private:
+  static bool earlier(const Notification& a, const Notification& b) {
+    return a.first.time() < b.first.time();
+  }
+
   // Sorts by time and merges requests at equal times.
   static void compact(std::vector<Notification>& list) {
     if (list.size() <= 1) return;
-    std::sort(list.begin(), list.end(),
-              [](const Notification& a, const Notification& b) { return a.first.time() < b.first.time(); });
+    std::sort(list.begin(), list.end(), earlier);
     size_t out = 0;
     for (size_t i = 0; i < list.size(); ++i) {
       if (out > 0 && list[out - 1].first.time() == list[i].first.time()) {
@@ -106,8 +128,41 @@ class FrontierNotificator {
     list.erase(list.begin() + static_cast<ptrdiff_t>(out), list.end());
   }
 
+  // Moves the new requests into the sorted waiting list.
+  void merge_incoming() {
+    if (incoming_.empty()) return;
+    compact(incoming_);
+    if (head_ == pending_.size() || earlier(pending_.back(), incoming_.front())) {
+      for (auto& n : incoming_) pending_.push_back(std::move(n));
+    } else {
+      // Interleaved: merge the live part of pending_ with incoming_ (both sorted, distinct times).
+      scratch_.clear();
+      size_t i = head_;
+      size_t j = 0;
+      while (i < pending_.size() || j < incoming_.size()) {
+        if (j == incoming_.size() || (i < pending_.size() && earlier(pending_[i], incoming_[j]))) {
+          scratch_.push_back(std::move(pending_[i++]));
+        } else if (i == pending_.size() || earlier(incoming_[j], pending_[i])) {
+          scratch_.push_back(std::move(incoming_[j++]));
+        } else {
+          pending_[i].second += incoming_[j++].second;  // Keeps one capability per time.
+          scratch_.push_back(std::move(pending_[i++]));
+        }
+      }
+      std::swap(pending_, scratch_);
+      scratch_.clear();
+      head_ = 0;
+    }
+    incoming_.clear();
+  }
+
+  // Invariant: pending_[head_, end) is sorted by time with distinct times; [0, head_) was moved
+  // out. All three lists keep their memory, so steady-state calls do not allocate.
   std::vector<Notification> pending_;
+  size_t head_ = 0;
+  std::vector<Notification> incoming_;   // Requested since the last make_available; unsorted.
   std::vector<Notification> available_;  // Sorted by time, descending.
+  std::vector<Notification> scratch_;    // Merge buffer; empty between calls.
 };
 
 // A FrontierNotificator bound to an operator's input frontiers for one run.

@@ -600,7 +600,9 @@ void Scope<T>::receive_progress() {
                                          message.updates.size(), message.nested.size()});
     }
     for (auto& nested : message.nested) dispatch_nested(nested.path, std::move(nested.batch));
-    if (update_pool_.size() < 4) {
+    // A step sends one vector per local worker and receives as many: keep that many, so that
+    // steady-state exchange does not allocate.
+    if (update_pool_.size() <= worker_.allocator().process().workers()) {
       message.updates.clear();
       update_pool_.push_back(std::move(message.updates));
     }

@@ -1,5 +1,6 @@
 // Antichain<T>: the minimal elements of a set of partially ordered times.
-// MutableAntichain<T>: counts per time, with the antichain of times whose count is positive.
+// MutableAntichain<T>: counts per time, with the antichain of minimal times whose count is
+// positive; work per update proportional to the change, not to the times held.
 //
 // A frontier is an antichain: a time t is complete once no element of the frontier is less than
 // or equal to t. The empty frontier means that every time is complete.
@@ -16,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/btree_map.h"
 #include "absl/container/inlined_vector.h"
 #include "weir/progress/change_batch.h"
 #include "weir/progress/timestamp.h"
@@ -105,14 +107,29 @@ class Antichain {
 //
 //   MutableAntichain<uint64_t> m;
 //   auto changes = m.update_iter({{3, +1}});  // changes: {(3, +1)}; frontier {3}
+//
+// Cost: counts live in an ordered map (B-tree, sorted by `<`), so an update is
+// O(log n + |frontier|) where n is the number of times with a nonzero count; `count_for` is
+// O(log n) and `has_no_counts` O(1). The frontier is recomputed only when an update can move it
+// (a change at or before the frontier, never one strictly beyond it). For a totally ordered T
+// (kTotallyOrdered<T>) the recomputation walks from the smallest time to the first positive
+// count, so it costs the non-positive counts before it (transient, usually none), not the number
+// of outstanding times; for a partial order it visits the positive counts up to the first
+// frontier element that precedes all later times (`precedes_all_later`, e.g. a Product time
+// whose inner coordinate is the minimum), in the worst case all of them. Work per step is thus
+// proportional to the changes of the step, not to the backlog of outstanding times. The map
+// allocates a node only when one fills (amortized once per several new times); the scratch for
+// frontier changes is kept.
 template <Timestamp T>
 class MutableAntichain {
  public:
+  using Counts = absl::btree_map<T, int64_t>;
+
   MutableAntichain() = default;
   // A multiset holding `time` once.
   static MutableAntichain new_bottom(const T& time) {
     MutableAntichain m;
-    m.updates_.update(time, 1);
+    m.counts_.emplace(time, 1);
     m.frontier_.push_back(time);
     return m;
   }
@@ -136,7 +153,8 @@ class MutableAntichain {
   }
 
   // Applies `updates` and returns the changes to the frontier, as (time, ±1) pairs. The span
-  // stays valid until the next call.
+  // stays valid until the next call. O(|updates| (log n + |frontier|)) plus a recomputation of
+  // the frontier when some update can move it (see the class comment).
   template <class Range>
   std::span<const std::pair<T, int64_t>> update_iter(const Range& updates) {
     changes_.clear();
@@ -144,15 +162,16 @@ class MutableAntichain {
     for (const auto& [time, diff] : updates) {
       if (diff == 0) continue;
       if (!rebuild) {
+        // Checked against the frontier before this call: an increment strictly beyond it, or a
+        // decrement of a time no frontier element is below (a count that was not positive),
+        // cannot change it.
         const bool beyond = std::any_of(frontier_.begin(), frontier_.end(),
                                         [&](const T& f) { return time_lt(f, time); });
         const bool before = !std::any_of(frontier_.begin(), frontier_.end(),
                                          [&](const T& f) { return time_le(f, time); });
-        // An increment strictly beyond the frontier, or a decrement of a time no frontier
-        // element is below (a negative count), cannot change the frontier.
         rebuild = !(beyond || (diff < 0 && before));
       }
-      updates_.update(time, diff);
+      add(time, diff);
     }
     if (rebuild) this->rebuild();
     return changes_.iter();
@@ -164,35 +183,50 @@ class MutableAntichain {
     return update_iter(std::span<const std::pair<T, int64_t>>(one));
   }
 
-  // The count of `time` (zero if absent).
-  int64_t count_for(const T& time) {
-    for (const auto& [t, c] : updates_.iter()) {
-      if (t == time) return c;
-    }
-    return 0;
+  // The count of `time` (zero if absent). O(log n).
+  int64_t count_for(const T& time) const {
+    auto it = counts_.find(time);
+    return it == counts_.end() ? 0 : it->second;
   }
 
-  // True if every count is zero (not only the positive ones).
-  bool has_no_counts() { return updates_.is_empty(); }
+  // True if every count is zero (not only the positive ones). O(1).
+  bool has_no_counts() const { return counts_.empty(); }
 
-  // The compacted (time, count) pairs.
-  std::span<const std::pair<T, int64_t>> counts() { return updates_.iter(); }
+  // The nonzero (time, count) pairs, sorted by time.
+  const Counts& counts() const { return counts_; }
 
  private:
+  void add(const T& time, int64_t diff) {
+    auto [it, inserted] = counts_.try_emplace(time, diff);
+    if (!inserted) {
+      it->second += diff;
+      if (it->second == 0) counts_.erase(it);
+    }
+  }
+
   void rebuild() {
     for (const T& f : frontier_) changes_.update(f, -1);
     frontier_.clear();
-    for (const auto& [time, count] : updates_.iter()) {
-      if (count > 0 && std::none_of(frontier_.begin(), frontier_.end(),
-                                    [&](const T& f) { return time_le(f, time); })) {
+    // In sorted order a later time is never less than or equal to an earlier one (`<` extends
+    // the partial order), so elements once in the frontier stay there.
+    // The scan stops at a frontier element that precedes every later time: for a total order
+    // that is the first positive count.
+    for (const auto& [time, count] : counts_) {
+      if (count <= 0) continue;
+      if (std::none_of(frontier_.begin(), frontier_.end(),
+                       [&](const T& f) { return time_le(f, time); })) {
         frontier_.push_back(time);
+        if (precedes_all_later(time)) break;
       }
     }
     for (const T& f : frontier_) changes_.update(f, 1);
   }
 
-  ChangeBatch<T> updates_;  // Counts per time.
-  absl::InlinedVector<T, 1> frontier_;  // Minimal times with positive count; sorted by `<`.
+  // Invariant: holds exactly the times whose count is nonzero.
+  Counts counts_;
+  // The minimal times with positive count; sorted by `<`. Invariant: equal to the minimal
+  // elements of {t : counts_[t] > 0} after every public call.
+  absl::InlinedVector<T, 1> frontier_;
   ChangeBatch<T> changes_;  // Scratch: the last frontier changes.
 };
 

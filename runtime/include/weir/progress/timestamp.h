@@ -107,6 +107,12 @@ constexpr SummaryOf<T> identity_summary() {
   return SummaryOf<T>{};
 }
 
+// True if `less_equal` on T is a total order, so that a frontier has at most one element
+// (MutableAntichain then finds it without scanning every time it holds). Unsigned integers are;
+// specialize it for a totally ordered timestamp type of your own. False is always safe.
+template <class T>
+inline constexpr bool kTotallyOrdered = std::unsigned_integral<T>;
+
 // A pair of times ordered by the product order: (a1, b1) <= (a2, b2) iff a1 <= a2 and b1 <= b2.
 // `operator<` is lexicographic, which extends the product order.
 template <Timestamp Outer, Timestamp Inner>
@@ -159,6 +165,20 @@ struct TimestampTraits<Product<Outer, Inner>> {
     return {TimestampTraits<Outer>::minimum(), TimestampTraits<Inner>::minimum()};
   }
 };
+
+// True if `time` is less than or equal (in the partial order) to every time that follows it in
+// the total order `<`: a scan of times in that order that has put `time` in a frontier can stop.
+// Always true for a total order; for Product, when the outer order is total and the inner
+// coordinate is the minimum (every later time has an outer coordinate at least as large).
+// False is always safe.
+template <class T>
+constexpr bool precedes_all_later(const T&) {
+  return kTotallyOrdered<T>;
+}
+template <Timestamp Outer, Timestamp Inner>
+constexpr bool precedes_all_later(const Product<Outer, Inner>& time) {
+  return kTotallyOrdered<Outer> && time.inner == minimum_time<Inner>();
+}
 
 // Hashing of times, for hash maps keyed by time.
 template <class T>
