@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "weir/check.h"
+#include "weir/mutex.h"
 
 namespace weir::internal {
 namespace {
@@ -63,7 +64,7 @@ int Reactor::arm(int fd) {
 }
 
 absl::Status Reactor::watch(IoWait* wait) {
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   waiters_[wait->fd].push_back(wait);
   const int error = arm(wait->fd);
   if (error == 0) return absl::OkStatus();
@@ -78,7 +79,7 @@ absl::Status Reactor::watch(IoWait* wait) {
 }
 
 void Reactor::cancel(IoWait* wait) {
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   auto it = waiters_.find(wait->fd);
   if (it == waiters_.end()) return;
   if (std::erase(it->second, wait) > 0) (void)arm(wait->fd);
@@ -93,7 +94,7 @@ void Reactor::run() {
       WEIR_CHECK(errno == EINTR) << "epoll_wait failed: " << std::strerror(errno);
       continue;
     }
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     for (int i = 0; i < n; ++i) {
       const int fd = events[i].data.fd;
       const uint32_t ready = events[i].events;

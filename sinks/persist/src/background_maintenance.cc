@@ -1,3 +1,4 @@
+#include "weir/mutex.h"
 #include "weir/sinks/persist/background_maintenance.h"
 
 #include <algorithm>
@@ -11,7 +12,7 @@ BackgroundMaintenance::BackgroundMaintenance(std::shared_ptr<PersistClient> clie
 
 BackgroundMaintenance::~BackgroundMaintenance() {
   {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     stop_ = true;
   }
   changed_.notify_all();
@@ -20,7 +21,7 @@ BackgroundMaintenance::~BackgroundMaintenance() {
 
 void BackgroundMaintenance::request(const std::string& name) {
   {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     if (std::find(waiting_.begin(), waiting_.end(), name) != waiting_.end()) {
       return;
     }
@@ -30,7 +31,7 @@ void BackgroundMaintenance::request(const std::string& name) {
 }
 
 size_t BackgroundMaintenance::completed() const {
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   return completed_;
 }
 
@@ -38,8 +39,10 @@ void BackgroundMaintenance::run() {
   for (;;) {
     std::string name;
     {
-      std::unique_lock lock(mu_);
-      changed_.wait(lock, [&] { return stop_ || !waiting_.empty(); });
+      weir::MutexLock lock(mu_);
+      while (!stop_ && waiting_.empty()) {
+        changed_.wait(mu_);
+      }
       if (stop_) {
         return;
       }
@@ -50,7 +53,7 @@ void BackgroundMaintenance::run() {
     if (!status.ok() && on_error_) {
       on_error_(status);
     }
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     ++completed_;
   }
 }

@@ -2,7 +2,6 @@
 // compare_and_set runs in a BEGIN IMMEDIATE transaction, which SQLite's file locks serialize
 // across processes.
 
-#include <mutex>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -10,6 +9,7 @@
 #include "str_cat.h"
 #include <sqlite3.h>
 
+#include "weir/mutex.h"
 #include "weir/status.h"
 
 namespace weir::persist::internal {
@@ -54,7 +54,7 @@ class SqliteConsensus final : public Consensus {
   }
 
   absl::StatusOr<std::optional<VersionedData>> head(std::string_view key) override {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     ResetOnExit reset(head_.get());
     WEIR_RETURN_IF_ERROR(check(bind_key(head_.get(), key), "head"));
     const int rc = sqlite3_step(head_.get());
@@ -71,7 +71,7 @@ class SqliteConsensus final : public Consensus {
                                             std::optional<uint64_t> expected_seqno,
                                             const VersionedData& new_version) override {
     WEIR_RETURN_IF_ERROR(check_next_seqno(key, expected_seqno, new_version.seqno));
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     WEIR_RETURN_IF_ERROR(exec("BEGIN IMMEDIATE"));
     absl::StatusOr<CasResult> result = cas_in_transaction(key, expected_seqno, new_version);
     if (result.ok() && *result == CasResult::kCommitted) {
@@ -88,7 +88,7 @@ class SqliteConsensus final : public Consensus {
 
   absl::StatusOr<std::vector<VersionedData>> scan(std::string_view key, uint64_t from_seqno,
                                                   size_t limit) override {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     ResetOnExit reset(scan_.get());
     WEIR_RETURN_IF_ERROR(check(bind_key(scan_.get(), key), "scan"));
     WEIR_RETURN_IF_ERROR(
@@ -111,7 +111,7 @@ class SqliteConsensus final : public Consensus {
   }
 
   absl::StatusOr<size_t> truncate(std::string_view key, uint64_t seqno) override {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     WEIR_RETURN_IF_ERROR(exec("BEGIN IMMEDIATE"));
     absl::StatusOr<size_t> result = truncate_in_transaction(key, seqno);
     if (result.ok()) {
@@ -130,7 +130,7 @@ class SqliteConsensus final : public Consensus {
   explicit SqliteConsensus(std::string path) : path_(std::move(path)) {}
 
   absl::Status init() {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     const int rc =
         sqlite3_open_v2(path_.c_str(), &db_,
                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
@@ -278,15 +278,15 @@ class SqliteConsensus final : public Consensus {
   };
 
   const std::string path_;
-  std::mutex mu_;
+  weir::Mutex mu_;
   // Declared before the statements, so that they are finalized first.
   std::unique_ptr<sqlite3, Closer> connection_;
-  sqlite3* db_ = nullptr;  // Guarded by mu_. Owned by connection_.
-  Statement head_;         // Guarded by mu_.
-  Statement max_;          // Guarded by mu_.
-  Statement insert_;       // Guarded by mu_.
-  Statement scan_;         // Guarded by mu_.
-  Statement truncate_;     // Guarded by mu_.
+  sqlite3* db_ ABSL_GUARDED_BY(mu_) = nullptr;  // Owned by connection_.
+  Statement head_ ABSL_GUARDED_BY(mu_);
+  Statement max_ ABSL_GUARDED_BY(mu_);
+  Statement insert_ ABSL_GUARDED_BY(mu_);
+  Statement scan_ ABSL_GUARDED_BY(mu_);
+  Statement truncate_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace

@@ -145,9 +145,9 @@ class MutableAntichain {
       if (diff == 0) continue;
       if (!rebuild) {
         const bool beyond = std::any_of(frontier_.begin(), frontier_.end(),
-                                        [&t = time](const T& f) { return time_lt(f, t); });
+                                        [&](const T& f) { return time_lt(f, time); });
         const bool before = !std::any_of(frontier_.begin(), frontier_.end(),
-                                         [&t = time](const T& f) { return time_le(f, t); });
+                                         [&](const T& f) { return time_le(f, time); });
         // An increment strictly beyond the frontier, or a decrement of a time no frontier
         // element is below (a negative count), cannot change the frontier.
         rebuild = !(beyond || (diff < 0 && before));
@@ -184,7 +184,7 @@ class MutableAntichain {
     frontier_.clear();
     for (const auto& [time, count] : updates_.iter()) {
       if (count > 0 && std::none_of(frontier_.begin(), frontier_.end(),
-                                    [&t = time](const T& f) { return time_le(f, t); })) {
+                                    [&](const T& f) { return time_le(f, time); })) {
         frontier_.push_back(time);
       }
     }
