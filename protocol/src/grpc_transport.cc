@@ -390,7 +390,11 @@ Connection* GrpcTransport::add_connection(Connection::Side side, uint32_t peer,
   c->write_tag.handler = &GrpcTransport::on_write;
   c->writes_done_tag.handler = &GrpcTransport::on_writes_done;
   c->finish_tag.handler = &GrpcTransport::on_finish;
-  c->since = c->last_read = c->last_queued = Clock::now();
+  {
+    // Not shared yet; the lock costs nothing and keeps the analysis exact.
+    weir::MutexLock link_lock(c->mu);
+    c->since = c->last_read = c->last_queued = Clock::now();
+  }
   weir::MutexLock lock(mu_);
   if (stopping_) return nullptr;
   connections_.push_back(std::move(owned));

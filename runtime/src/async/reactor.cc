@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "weir/check.h"
+#include "weir/errno_message.h"
 #include "weir/mutex.h"
 
 namespace weir::internal {
@@ -16,7 +17,7 @@ namespace {
 
 absl::Status errno_status(const char* what, int fd, int error) {
   return absl::InvalidArgumentError(std::string(what) + " of file descriptor " +
-                                    std::to_string(fd) + " failed: " + std::strerror(error));
+                                    std::to_string(fd) + " failed: " + weir::errno_message(error));
 }
 
 }  // namespace
@@ -29,7 +30,7 @@ Reactor& Reactor::instance() {
 
 Reactor::Reactor() {
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
-  WEIR_CHECK(epoll_fd_ >= 0) << "epoll_create1 failed: " << std::strerror(errno);
+  WEIR_CHECK(epoll_fd_ >= 0) << "epoll_create1 failed: " << weir::errno_message(errno);
   thread_ = std::thread([this] { run(); });
   thread_.detach();
 }
@@ -91,7 +92,7 @@ void Reactor::run() {
   for (;;) {
     const int n = ::epoll_wait(epoll_fd_, events, kMaxEvents, -1);
     if (n < 0) {
-      WEIR_CHECK(errno == EINTR) << "epoll_wait failed: " << std::strerror(errno);
+      WEIR_CHECK(errno == EINTR) << "epoll_wait failed: " << weir::errno_message(errno);
       continue;
     }
     weir::MutexLock lock(mu_);
