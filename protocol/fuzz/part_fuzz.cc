@@ -10,6 +10,8 @@
 //
 // Build and run: FUZZ_TARGET=part_fuzz protocol/fuzz/run.sh [SECONDS].
 
+#include "part_fuzz.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -18,7 +20,6 @@
 #include <string_view>
 
 #include "codec.h"
-#include "part_fuzz.h"
 
 namespace {
 

@@ -10,10 +10,9 @@
 #include <string>
 #include <string_view>
 
-#include <zstd.h>
-
 #include "codec.h"
 #include "part_fuzz.h"
+#include <zstd.h>
 
 namespace {
 
@@ -44,8 +43,8 @@ std::string version_1_part() {
   for (int64_t d : {1, -1, 2}) updates.add_diffs(d);
   const std::string plain = updates.SerializeAsString();
   std::string compressed(ZSTD_compressBound(plain.size()), '\0');
-  compressed.resize(ZSTD_compress(compressed.data(), compressed.size(), plain.data(),
-                                  plain.size(), 1));
+  compressed.resize(
+      ZSTD_compress(compressed.data(), compressed.size(), plain.data(), plain.size(), 1));
   proto::ProtoPart part;
   part.set_format_version(1);
   part.set_shard_id(std::string(kShardId));

@@ -116,10 +116,10 @@ struct Connection {
   std::atomic<int> ops{0};  // Operations in flight.
 
   weir::Mutex mu;
-  weir::CondVar space;             // Signalled when `pending` shrinks or writes close.
+  weir::CondVar space;  // Signalled when `pending` shrinks or writes close.
   Phase phase ABSL_GUARDED_BY(mu) = Phase::kStarting;
-  std::string pending ABSL_GUARDED_BY(mu);  // Frames for the next write.
-  bool writing ABSL_GUARDED_BY(mu) = false;  // A write is in flight.
+  std::string pending ABSL_GUARDED_BY(mu);        // Frames for the next write.
+  bool writing ABSL_GUARDED_BY(mu) = false;       // A write is in flight.
   bool write_closed ABSL_GUARDED_BY(mu) = false;  // No more writes (broken, failed, shut down).
   bool goodbye_queued ABSL_GUARDED_BY(mu) = false;
   bool goodbye_written ABSL_GUARDED_BY(mu) = false;
@@ -128,7 +128,7 @@ struct Connection {
   bool writes_done_sent ABSL_GUARDED_BY(mu) = false;
   bool writes_done ABSL_GUARDED_BY(mu) = false;
   bool finish_sent ABSL_GUARDED_BY(mu) = false;
-  bool failed ABSL_GUARDED_BY(mu) = false;  // Reported to the receiver.
+  bool failed ABSL_GUARDED_BY(mu) = false;      // Reported to the receiver.
   bool registered ABSL_GUARDED_BY(mu) = false;  // In GrpcTransport::links_.
   Clock::time_point since ABSL_GUARDED_BY(mu);  // When the phase began.
   Clock::time_point last_read ABSL_GUARDED_BY(mu);
@@ -256,7 +256,7 @@ class GrpcTransport final : public Transport {
   size_t established_ ABSL_GUARDED_BY(mu_) = 0;
   bool startup_done_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // The ticker stops, nothing new starts.
-  absl::Status fatal_ ABSL_GUARDED_BY(mu_);  // The first link failure or start-up error.
+  absl::Status fatal_ ABSL_GUARDED_BY(mu_);     // The first link failure or start-up error.
   std::string last_refusal_ ABSL_GUARDED_BY(mu_);
   bool closed_ = false;
   bool shut_down_ = false;

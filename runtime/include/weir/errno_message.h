@@ -7,9 +7,9 @@
 
 #pragma once
 
-#include <string.h>
-
 #include <string>
+
+#include <string.h>
 
 namespace weir {
 

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "tbb_arena.h"
+
 #include "weir/mutex.h"
 
 namespace weir::internal {

@@ -1,8 +1,9 @@
-#include "weir/mutex.h"
 #include "weir/sinks/persist/background_maintenance.h"
 
 #include <algorithm>
 #include <utility>
+
+#include "weir/mutex.h"
 
 namespace weir::persist {
 

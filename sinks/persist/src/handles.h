@@ -229,8 +229,8 @@ class BackgroundRuns {
   bool produced_ ABSL_GUARDED_BY(mu_) = false;  // No more blocks will come.
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status produced_status_ ABSL_GUARDED_BY(mu_);  // Set with produced_.
-  std::unique_ptr<Block> block_;  // The block being read.
-  size_t index_ = 0;              // The next update of block_.
+  std::unique_ptr<Block> block_;                       // The block being read.
+  size_t index_ = 0;                                   // The next update of block_.
   std::string_view data_;
   int64_t diff_ = 0;
   absl::Status status_;

@@ -1,6 +1,5 @@
 #include "mem_blob.h"
 
-
 #include "absl/container/flat_hash_map.h"
 
 #include "weir/mutex.h"

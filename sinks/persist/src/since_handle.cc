@@ -1,10 +1,9 @@
-#include "weir/mutex.h"
 #include "weir/sinks/persist/since_handle.h"
-
 
 #include "handles.h"
 #include "str_cat.h"
 
+#include "weir/mutex.h"
 #include "weir/status.h"
 
 namespace weir::persist {

@@ -2,7 +2,6 @@
 // compare_and_set runs in a BEGIN IMMEDIATE transaction, which SQLite's file locks serialize
 // across processes.
 
-
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "consensus_stores.h"

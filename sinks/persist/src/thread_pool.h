@@ -44,7 +44,7 @@ class ThreadPool {
   void run();
 
   weir::Mutex mu_;
-  weir::CondVar work_;                     // Signalled on a new task and on stopping.
+  weir::CondVar work_;  // Signalled on a new task and on stopping.
   std::deque<absl::AnyInvocable<void() &&>> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;

@@ -1,4 +1,3 @@
-#include "weir/mutex.h"
 #include "weir/sources/loadgen/loadgen_source.h"
 
 #include <algorithm>
@@ -6,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 
+#include "weir/mutex.h"
 #include "weir/operators/concat.h"
 #include "weir/operators/exchange.h"
 

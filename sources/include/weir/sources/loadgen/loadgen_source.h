@@ -59,8 +59,8 @@ class SourceStats {
   std::vector<std::atomic<uint64_t>> snapshot_total_;
   std::atomic<uint64_t> upstream_{0};
   mutable weir::Mutex mu_;
-  std::deque<std::pair<uint64_t, std::chrono::steady_clock::time_point>>
-      history_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::pair<uint64_t, std::chrono::steady_clock::time_point>> history_
+      ABSL_GUARDED_BY(mu_);
 };
 
 struct LoadgenSourceConfig {

@@ -52,7 +52,7 @@ class BackgroundMaintenance {
   std::deque<std::string> waiting_ ABSL_GUARDED_BY(mu_);  // No name twice.
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   size_t completed_ ABSL_GUARDED_BY(mu_) = 0;
-  std::thread thread_;               // Last: starts once the rest is set.
+  std::thread thread_;  // Last: starts once the rest is set.
 };
 
 }  // namespace weir::persist
