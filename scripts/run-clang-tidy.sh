@@ -15,7 +15,7 @@ RUN=$(command -v run-clang-tidy-16)
 TIDY=$(command -v clang-tidy-16)
 # -quiet: only findings. The header filter keeps generated headers (under build/) and system
 # headers out.
-"$RUN" -quiet -clang-tidy-binary "$TIDY" -p "$BUILD" -j "$JOBS" -header-filter="^$ROOT/$DIRS/" "$FILES" > "$BUILD/clang-tidy.log" 2>&1 \
+PYTHONUNBUFFERED=1 "$RUN" -quiet -clang-tidy-binary "$TIDY" -p "$BUILD" -j "$JOBS" -header-filter="^$ROOT/$DIRS/" "$FILES" > "$BUILD/clang-tidy.log" 2>&1 \
   && status=0 || status=$?
 grep -E '(warning|error):' "$BUILD/clang-tidy.log" | sort -u || true
 if ((status != 0)); then
