@@ -131,7 +131,8 @@ class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
 
   // Applies `change` to this reader's entry, also renewing its lease and moving its seqno hold
   // up to the oldest seqno in use.
-  absl::Status update(absl::FunctionRef<void(proto::ProtoLeasedReader&)> change);
+  absl::Status update(absl::FunctionRef<void(proto::ProtoLeasedReader&)> change)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void release_seqno(uint64_t seqno);
 
   const Shard shard_;

@@ -140,7 +140,7 @@ class PostgresConsensus final : public Consensus {
  private:
   explicit PostgresConsensus(std::string url) : url_(std::move(url)) {}
 
-  absl::Status connect() {
+  absl::Status connect() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     conn_.reset(PQconnectdb(url_.c_str()));
     if (conn_ == nullptr || PQstatus(conn_.get()) != CONNECTION_OK) {
       const std::string message = conn_ ? PQerrorMessage(conn_.get()) : "out of memory";
@@ -162,7 +162,8 @@ class PostgresConsensus final : public Consensus {
   }
 
   absl::StatusOr<Result> query(std::string_view what, const char* sql,
-                               std::initializer_list<Param> params, bool retry) {
+                               std::initializer_list<Param> params, bool retry)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     std::vector<std::string> values;  // NUL-terminated copies of the text parameters.
     std::vector<const char*> pointers;
     std::vector<int> lengths;
@@ -206,7 +207,7 @@ class PostgresConsensus final : public Consensus {
     return version;
   }
 
-  absl::Status error(PGresult* result, std::string_view what) {
+  absl::Status error(PGresult* result, std::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const std::string message =
         internal::str_cat("postgres consensus \"", redact(url_), "\": ", what, ": ",
                           result ? PQresultErrorMessage(result) : PQerrorMessage(conn_.get()));

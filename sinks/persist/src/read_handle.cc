@@ -90,6 +90,7 @@ absl::Status ReaderCore::update(absl::FunctionRef<void(proto::ProtoLeasedReader&
   WEIR_ASSIGN_OR_RETURN(
       state_,
       shard_.apply(state_, [&](proto::ProtoShardState& state) -> absl::StatusOr<Shard::Step> {
+        mu_.assert_held();  // apply calls this synchronously, within update.
         proto::ProtoLeasedReader* entry = find_leased_reader(state, reader_id_);
         if (entry == nullptr) {
           return expired_error(shard_, reader_id_);

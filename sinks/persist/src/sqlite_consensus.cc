@@ -178,7 +178,8 @@ class SqliteConsensus final : public Consensus {
 
   absl::StatusOr<CasResult> cas_in_transaction(std::string_view key,
                                                std::optional<uint64_t> expected_seqno,
-                                               const VersionedData& new_version) {
+                                               const VersionedData& new_version)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     WEIR_ASSIGN_OR_RETURN(std::optional<uint64_t> current, max_seqno(key));
     if (current != expected_seqno) {
       return CasResult::kExpectationMismatch;
@@ -198,7 +199,8 @@ class SqliteConsensus final : public Consensus {
     return CasResult::kCommitted;
   }
 
-  absl::StatusOr<size_t> truncate_in_transaction(std::string_view key, uint64_t seqno) {
+  absl::StatusOr<size_t> truncate_in_transaction(std::string_view key, uint64_t seqno)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     WEIR_ASSIGN_OR_RETURN(std::optional<uint64_t> current, max_seqno(key));
     if (!current || *current < seqno) {
       return absl::FailedPreconditionError(internal::str_cat(
@@ -215,7 +217,8 @@ class SqliteConsensus final : public Consensus {
     return static_cast<size_t>(sqlite3_changes(db_));
   }
 
-  absl::StatusOr<std::optional<uint64_t>> max_seqno(std::string_view key) {
+  absl::StatusOr<std::optional<uint64_t>> max_seqno(std::string_view key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     ResetOnExit reset(max_.get());
     WEIR_RETURN_IF_ERROR(check(bind_key(max_.get(), key), "head"));
     const int rc = sqlite3_step(max_.get());
@@ -243,20 +246,20 @@ class SqliteConsensus final : public Consensus {
     return version;
   }
 
-  absl::Status prepare(const char* sql, Statement& stmt) {
+  absl::Status prepare(const char* sql, Statement& stmt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return check(sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, stmt.out(), nullptr),
                  sql);
   }
 
-  absl::Status exec(const char* sql) {
+  absl::Status exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return check(sqlite3_exec(db_, sql, nullptr, nullptr, nullptr), sql);
   }
 
-  absl::Status check(int rc, std::string_view what) {
+  absl::Status check(int rc, std::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return rc == SQLITE_OK ? absl::OkStatus() : error(rc, what);
   }
 
-  absl::Status error(int rc, std::string_view what) {
+  absl::Status error(int rc, std::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const std::string message =
         internal::str_cat("sqlite consensus \"", path_, "\": ", what, ": ", sqlite3_errmsg(db_));
     switch (rc & 0xFF) {
