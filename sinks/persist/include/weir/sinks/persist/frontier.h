@@ -36,7 +36,9 @@ class Frontier {
   constexpr bool is_empty() const { return !time_.has_value(); }
 
   // The single element. REQUIRES: !is_empty().
-  constexpr uint64_t time() const { return *time_; }
+  constexpr uint64_t time() const {
+    return *time_;  // NOLINT(bugprone-unchecked-optional-access): REQUIRES above.
+  }
 
   // True if some element is less than or equal to `time`: `time` is not final.
   constexpr bool less_equal(uint64_t time) const { return time_.has_value() && *time_ <= time; }
@@ -46,7 +48,7 @@ class Frontier {
 
   // Frontiers of a total order are totally ordered; the empty frontier is the greatest.
   friend constexpr std::strong_ordering operator<=>(const Frontier& a, const Frontier& b) {
-    if (a.is_empty() || b.is_empty()) {
+    if (!a.time_.has_value() || !b.time_.has_value()) {
       return a.is_empty() <=> b.is_empty();
     }
     return *a.time_ <=> *b.time_;
