@@ -36,9 +36,7 @@ class Frontier {
   constexpr bool is_empty() const { return !time_.has_value(); }
 
   // The single element. REQUIRES: !is_empty().
-  constexpr uint64_t time() const {
-    return *time_;  // NOLINT(bugprone-unchecked-optional-access): REQUIRES above.
-  }
+  constexpr uint64_t time() const { return *time_; }
 
   // True if some element is less than or equal to `time`: `time` is not final.
   constexpr bool less_equal(uint64_t time) const { return time_.has_value() && *time_ <= time; }
