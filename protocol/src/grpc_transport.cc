@@ -2,7 +2,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <fstream>
 #include <list>
 #include <mutex>
@@ -26,6 +25,7 @@
 #include <pthread.h>
 
 #include "weir/communication/allocator.h"
+#include "weir/mutex.h"
 #include "weir/protocol/v1/link.grpc.pb.h"
 #include "weir/status.h"
 
@@ -68,9 +68,9 @@ void run_grpc_executor_inline() {
       dlsym(RTLD_DEFAULT, "_ZN9grpc_core8Executor19SetThreadingDefaultEb"));
   // gRPC's switch is not safe for two callers at once (transports of one process may start
   // together, as in tests): both would join and free the same threads.
-  static std::mutex mu;
+  static weir::Mutex mu;
   if (set_threading == nullptr) return;
-  std::lock_guard lock(mu);
+  weir::MutexLock lock(mu);
   set_threading(false);
 }
 
@@ -115,25 +115,25 @@ struct Connection {
   Tag accept_tag, start_tag, read_tag, write_tag, writes_done_tag, finish_tag;
   std::atomic<int> ops{0};  // Operations in flight.
 
-  std::mutex mu;
-  std::condition_variable space;   // Signalled when `pending` shrinks or writes close.
-  Phase phase = Phase::kStarting;  // Guarded by mu.
-  std::string pending;             // Guarded by mu: frames for the next write.
-  bool writing = false;            // Guarded by mu: a write is in flight.
-  bool write_closed = false;       // Guarded by mu: no more writes (broken, failed, shut down).
-  bool goodbye_queued = false;     // Guarded by mu.
-  bool goodbye_written = false;    // Guarded by mu.
-  bool goodbye_received = false;   // Guarded by mu.
-  bool read_ended = false;         // Guarded by mu.
-  bool writes_done_sent = false;   // Guarded by mu.
-  bool writes_done = false;        // Guarded by mu.
-  bool finish_sent = false;        // Guarded by mu.
-  bool failed = false;             // Guarded by mu: reported to the receiver.
-  bool registered = false;         // Guarded by mu: in GrpcTransport::links_.
-  Clock::time_point since;         // Guarded by mu: when the phase began.
-  Clock::time_point last_read;     // Guarded by mu.
-  Clock::time_point last_queued;   // Guarded by mu.
-  Clock::time_point ended_at;      // Guarded by mu: both Goodbyes exchanged.
+  weir::Mutex mu;
+  weir::CondVar space;  // Signalled when `pending` shrinks or writes close.
+  Phase phase ABSL_GUARDED_BY(mu) = Phase::kStarting;
+  std::string pending ABSL_GUARDED_BY(mu);        // Frames for the next write.
+  bool writing ABSL_GUARDED_BY(mu) = false;       // A write is in flight.
+  bool write_closed ABSL_GUARDED_BY(mu) = false;  // No more writes (broken, failed, shut down).
+  bool goodbye_queued ABSL_GUARDED_BY(mu) = false;
+  bool goodbye_written ABSL_GUARDED_BY(mu) = false;
+  bool goodbye_received ABSL_GUARDED_BY(mu) = false;
+  bool read_ended ABSL_GUARDED_BY(mu) = false;
+  bool writes_done_sent ABSL_GUARDED_BY(mu) = false;
+  bool writes_done ABSL_GUARDED_BY(mu) = false;
+  bool finish_sent ABSL_GUARDED_BY(mu) = false;
+  bool failed ABSL_GUARDED_BY(mu) = false;      // Reported to the receiver.
+  bool registered ABSL_GUARDED_BY(mu) = false;  // In GrpcTransport::links_.
+  Clock::time_point since ABSL_GUARDED_BY(mu);  // When the phase began.
+  Clock::time_point last_read ABSL_GUARDED_BY(mu);
+  Clock::time_point last_queued ABSL_GUARDED_BY(mu);
+  Clock::time_point ended_at ABSL_GUARDED_BY(mu);  // Both Goodbyes exchanged.
 
   std::string name() const {
     return peer == kUnknownPeer ? absl::StrCat("a connection from ", address)
@@ -146,8 +146,7 @@ struct Connection {
       server_context.TryCancel();
     }
   }
-  // REQUIRES: mu held.
-  bool link_done() const {
+  bool link_done() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     return failed || phase == Phase::kDone || (goodbye_received && write_closed);
   }
 };
@@ -243,22 +242,22 @@ class GrpcTransport final : public Transport {
   // Operations start under a shared lock while cq_open_; shutdown takes it exclusively to close
   // the queue, so no operation starts on a shut-down queue.
   std::shared_mutex cq_mu_;
-  bool cq_open_ = false;  // Guarded by cq_mu_.
+  bool cq_open_ = false;  // Guarded by cq_mu_ (a shared mutex: not annotated).
 
   // Lock order: mu_ before any Connection::mu.
-  mutable std::mutex mu_;
-  std::condition_variable changed_;  // Links, Goodbyes, failures.
-  std::condition_variable stop_ticker_;
-  std::list<std::unique_ptr<Connection>> connections_;  // Guarded by mu_.
+  mutable weir::Mutex mu_;
+  weir::CondVar changed_;  // Links, Goodbyes, failures.
+  weir::CondVar stop_ticker_;
+  std::list<std::unique_ptr<Connection>> connections_ ABSL_GUARDED_BY(mu_);
   // Established links by process. Written only before connect_grpc returns (no sender runs
   // yet), so send_* reads it without the lock.
   std::vector<Connection*> links_;
-  std::vector<Dial> dials_;    // Guarded by mu_.
-  size_t established_ = 0;     // Guarded by mu_.
-  bool startup_done_ = false;  // Guarded by mu_.
-  bool stopping_ = false;      // Guarded by mu_: the ticker stops, nothing new starts.
-  absl::Status fatal_;         // Guarded by mu_: the first link failure or start-up error.
-  std::string last_refusal_;   // Guarded by mu_.
+  std::vector<Dial> dials_ ABSL_GUARDED_BY(mu_);
+  size_t established_ ABSL_GUARDED_BY(mu_) = 0;
+  bool startup_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // The ticker stops, nothing new starts.
+  absl::Status fatal_ ABSL_GUARDED_BY(mu_);     // The first link failure or start-up error.
+  std::string last_refusal_ ABSL_GUARDED_BY(mu_);
   bool closed_ = false;
   bool shut_down_ = false;
   bool grpc_initialized_ = false;  // This transport holds a grpc_init reference.
@@ -351,9 +350,11 @@ absl::Status GrpcTransport::start(const Config& config) {
 }
 
 absl::Status GrpcTransport::await_startup(Clock::time_point deadline) {
-  std::unique_lock lock(mu_);
+  weir::MutexLock lock(mu_);
   const size_t peers = addresses_.size() - 1;
-  changed_.wait_until(lock, deadline, [&] { return established_ == peers || !fatal_.ok(); });
+  while (established_ != peers && fatal_.ok()) {
+    if (!changed_.wait_until(mu_, deadline)) break;
+  }
   if (!fatal_.ok()) return fatal_;
   if (established_ == peers) {
     startup_done_ = true;
@@ -389,8 +390,12 @@ Connection* GrpcTransport::add_connection(Connection::Side side, uint32_t peer,
   c->write_tag.handler = &GrpcTransport::on_write;
   c->writes_done_tag.handler = &GrpcTransport::on_writes_done;
   c->finish_tag.handler = &GrpcTransport::on_finish;
-  c->since = c->last_read = c->last_queued = Clock::now();
-  std::lock_guard lock(mu_);
+  {
+    // Not shared yet; the lock costs nothing and keeps the analysis exact.
+    weir::MutexLock link_lock(c->mu);
+    c->since = c->last_read = c->last_queued = Clock::now();
+  }
+  weir::MutexLock lock(mu_);
   if (stopping_) return nullptr;
   connections_.push_back(std::move(owned));
   return c;
@@ -419,7 +424,7 @@ void GrpcTransport::dial(uint32_t peer) {
   Connection* c = add_connection(Connection::Side::kDialer, peer, addresses_[peer]);
   if (c == nullptr) return;
   {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     dials_[peer].active = true;
   }
   c->client_context = std::make_unique<grpc::ClientContext>();
@@ -443,10 +448,10 @@ template <class Append>
 void GrpcTransport::enqueue(Connection* c, Frame kind, Append&& append) {
   std::string bytes;
   {
-    std::unique_lock lock(c->mu);
+    weir::MutexLock lock(c->mu);
     if (kind == Frame::kData || kind == Frame::kProgress) {
       // Backpressure: wait while the peer is behind (a lost peer closes the link's writes).
-      c->space.wait(lock, [&] { return c->pending.size() < kMaxQueuedBytes || c->write_closed; });
+      while (c->pending.size() >= kMaxQueuedBytes && !c->write_closed) c->space.wait(c->mu);
     }
     // After Goodbye only the orderly end follows; frames for a peer that is gone are dropped.
     if (c->write_closed || (c->goodbye_queued && kind != Frame::kHello)) return;
@@ -474,7 +479,7 @@ void GrpcTransport::write(Connection* c, std::string bytes) {
     }
   });
   if (!started) {
-    std::lock_guard lock(c->mu);
+    weir::MutexLock lock(c->mu);
     c->writing = false;
     c->write_closed = true;
     c->space.notify_all();
@@ -485,7 +490,7 @@ void GrpcTransport::on_write(Connection* c, bool ok) {
   std::string next;
   bool notify = !ok;
   {
-    std::lock_guard lock(c->mu);
+    weir::MutexLock lock(c->mu);
     if (!ok) {
       // The stream broke: the read side reports it (or the handshake retries).
       c->writing = false;
@@ -511,13 +516,13 @@ void GrpcTransport::on_write(Connection* c, bool ok) {
 
 void GrpcTransport::on_accept(Connection* c, bool ok) {
   if (!ok) {  // The server is shutting down.
-    std::lock_guard lock(c->mu);
+    weir::MutexLock lock(c->mu);
     c->phase = Connection::Phase::kDone;
     return;
   }
   accept_next();
   {
-    std::lock_guard lock(c->mu);
+    weir::MutexLock lock(c->mu);
     c->address = c->server_context.peer();
     c->phase = Connection::Phase::kHello;
     c->since = Clock::now();
@@ -527,7 +532,7 @@ void GrpcTransport::on_accept(Connection* c, bool ok) {
 
 void GrpcTransport::on_start(Connection* c, bool ok) {
   {
-    std::lock_guard lock(c->mu);
+    weir::MutexLock lock(c->mu);
     c->phase = Connection::Phase::kHello;
     c->since = Clock::now();
     if (!ok) c->read_ended = true;
@@ -547,7 +552,7 @@ void GrpcTransport::on_read(Connection* c, bool ok) {
   }
   Connection::Phase phase;
   {
-    std::lock_guard lock(c->mu);
+    weir::MutexLock lock(c->mu);
     phase = c->phase;
     c->last_read = Clock::now();
   }
@@ -574,7 +579,7 @@ void GrpcTransport::on_read(Connection* c, bool ok) {
   if (status.ok()) start_read(c);
   if (c->reader->goodbye_received()) {
     {
-      std::lock_guard lock(c->mu);
+      weir::MutexLock lock(c->mu);
       c->goodbye_received = true;
     }
     changed_.notify_all();
@@ -624,7 +629,7 @@ void GrpcTransport::on_hello(Connection* c, absl::Status parsed, const v1::Frame
                        "), which connected from ", c->address)));
     }
     if (status.ok()) {
-      std::lock_guard lock(mu_);
+      weir::MutexLock lock(mu_);
       if (links_[hello->process] != nullptr) {
         status = absl::FailedPreconditionError(
             absl::StrCat("process ", hello->process, " is already connected"));
@@ -643,8 +648,8 @@ void GrpcTransport::on_hello(Connection* c, absl::Status parsed, const v1::Frame
   const uint32_t peer = c->peer;
   c->reader.emplace(peer, mine_, receiver_);
   {
-    std::lock_guard lock(mu_);
-    std::lock_guard link_lock(c->mu);
+    weir::MutexLock lock(mu_);
+    weir::MutexLock link_lock(c->mu);
     if (c->side == Connection::Side::kAcceptor) c->address = addresses_[peer];
     c->phase = Connection::Phase::kOpen;
     c->last_read = Clock::now();
@@ -659,11 +664,11 @@ void GrpcTransport::on_hello(Connection* c, absl::Status parsed, const v1::Frame
 
 void GrpcTransport::refuse(Connection* c, const absl::Status& why) {
   {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     last_refusal_ = std::string(why.message());
   }
   {
-    std::lock_guard lock(c->mu);
+    weir::MutexLock lock(c->mu);
     c->phase = Connection::Phase::kEnding;
     c->finish_sent = true;
   }
@@ -677,7 +682,7 @@ void GrpcTransport::refuse(Connection* c, const absl::Status& why) {
 void GrpcTransport::on_read_ended(Connection* c) {
   bool lost = false;
   {
-    std::lock_guard lock(c->mu);
+    weir::MutexLock lock(c->mu);
     c->read_ended = true;
     lost = c->phase == Connection::Phase::kOpen && !c->goodbye_received && !c->failed;
   }
@@ -697,7 +702,7 @@ void GrpcTransport::on_read_ended(Connection* c) {
 void GrpcTransport::maybe_finish(Connection* c) {
   enum { kNothing, kWritesDone, kClientFinish, kServerFinish } action = kNothing;
   {
-    std::lock_guard lock(c->mu);
+    weir::MutexLock lock(c->mu);
     if (c->finish_sent || c->failed || c->writing) return;
     const bool handshake = c->phase == Connection::Phase::kHello;
     const bool orderly = c->phase == Connection::Phase::kOpen && c->goodbye_received &&
@@ -734,7 +739,7 @@ void GrpcTransport::maybe_finish(Connection* c) {
 
 void GrpcTransport::on_writes_done(Connection* c, bool ok) {
   {
-    std::lock_guard lock(c->mu);
+    weir::MutexLock lock(c->mu);
     c->writes_done = true;
     if (!ok) c->write_closed = true;
   }
@@ -744,7 +749,7 @@ void GrpcTransport::on_writes_done(Connection* c, bool ok) {
 void GrpcTransport::on_finish(Connection* c, bool /*ok*/) {
   Connection::Phase was;
   {
-    std::lock_guard lock(c->mu);
+    weir::MutexLock lock(c->mu);
     was = c->phase;
     c->phase = Connection::Phase::kDone;
     c->write_closed = true;
@@ -753,7 +758,7 @@ void GrpcTransport::on_finish(Connection* c, bool /*ok*/) {
   if (c->side == Connection::Side::kDialer && was == Connection::Phase::kHello) {
     // The dial did not get through: the acceptor refused it (fatal), or it is not up (retry).
     const grpc::Status& status = c->finish_status;
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     Dial& dial = dials_[c->peer];
     dial.active = false;
     if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
@@ -776,7 +781,7 @@ void GrpcTransport::on_finish(Connection* c, bool /*ok*/) {
 
 void GrpcTransport::fail_link(Connection* c, absl::Status status) {
   {
-    std::lock_guard lock(c->mu);
+    weir::MutexLock lock(c->mu);
     if (c->failed) return;
     c->failed = true;
     c->write_closed = true;
@@ -785,7 +790,7 @@ void GrpcTransport::fail_link(Connection* c, absl::Status status) {
   }
   c->cancel();
   {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     if (fatal_.ok()) fatal_ = status;
   }
   receiver_.link_failed(std::move(status));
@@ -794,7 +799,7 @@ void GrpcTransport::fail_link(Connection* c, absl::Status status) {
 
 void GrpcTransport::set_fatal(absl::Status status) {
   {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     if (fatal_.ok()) fatal_ = status;
   }
   receiver_.link_failed(std::move(status));
@@ -822,10 +827,10 @@ void GrpcTransport::poll() {
     (this->*(t->handler))(c, ok);
     // The last operation of a handshake that went nowhere: forget the connection.
     if (c->ops.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      std::lock_guard lock(mu_);
+      weir::MutexLock lock(mu_);
       bool reap = false;
       {
-        std::lock_guard link_lock(c->mu);
+        weir::MutexLock link_lock(c->mu);
         reap = c->phase == Connection::Phase::kDone && !c->registered;
       }
       if (reap) {
@@ -836,15 +841,15 @@ void GrpcTransport::poll() {
 }
 
 void GrpcTransport::tick() {
-  std::unique_lock lock(mu_);
+  mu_.lock();
   while (!stopping_) {
-    stop_ticker_.wait_for(lock, tick_);
+    stop_ticker_.wait_for(mu_, tick_);
     if (stopping_) break;
     const auto now = Clock::now();
     std::vector<Connection*> heartbeats, silent, cancel;
     for (const auto& owned : connections_) {
       Connection* c = owned.get();
-      std::lock_guard link_lock(c->mu);
+      weir::MutexLock link_lock(c->mu);
       if (c->phase == Connection::Phase::kOpen && !c->failed) {
         if (!c->goodbye_received && now - c->last_read > heartbeat_timeout_) silent.push_back(c);
         if (!c->writing && !c->goodbye_queued && now - c->last_queued >= heartbeat_interval_) {
@@ -869,7 +874,7 @@ void GrpcTransport::tick() {
     }
     // Under the lock: an unregistered connection may be reaped as soon as it is released.
     for (Connection* c : cancel) c->cancel();
-    lock.unlock();
+    mu_.unlock();
     for (Connection* c : heartbeats) {
       enqueue(c, Frame::kHeartbeat, [](std::string& batch) { append_heartbeat(batch); });
     }
@@ -880,8 +885,9 @@ void GrpcTransport::tick() {
                        "failed")));
     }
     for (uint32_t p : redial) dial(p);
-    lock.lock();
+    mu_.lock();
   }
+  mu_.unlock();
 }
 
 // ---- Closing ----
@@ -892,7 +898,7 @@ absl::Status GrpcTransport::close() {
   std::string failure = local_failure();
   std::vector<Connection*> links;
   {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     if (failure.empty() && !fatal_.ok()) failure = std::string(fatal_.message());
     for (Connection* c : links_) {
       if (c != nullptr) links.push_back(c);
@@ -902,17 +908,17 @@ absl::Status GrpcTransport::close() {
     enqueue(c, Frame::kGoodbye, [&](std::string& batch) { append_goodbye(failure, batch); });
   }
   {
-    std::unique_lock lock(mu_);
+    weir::MutexLock lock(mu_);
     if (failure.empty()) {
       // Every peer finishes too and says Goodbye; a lost one is found by the ticker.
       for (;;) {
         bool done = true;
         for (Connection* c : links) {
-          std::lock_guard link_lock(c->mu);
+          weir::MutexLock link_lock(c->mu);
           done = done && c->link_done();
         }
         if (done) break;
-        changed_.wait_for(lock, tick_);
+        changed_.wait_for(mu_, tick_);
       }
     } else {
       // This process failed: give the Goodbyes carrying the error a moment to go out.
@@ -920,16 +926,16 @@ absl::Status GrpcTransport::close() {
       for (;;) {
         bool sent = true;
         for (Connection* c : links) {
-          std::lock_guard link_lock(c->mu);
+          weir::MutexLock link_lock(c->mu);
           sent = sent && (c->goodbye_written || c->write_closed);
         }
         if (sent || Clock::now() >= deadline) break;
-        changed_.wait_for(lock, milliseconds(5));
+        changed_.wait_for(mu_, milliseconds(5));
       }
     }
   }
   shutdown();
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   return fatal_;  // A link that failed, before or during close.
 }
 
@@ -937,10 +943,10 @@ void GrpcTransport::shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     stopping_ = true;
     for (const auto& c : connections_) {
-      std::lock_guard link_lock(c->mu);
+      weir::MutexLock link_lock(c->mu);
       c->write_closed = true;
       c->space.notify_all();
       if (c->phase != Connection::Phase::kStarting || c->side == Connection::Side::kDialer) {
@@ -967,7 +973,7 @@ void GrpcTransport::shutdown() {
       }
     }
   }
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   std::fill(links_.begin(), links_.end(), nullptr);
   connections_.clear();
   server_.reset();

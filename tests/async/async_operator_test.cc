@@ -142,7 +142,7 @@ TEST(AsyncOperatorTest, InputCapabilityOutlivesSuspensionsUntilTheNextEvent) {
       });
       unary_frontier<uint64_t>(
           out_stream, Pipeline{}, "Check",
-          [&](Capability<uint64_t>, OperatorInfo) {
+          [&](const Capability<uint64_t>&, const OperatorInfo&) {
             return [&](auto& in2, auto& out2) {
               in2.for_each([&](const InputCapability<uint64_t>& cap, std::vector<uint64_t>& data) {
                 if (!in2.frontier().less_equal(cap.time())) ++violations;

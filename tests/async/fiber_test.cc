@@ -156,7 +156,7 @@ TEST(FiberDeathTest, OverflowingTheStackHitsTheGuardPage) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(
       {
-        Fiber fiber([] { recurse(nullptr, 0); }, 64 * 1024);
+        Fiber fiber([] { recurse(nullptr, 0); }, size_t{64} * 1024);
         fiber.resume();
       },
       "");

@@ -36,6 +36,7 @@ pid_t spawn(const std::vector<std::string>& args) {
   const pid_t pid = fork();
   if (pid == 0) {
     std::vector<char*> argv;
+    argv.reserve(args.size() + 1);
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
     int null = open("/dev/null", O_WRONLY);

@@ -207,7 +207,9 @@ TEST(TransportTest, HelloFromAnotherClusterIsRefused) {
   const std::string hostfile = write_hostfile(2);
   Recorder r0, r1;
   Config c0 = config_for(hostfile, 2, 0), c1 = config_for(hostfile, 2, 1);
-  c0.startup_timeout = milliseconds(3000);
+  // Process 0 waits this long in any case; long enough for process 1 to be refused first even
+  // under ThreadSanitizer on a loaded 2-core machine (3 s was not).
+  c0.startup_timeout = milliseconds(10000);
   c1.cluster_id = "another-cluster";
   auto transports = connect_all({c0, c1}, {&r0, &r1});
   ASSERT_FALSE(transports[1].ok());
@@ -223,7 +225,7 @@ TEST(TransportTest, OlderIncarnationIsRefused) {
   const std::string hostfile = write_hostfile(2);
   Recorder r0, r1;
   Config c0 = config_for(hostfile, 2, 0), c1 = config_for(hostfile, 2, 1);
-  c0.startup_timeout = milliseconds(3000);
+  c0.startup_timeout = milliseconds(10000);  // As in HelloFromAnotherClusterIsRefused.
   c0.incarnation = 5;
   c1.incarnation = 4;
   auto transports = connect_all({c0, c1}, {&r0, &r1});

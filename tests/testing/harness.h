@@ -53,7 +53,7 @@ auto run_workers(size_t workers, F&& fn) {
 // Aborts the process if not destroyed within `limit`, printing `what`.
 class Watchdog {
  public:
-  Watchdog(std::string what, std::chrono::seconds limit = kDeadline)
+  explicit Watchdog(std::string what, std::chrono::seconds limit = kDeadline)
       : what_(std::move(what)), thread_([this, limit] {
           std::unique_lock lock(mu_);
           if (!cv_.wait_for(lock, limit, [this] { return done_; })) {

@@ -1,12 +1,11 @@
 #include "ingest.h"
 
 #include <algorithm>
-#include <condition_variable>
 #include <map>
-#include <mutex>
 
 #include "absl/strings/str_cat.h"
 
+#include "weir/mutex.h"
 #include "weir/operators/exchange.h"
 #include "weir/operators/inspect.h"
 #include "weir/sinks/persist/background_maintenance.h"
@@ -21,12 +20,12 @@ using sources::Offset;
 using Clock = std::chrono::steady_clock;
 
 uint64_t IngestMonitor::upstream_offset() const {
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   return source_ ? source_->upstream_offset() : 0;
 }
 
 std::vector<IngestMonitor::ExportView> IngestMonitor::exports() const {
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   std::vector<ExportView> views;
   for (size_t e = 0; e < tables_.size(); ++e) {
     ExportView v;
@@ -43,7 +42,7 @@ std::vector<IngestMonitor::ExportView> IngestMonitor::exports() const {
 }
 
 std::chrono::duration<double> IngestMonitor::lag(uint64_t persisted_upper) const {
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   if (!source_ || persisted_upper > source_->upstream_offset())
     return std::chrono::duration<double>(0);
   auto reached = source_->reached(persisted_upper);
@@ -55,7 +54,7 @@ void IngestMonitor::set_epoch(std::shared_ptr<sources::SourceStats> source,
                               std::vector<std::string> tables,
                               std::vector<std::shared_ptr<sinks::SinkStats>> sinks,
                               std::vector<bool> snapshotting) {
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   source_ = std::move(source);
   tables_ = std::move(tables);
   sinks_ = std::move(sinks);
@@ -79,19 +78,19 @@ class Control {
   explicit Control(size_t workers) : workers_(workers) {}
 
   void publish(Plan plan) {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     plan_ = std::move(plan);
     cv_.notify_all();
   }
   // Waits for the plan of `epoch`.
   Plan plan(uint64_t epoch) {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return plan_.epoch == epoch || aborted_; });
+    weir::MutexLock lock(mu_);
+    while (plan_.epoch != epoch && !aborted_) cv_.wait(mu_);
     return aborted_ ? Plan{epoch, true, {}, nullptr, {}} : plan_;
   }
   // Every worker calls this after dropping or finishing `epoch`; returns true for the last one.
   bool arrive() {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     if (++arrived_ == workers_) {
       arrived_ = 0;
       return true;
@@ -99,7 +98,7 @@ class Control {
     return false;
   }
   void abort() {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     aborted_ = true;
     cv_.notify_all();
   }
@@ -111,11 +110,11 @@ class Control {
 
  private:
   size_t workers_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  Plan plan_;           // Guarded by mu_.
-  size_t arrived_ = 0;  // Guarded by mu_.
-  bool aborted_ = false;
+  weir::Mutex mu_;
+  weir::CondVar cv_;
+  Plan plan_ ABSL_GUARDED_BY(mu_);
+  size_t arrived_ ABSL_GUARDED_BY(mu_) = 0;
+  bool aborted_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<uint64_t> restart_{0};
 };
 
@@ -145,7 +144,7 @@ void render_health(Scope<Offset>& scope, const Stream<Offset, sources::HealthUpd
                    std::shared_ptr<persist::BackgroundMaintenance> maintenance,
                    std::vector<std::string> tables, uint64_t incarnation, uint64_t epoch,
                    std::shared_ptr<std::vector<std::string>> last,
-                   std::shared_ptr<std::mutex> last_mu) {
+                   std::shared_ptr<weir::Mutex> last_mu) {
   AsyncOperatorBuilder<Offset> builder("Health", scope);
   auto input =
       builder.add_input(health, Exchange([](const sources::HealthUpdate&) { return uint64_t{0}; }));
@@ -169,7 +168,7 @@ void render_health(Scope<Offset>& scope, const Stream<Offset, sources::HealthUpd
         if (aggregator.status(e) == sources::Health::kStalled)
           absl::StrAppend(&row, " error=", aggregator.error(e));
         {
-          std::lock_guard lock(*last_mu);
+          weir::MutexLock lock(*last_mu);
           (*last)[e] =
               std::string(sources::to_string(aggregator.status(e))) +
               (aggregator.status(e) == sources::Health::kStalled ? ": " + aggregator.error(e) : "");
@@ -248,7 +247,7 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
       options.source.until ? std::optional<Offset>(*options.source.until + 1) : std::nullopt;
   std::map<std::string, uint64_t> updates, batches;
   auto health = std::make_shared<std::vector<std::string>>(all_tables.size(), "starting");
-  auto health_mu = std::make_shared<std::mutex>();
+  auto health_mu = std::make_shared<weir::Mutex>();
   bool added = options.add_table.empty();
 
   // Makes the plan of `epoch`: every current table resumes from its shard's upper.
@@ -388,7 +387,7 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
     r.updates = updates[tables[e]];
     r.batches = batches[tables[e]];
     {
-      std::lock_guard lock(*health_mu);
+      weir::MutexLock lock(*health_mu);
       r.health = (*health)[e];
     }
     if (r.health.rfind("stalled: ", 0) == 0) r.error = r.health.substr(9);

@@ -178,6 +178,7 @@ int main(int argc, char** argv) {
       dfl.sa_handler = SIG_DFL;
       for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) sigaction(sig, &dfl, nullptr);
       std::vector<char*> argv_child;
+      argv_child.reserve(args.size() + 1);
       for (std::string& a : args) argv_child.push_back(a.data());
       argv_child.push_back(nullptr);
       ::execvp(argv_child[0], argv_child.data());

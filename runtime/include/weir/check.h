@@ -44,6 +44,8 @@ struct CheckVoidify {
 
 }  // namespace weir::internal
 
+// Not parenthesized as a whole: `<<` must bind to the CheckFailure.
+// NOLINTNEXTLINE(bugprone-macro-parentheses)
 #define WEIR_CHECK(condition)                            \
   (condition) ? (void)0                                  \
               : ::weir::internal::CheckVoidify() &       \

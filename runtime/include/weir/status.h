@@ -16,7 +16,7 @@
 // Returns the status from the enclosing function if `expr` is not OK.
 #define WEIR_RETURN_IF_ERROR(expr)                    \
   do {                                                \
-    const ::absl::Status weir_status_ = (expr);       \
+    ::absl::Status weir_status_ = (expr);             \
     if (!weir_status_.ok()) return weir_status_;      \
   } while (false)
 
@@ -24,7 +24,10 @@
 #define WEIR_ASSIGN_OR_RETURN(lhs, expr) \
   WEIR_ASSIGN_OR_RETURN_IMPL_(WEIR_STATUS_CONCAT_(weir_statusor_, __LINE__), lhs, expr)
 
+// `lhs` is a declaration or an lvalue, so it cannot be parenthesized.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define WEIR_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, expr) \
   auto statusor = (expr);                                \
   if (!statusor.ok()) return std::move(statusor).status(); \
   lhs = std::move(statusor).value()
+// NOLINTEND(bugprone-macro-parentheses)

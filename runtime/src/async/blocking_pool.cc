@@ -2,10 +2,11 @@
 
 #include <chrono>
 #include <deque>
-#include <mutex>
 #include <thread>
 
 #include "tbb_arena.h"
+
+#include "weir/mutex.h"
 
 namespace weir::internal {
 namespace {
@@ -21,11 +22,11 @@ class BlockingQueue {
   }
 
   void push(BlockingCall* call) {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     calls_.push_back(call);
   }
   BlockingCall* pop() {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     if (calls_.empty()) return nullptr;
     BlockingCall* call = calls_.front();
     calls_.pop_front();
@@ -33,8 +34,8 @@ class BlockingQueue {
   }
 
  private:
-  std::mutex mu_;
-  std::deque<BlockingCall*> calls_;  // Guarded by mu_.
+  weir::Mutex mu_;
+  std::deque<BlockingCall*> calls_ ABSL_GUARDED_BY(mu_);
 };
 
 void run_one() {

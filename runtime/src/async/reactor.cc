@@ -9,13 +9,15 @@
 #include <unistd.h>
 
 #include "weir/check.h"
+#include "weir/errno_message.h"
+#include "weir/mutex.h"
 
 namespace weir::internal {
 namespace {
 
 absl::Status errno_status(const char* what, int fd, int error) {
   return absl::InvalidArgumentError(std::string(what) + " of file descriptor " +
-                                    std::to_string(fd) + " failed: " + std::strerror(error));
+                                    std::to_string(fd) + " failed: " + weir::errno_message(error));
 }
 
 }  // namespace
@@ -28,7 +30,7 @@ Reactor& Reactor::instance() {
 
 Reactor::Reactor() {
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
-  WEIR_CHECK(epoll_fd_ >= 0) << "epoll_create1 failed: " << std::strerror(errno);
+  WEIR_CHECK(epoll_fd_ >= 0) << "epoll_create1 failed: " << weir::errno_message(errno);
   thread_ = std::thread([this] { run(); });
   thread_.detach();
 }
@@ -63,7 +65,7 @@ int Reactor::arm(int fd) {
 }
 
 absl::Status Reactor::watch(IoWait* wait) {
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   waiters_[wait->fd].push_back(wait);
   const int error = arm(wait->fd);
   if (error == 0) return absl::OkStatus();
@@ -78,7 +80,7 @@ absl::Status Reactor::watch(IoWait* wait) {
 }
 
 void Reactor::cancel(IoWait* wait) {
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   auto it = waiters_.find(wait->fd);
   if (it == waiters_.end()) return;
   if (std::erase(it->second, wait) > 0) (void)arm(wait->fd);
@@ -90,10 +92,10 @@ void Reactor::run() {
   for (;;) {
     const int n = ::epoll_wait(epoll_fd_, events, kMaxEvents, -1);
     if (n < 0) {
-      WEIR_CHECK(errno == EINTR) << "epoll_wait failed: " << std::strerror(errno);
+      WEIR_CHECK(errno == EINTR) << "epoll_wait failed: " << weir::errno_message(errno);
       continue;
     }
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     for (int i = 0; i < n; ++i) {
       const int fd = events[i].data.fd;
       const uint32_t ready = events[i].events;

@@ -12,7 +12,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -20,6 +19,7 @@
 
 #include "absl/status/status.h"
 
+#include "weir/mutex.h"
 #include "weir/worker/activator.h"
 
 namespace weir::internal {
@@ -46,13 +46,13 @@ class Reactor {
   Reactor();
   void run();
   // Arms `fd` (one-shot) for the union of its waiters' events, or forgets it when none are
-  // left. Returns 0 or the errno of epoll_ctl. REQUIRES: mu_ held.
-  int arm(int fd);
+  // left. Returns 0 or the errno of epoll_ctl.
+  int arm(int fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   int epoll_fd_ = -1;
-  std::mutex mu_;
-  std::unordered_map<int, std::vector<IoWait*>> waiters_;  // Guarded by mu_.
-  std::unordered_set<int> registered_;                     // Guarded by mu_: in the epoll set.
+  weir::Mutex mu_;
+  std::unordered_map<int, std::vector<IoWait*>> waiters_ ABSL_GUARDED_BY(mu_);
+  std::unordered_set<int> registered_ ABSL_GUARDED_BY(mu_);  // In the epoll set.
   std::thread thread_;
 };
 

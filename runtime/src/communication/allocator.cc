@@ -1,4 +1,5 @@
 #include "weir/communication/allocator.h"
+#include "weir/mutex.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -13,7 +14,7 @@ ProcessShared::ProcessShared(size_t workers, size_t processes, size_t process)
 }
 
 void ProcessShared::release_channel(uint64_t id) {
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   auto it = channels_.find(id);
   if (it == channels_.end()) return;
   if (++it->second.released >= workers()) {
@@ -26,7 +27,7 @@ absl::Status ProcessShared::deliver(uint64_t channel, uint32_t from, uint32_t to
                                     std::string_view payload) {
   RemoteSink sink;
   {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     auto& entry = channels_[channel];
     if (!entry.sink) {
       if (entry.object) {
@@ -71,7 +72,7 @@ absl::Status ProcessShared::deliver_progress(uint64_t channel, uint32_t from, ui
 
 void ProcessShared::fail(absl::Status status) {
   {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     if (failed_.load(std::memory_order_relaxed)) return;
     status_ = std::move(status);
     failed_.store(true, std::memory_order_release);
@@ -80,7 +81,7 @@ void ProcessShared::fail(absl::Status status) {
 }
 
 absl::Status ProcessShared::status() const {
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   return status_;
 }
 

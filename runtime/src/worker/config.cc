@@ -24,7 +24,9 @@ absl::StatusOr<size_t> parse_count(const std::string& flag, const std::string& v
 
 absl::StatusOr<Config> Config::from_args(std::vector<std::string>& args) {
   Config config;
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): read once at start-up; weir never sets the environment.
   if (const char* id = std::getenv("WEIR_CLUSTER_ID"); id != nullptr) config.cluster_id = id;
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): as above.
   if (const char* inc = std::getenv("WEIR_INCARNATION"); inc != nullptr) {
     auto parsed = parse_count("$WEIR_INCARNATION", inc);
     if (!parsed.ok()) return parsed.status();

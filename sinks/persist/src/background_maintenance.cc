@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "weir/mutex.h"
+
 namespace weir::persist {
 
 BackgroundMaintenance::BackgroundMaintenance(std::shared_ptr<PersistClient> client,
@@ -11,7 +13,7 @@ BackgroundMaintenance::BackgroundMaintenance(std::shared_ptr<PersistClient> clie
 
 BackgroundMaintenance::~BackgroundMaintenance() {
   {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     stop_ = true;
   }
   changed_.notify_all();
@@ -20,7 +22,7 @@ BackgroundMaintenance::~BackgroundMaintenance() {
 
 void BackgroundMaintenance::request(const std::string& name) {
   {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     if (std::find(waiting_.begin(), waiting_.end(), name) != waiting_.end()) {
       return;
     }
@@ -30,7 +32,7 @@ void BackgroundMaintenance::request(const std::string& name) {
 }
 
 size_t BackgroundMaintenance::completed() const {
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   return completed_;
 }
 
@@ -38,8 +40,10 @@ void BackgroundMaintenance::run() {
   for (;;) {
     std::string name;
     {
-      std::unique_lock lock(mu_);
-      changed_.wait(lock, [&] { return stop_ || !waiting_.empty(); });
+      weir::MutexLock lock(mu_);
+      while (!stop_ && waiting_.empty()) {
+        changed_.wait(mu_);
+      }
       if (stop_) {
         return;
       }
@@ -50,7 +54,7 @@ void BackgroundMaintenance::run() {
     if (!status.ok() && on_error_) {
       on_error_(status);
     }
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     ++completed_;
   }
 }

@@ -1,13 +1,13 @@
 #include "codec.h"
 
 #include <bit>
-#include <mutex>
 #include <optional>
 
 #include "str_cat.h"
 #include <zstd.h>
 
 #include "weir/check.h"
+#include "weir/mutex.h"
 #include "weir/status.h"
 
 namespace weir::persist::internal {
@@ -153,8 +153,8 @@ namespace {
 constexpr size_t kMaxFreeScratchBuffers = 8;
 
 struct ScratchPool {
-  std::mutex mu;
-  std::vector<std::pair<std::unique_ptr<char[]>, size_t>> free;  // Guarded by mu.
+  weir::Mutex mu;
+  std::vector<std::pair<std::unique_ptr<char[]>, size_t>> free ABSL_GUARDED_BY(mu);
 };
 
 ScratchPool& scratch_pool() {
@@ -167,7 +167,7 @@ ScratchPool& scratch_pool() {
 ScratchBuffer::ScratchBuffer(size_t size) {
   ScratchPool& pool = scratch_pool();
   {
-    std::lock_guard lock(pool.mu);
+    weir::MutexLock lock(pool.mu);
     for (auto it = pool.free.begin(); it != pool.free.end(); ++it) {
       if (it->second >= size) {
         bytes_ = std::move(it->first);
@@ -186,7 +186,7 @@ ScratchBuffer::~ScratchBuffer() {
     return;
   }
   ScratchPool& pool = scratch_pool();
-  std::lock_guard lock(pool.mu);
+  weir::MutexLock lock(pool.mu);
   if (pool.free.size() < kMaxFreeScratchBuffers) {
     pool.free.emplace_back(std::move(bytes_), capacity_);
   }
@@ -315,7 +315,7 @@ std::shared_ptr<DecodedPartPool> DecodedPartPool::create(size_t max_free) {
 }
 
 std::unique_ptr<DecodedPart> DecodedPartPool::take() {
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   if (free_.empty()) {
     return std::make_unique<DecodedPart>();
   }
@@ -333,7 +333,7 @@ std::shared_ptr<const DecodedPart> DecodedPartPool::share(std::unique_ptr<Decode
 
 void DecodedPartPool::give(DecodedPart* part) {
   std::unique_ptr<DecodedPart> owned(part);
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   if (free_.size() < max_free_) {
     free_.push_back(std::move(owned));
   }

@@ -15,7 +15,6 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -24,6 +23,7 @@
 #include "absl/status/statusor.h"
 
 #include "weir/check.h"
+#include "weir/mutex.h"
 #include "weir/persist/v1/part.pb.h"
 #include "weir/persist/v1/state.pb.h"
 #include "weir/sinks/persist/batch.h"
@@ -310,8 +310,8 @@ class DecodedPartPool : public std::enable_shared_from_this<DecodedPartPool> {
   void give(DecodedPart* part);
 
   const size_t max_free_;
-  std::mutex mu_;
-  std::vector<std::unique_ptr<DecodedPart>> free_;  // Guarded by mu_.
+  weir::Mutex mu_;
+  std::vector<std::unique_ptr<DecodedPart>> free_ ABSL_GUARDED_BY(mu_);
 };
 
 // Decodes the blob of part `ref` of shard `shard_id`, reusing a part of `pool` if given.

@@ -1,12 +1,12 @@
 #include "core.h"
 
 #include <algorithm>
-#include <mutex>
 #include <thread>
 
 #include "absl/strings/escaping.h"
 #include "str_cat.h"
 
+#include "weir/mutex.h"
 #include "weir/status.h"
 
 namespace weir::persist::internal {
@@ -85,7 +85,7 @@ ClientCore::fetch_names() {
 absl::StatusOr<std::optional<ShardId>> ClientCore::find_shard(std::string_view name) {
   WEIR_RETURN_IF_ERROR(validate_name(name));
   {
-    std::lock_guard lock(names_mu_);
+    weir::MutexLock lock(names_mu_);
     if (auto it = names_.find(absl::string_view(name.data(), name.size())); it != names_.end()) {
       return it->second;
     }
@@ -101,7 +101,7 @@ absl::StatusOr<std::optional<ShardId>> ClientCore::find_shard(std::string_view n
                                                  "\" map \"", name, "\" to a malformed id \"",
                                                  it->second, "\""));
   }
-  std::lock_guard lock(names_mu_);
+  weir::MutexLock lock(names_mu_);
   names_.emplace(std::string(name), *id);
   return *id;
 }
@@ -126,7 +126,7 @@ absl::StatusOr<ShardId> ClientCore::find_or_create_shard(std::string_view name) 
     if (result == CasResult::kCommitted) {
       // Only the head of the name map is ever read.
       consensus_->truncate(kShardNamesKey, next).IgnoreError();
-      std::lock_guard lock(names_mu_);
+      weir::MutexLock lock(names_mu_);
       names_.emplace(std::string(name), id);
       return id;
     }

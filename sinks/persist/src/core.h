@@ -5,7 +5,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,6 +17,7 @@
 #include "parts.h"
 #include "thread_pool.h"
 
+#include "weir/mutex.h"
 #include "weir/sinks/persist/blob.h"
 #include "weir/sinks/persist/client.h"
 #include "weir/sinks/persist/config.h"
@@ -51,9 +51,9 @@ class ClientCore {
   const std::shared_ptr<Blob> blob_;
   const std::shared_ptr<Consensus> consensus_;
   const PersistConfig config_;
-  std::mutex names_mu_;
+  weir::Mutex names_mu_;
   // Names never change their id once mapped, so hits need no consensus round trip.
-  absl::flat_hash_map<std::string, ShardId> names_;  // Guarded by names_mu_.
+  absl::flat_hash_map<std::string, ShardId> names_ ABSL_GUARDED_BY(names_mu_);
   const std::shared_ptr<DecodedPartPool> decoded_parts_;
   const std::shared_ptr<BufferRecycler> part_buffers_;
   ThreadPool pool_;  // Last: its threads stop before the rest goes away.

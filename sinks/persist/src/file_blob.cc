@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "weir/errno_message.h"
 #include "weir/status.h"
 
 namespace weir::persist::internal {
@@ -18,7 +19,7 @@ namespace {
 
 absl::Status errno_status(int error, std::string_view what, std::string_view path) {
   const std::string message =
-      internal::str_cat("blob ", what, " \"", path, "\": ", std::strerror(error));
+      internal::str_cat("blob ", what, " \"", path, "\": ", weir::errno_message(error));
   switch (error) {
     case ENOENT:
       return absl::NotFoundError(message);

@@ -4,11 +4,9 @@
 
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -22,6 +20,7 @@
 #include "merge.h"
 #include "parts.h"
 
+#include "weir/mutex.h"
 #include "weir/sinks/persist/batch.h"
 #include "weir/sinks/persist/read_handle.h"
 #include "weir/sinks/persist/since_handle.h"
@@ -53,9 +52,9 @@ class WriterCore {
 
   const Shard shard_;
   const std::string writer_id_;
-  mutable std::mutex mu_;
-  ShardState state_;               // Guarded by mu_. The latest state this writer saw.
-  int64_t last_heartbeat_ms_ = 0;  // Guarded by mu_.
+  mutable weir::Mutex mu_;
+  ShardState state_ ABSL_GUARDED_BY(mu_);  // The latest state this writer saw.
+  int64_t last_heartbeat_ms_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 class BatchBuilderImpl {
@@ -132,16 +131,17 @@ class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
 
   // Applies `change` to this reader's entry, also renewing its lease and moving its seqno hold
   // up to the oldest seqno in use.
-  absl::Status update(absl::FunctionRef<void(proto::ProtoLeasedReader&)> change);
+  absl::Status update(absl::FunctionRef<void(proto::ProtoLeasedReader&)> change)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void release_seqno(uint64_t seqno);
 
   const Shard shard_;
   const std::string reader_id_;
-  mutable std::mutex mu_;
-  ShardState state_;                       // Guarded by mu_.
-  Frontier since_;                         // Guarded by mu_.
-  int64_t last_heartbeat_ms_ = 0;          // Guarded by mu_.
-  std::multiset<uint64_t> seqnos_in_use_;  // Guarded by mu_.
+  mutable weir::Mutex mu_;
+  ShardState state_ ABSL_GUARDED_BY(mu_);
+  Frontier since_ ABSL_GUARDED_BY(mu_);
+  int64_t last_heartbeat_ms_ ABSL_GUARDED_BY(mu_) = 0;
+  std::multiset<uint64_t> seqnos_in_use_ ABSL_GUARDED_BY(mu_);
 };
 
 // Thread safety: thread-safe.
@@ -165,10 +165,10 @@ class CriticalCore {
 
   const Shard shard_;
   const CriticalReaderId id_;
-  mutable std::mutex mu_;
-  ShardState state_;    // Guarded by mu_.
-  uint64_t epoch_ = 0;  // Guarded by mu_.
-  Frontier since_;      // Guarded by mu_.
+  mutable weir::Mutex mu_;
+  ShardState state_ ABSL_GUARDED_BY(mu_);
+  uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  Frontier since_ ABSL_GUARDED_BY(mu_);
 };
 
 // OK if `as_of` can be read from `state`: since <= as_of < upper.
@@ -221,17 +221,17 @@ class BackgroundRuns {
 
   void produce(ConsolidatedRuns runs);
 
-  std::mutex mu_;
-  std::condition_variable changed_;
-  std::deque<std::unique_ptr<Block>> ready_;  // Guarded by mu_.
+  weir::Mutex mu_;
+  weir::CondVar changed_;
+  std::deque<std::unique_ptr<Block>> ready_ ABSL_GUARDED_BY(mu_);
   // Blocks the reader is done with, for the thread to fill again (fresh memory costs page
-  // faults). Guarded by mu_.
-  std::vector<std::unique_ptr<Block>> spare_;
-  bool produced_ = false;         // Guarded by mu_: no more blocks will come.
-  bool stop_ = false;             // Guarded by mu_.
-  absl::Status produced_status_;  // Guarded by mu_; set with produced_.
-  std::unique_ptr<Block> block_;  // The block being read.
-  size_t index_ = 0;              // The next update of block_.
+  // faults).
+  std::vector<std::unique_ptr<Block>> spare_ ABSL_GUARDED_BY(mu_);
+  bool produced_ ABSL_GUARDED_BY(mu_) = false;  // No more blocks will come.
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status produced_status_ ABSL_GUARDED_BY(mu_);  // Set with produced_.
+  std::unique_ptr<Block> block_;                       // The block being read.
+  size_t index_ = 0;                                   // The next update of block_.
   std::string_view data_;
   int64_t diff_ = 0;
   absl::Status status_;

@@ -1,9 +1,8 @@
 #include "mem_blob.h"
 
-#include <mutex>
-
 #include "absl/container/flat_hash_map.h"
 
+#include "weir/mutex.h"
 #include "weir/status.h"
 
 namespace weir::persist::internal {
@@ -12,9 +11,9 @@ std::unique_ptr<MemBlob> MemBlob::open_named(const std::string& name) {
   if (name.empty()) {
     return std::unique_ptr<MemBlob>(new MemBlob(std::make_shared<Store>()));
   }
-  static std::mutex registry_mu;
+  static weir::Mutex registry_mu;
   static auto* registry = new absl::flat_hash_map<std::string, std::shared_ptr<Store>>();
-  std::lock_guard lock(registry_mu);
+  weir::MutexLock lock(registry_mu);
   std::shared_ptr<Store>& store = (*registry)[name];
   if (store == nullptr) {
     store = std::make_shared<Store>();
@@ -23,7 +22,7 @@ std::unique_ptr<MemBlob> MemBlob::open_named(const std::string& name) {
 }
 
 absl::StatusOr<std::optional<std::string>> MemBlob::get(std::string_view key) {
-  std::lock_guard lock(store_->mu);
+  weir::MutexLock lock(store_->mu);
   auto it = store_->values.find(key);
   if (it == store_->values.end()) {
     return std::nullopt;
@@ -33,13 +32,13 @@ absl::StatusOr<std::optional<std::string>> MemBlob::get(std::string_view key) {
 
 absl::Status MemBlob::set(std::string_view key, std::string_view value) {
   WEIR_RETURN_IF_ERROR(validate_blob_key(key));
-  std::lock_guard lock(store_->mu);
+  weir::MutexLock lock(store_->mu);
   store_->values.insert_or_assign(std::string(key), std::string(value));
   return absl::OkStatus();
 }
 
 absl::Status MemBlob::remove(std::string_view key) {
-  std::lock_guard lock(store_->mu);
+  weir::MutexLock lock(store_->mu);
   auto it = store_->values.find(key);
   if (it != store_->values.end()) {
     store_->values.erase(it);
@@ -48,7 +47,7 @@ absl::Status MemBlob::remove(std::string_view key) {
 }
 
 absl::StatusOr<std::vector<BlobMetadata>> MemBlob::list_keys(std::string_view prefix) {
-  std::lock_guard lock(store_->mu);
+  weir::MutexLock lock(store_->mu);
   std::vector<BlobMetadata> keys;
   for (auto it = store_->values.lower_bound(prefix);
        it != store_->values.end() && it->first.starts_with(prefix); ++it) {

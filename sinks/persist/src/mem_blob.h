@@ -4,9 +4,9 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "weir/mutex.h"
 #include "weir/sinks/persist/blob.h"
 
 namespace weir::persist::internal {
@@ -24,8 +24,8 @@ class MemBlob final : public Blob {
 
  private:
   struct Store {
-    std::mutex mu;
-    std::map<std::string, std::string, std::less<>> values;  // Guarded by mu.
+    weir::Mutex mu;
+    std::map<std::string, std::string, std::less<>> values ABSL_GUARDED_BY(mu);
   };
 
   explicit MemBlob(std::shared_ptr<Store> store) : store_(std::move(store)) {}

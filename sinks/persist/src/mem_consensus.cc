@@ -1,21 +1,21 @@
 // An in-memory Consensus for tests (mem:// URLs).
 
 #include <map>
-#include <mutex>
 
 #include "absl/container/flat_hash_map.h"
 #include "consensus_stores.h"
 #include "str_cat.h"
 
+#include "weir/mutex.h"
 #include "weir/status.h"
 
 namespace weir::persist::internal {
 namespace {
 
 struct MemStore {
-  std::mutex mu;
+  weir::Mutex mu;
   // key -> seqno -> data.
-  std::map<std::string, std::map<uint64_t, std::string>, std::less<>> versions;  // Guarded by mu.
+  std::map<std::string, std::map<uint64_t, std::string>, std::less<>> versions ABSL_GUARDED_BY(mu);
 };
 
 class MemConsensus final : public Consensus {
@@ -23,7 +23,7 @@ class MemConsensus final : public Consensus {
   explicit MemConsensus(std::shared_ptr<MemStore> store) : store_(std::move(store)) {}
 
   absl::StatusOr<std::optional<VersionedData>> head(std::string_view key) override {
-    std::lock_guard lock(store_->mu);
+    weir::MutexLock lock(store_->mu);
     auto it = store_->versions.find(key);
     if (it == store_->versions.end() || it->second.empty()) {
       return std::nullopt;
@@ -36,7 +36,7 @@ class MemConsensus final : public Consensus {
                                             std::optional<uint64_t> expected_seqno,
                                             const VersionedData& new_version) override {
     WEIR_RETURN_IF_ERROR(check_next_seqno(key, expected_seqno, new_version.seqno));
-    std::lock_guard lock(store_->mu);
+    weir::MutexLock lock(store_->mu);
     auto& versions = store_->versions[std::string(key)];
     const std::optional<uint64_t> current =
         versions.empty() ? std::nullopt : std::optional(versions.rbegin()->first);
@@ -49,7 +49,7 @@ class MemConsensus final : public Consensus {
 
   absl::StatusOr<std::vector<VersionedData>> scan(std::string_view key, uint64_t from_seqno,
                                                   size_t limit) override {
-    std::lock_guard lock(store_->mu);
+    weir::MutexLock lock(store_->mu);
     std::vector<VersionedData> result;
     auto it = store_->versions.find(key);
     if (it == store_->versions.end()) {
@@ -63,7 +63,7 @@ class MemConsensus final : public Consensus {
   }
 
   absl::StatusOr<size_t> truncate(std::string_view key, uint64_t seqno) override {
-    std::lock_guard lock(store_->mu);
+    weir::MutexLock lock(store_->mu);
     auto it = store_->versions.find(key);
     if (it == store_->versions.end() || it->second.empty() || it->second.rbegin()->first < seqno) {
       return absl::FailedPreconditionError(internal::str_cat(
@@ -86,9 +86,9 @@ std::unique_ptr<Consensus> open_mem_consensus(const std::string& name) {
   if (name.empty()) {
     return std::make_unique<MemConsensus>(std::make_shared<MemStore>());
   }
-  static std::mutex registry_mu;
+  static weir::Mutex registry_mu;
   static auto* registry = new absl::flat_hash_map<std::string, std::shared_ptr<MemStore>>();
-  std::lock_guard lock(registry_mu);
+  weir::MutexLock lock(registry_mu);
   std::shared_ptr<MemStore>& store = (*registry)[name];
   if (store == nullptr) {
     store = std::make_shared<MemStore>();

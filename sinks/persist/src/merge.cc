@@ -87,8 +87,8 @@ bool RunMerger::start() {
   }
   tree_.assign(leaves_, 0);
   for (uint32_t node = leaves_ - 1; node >= 1; --node) {
-    const uint32_t left = winners[2 * node];
-    const uint32_t right = winners[2 * node + 1];
+    const uint32_t left = winners[2 * size_t{node}];
+    const uint32_t right = winners[2 * size_t{node} + 1];
     const bool left_wins = !before(right, left);
     winners[node] = left_wins ? left : right;
     tree_[node] = left_wins ? right : left;

@@ -4,11 +4,11 @@
 #include <bit>
 #include <cstring>
 #include <map>
-#include <mutex>
 
 #include "str_cat.h"
 
 #include "weir/check.h"
+#include "weir/mutex.h"
 #include "weir/status.h"
 
 namespace weir::persist::internal {
@@ -133,22 +133,22 @@ void PartBuffer::clear() {
 }
 
 std::shared_ptr<BufferRecycler> BufferRecycler::for_part_size(size_t part_bytes, size_t max_free) {
-  static std::mutex mu;
+  static weir::Mutex mu;
   // Never destroyed: buffers may come back from pool threads at exit.
   static auto* recyclers = new std::map<size_t, std::shared_ptr<BufferRecycler>>();
-  std::lock_guard lock(mu);
+  weir::MutexLock lock(mu);
   std::shared_ptr<BufferRecycler>& recycler = (*recyclers)[part_bytes];
   if (recycler == nullptr) {
     recycler = std::make_shared<BufferRecycler>(part_bytes, max_free);
   } else {
-    std::lock_guard raise(recycler->mu_);
+    weir::MutexLock raise(recycler->mu_);
     recycler->max_free_ = std::max(recycler->max_free_, max_free);
   }
   return recycler;
 }
 
 PartBuffer BufferRecycler::take() {
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   if (free_.empty()) {
     return PartBuffer(part_bytes_);
   }
@@ -159,7 +159,7 @@ PartBuffer BufferRecycler::take() {
 
 void BufferRecycler::give(PartBuffer buffer) {
   buffer.clear();
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   if (free_.size() < max_free_) {
     free_.push_back(std::move(buffer));
   }

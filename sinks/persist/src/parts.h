@@ -7,7 +7,6 @@
 #include <deque>
 #include <future>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,6 +17,7 @@
 #include "codec.h"
 #include "thread_pool.h"
 
+#include "weir/mutex.h"
 #include "weir/sinks/persist/blob.h"
 #include "weir/status.h"
 
@@ -94,9 +94,9 @@ class BufferRecycler {
 
  private:
   const size_t part_bytes_;
-  std::mutex mu_;
-  size_t max_free_;               // Guarded by mu_.
-  std::vector<PartBuffer> free_;  // Guarded by mu_.
+  weir::Mutex mu_;
+  size_t max_free_ ABSL_GUARDED_BY(mu_);
+  std::vector<PartBuffer> free_ ABSL_GUARDED_BY(mu_);
 };
 
 // A part that was uploaded, with its first and last (data, time) to tell runs apart.

@@ -7,12 +7,12 @@
 
 #include <charconv>
 #include <cstring>
-#include <mutex>
 
 #include "consensus_stores.h"
 #include "str_cat.h"
 #include <libpq-fe.h>
 
+#include "weir/mutex.h"
 #include "weir/status.h"
 
 namespace weir::persist::internal {
@@ -73,13 +73,13 @@ class PostgresConsensus final : public Consensus {
  public:
   static absl::StatusOr<std::unique_ptr<Consensus>> open(const std::string& url) {
     auto consensus = std::unique_ptr<PostgresConsensus>(new PostgresConsensus(url));
-    std::lock_guard lock(consensus->mu_);
+    weir::MutexLock lock(consensus->mu_);
     WEIR_RETURN_IF_ERROR(consensus->connect());
     return std::unique_ptr<Consensus>(std::move(consensus));
   }
 
   absl::StatusOr<std::optional<VersionedData>> head(std::string_view key) override {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     WEIR_ASSIGN_OR_RETURN(Result result, query("head", kHead, {{key}}, /*retry=*/true));
     if (PQntuples(result.get()) == 0) {
       return std::nullopt;
@@ -93,7 +93,7 @@ class PostgresConsensus final : public Consensus {
     WEIR_RETURN_IF_ERROR(check_next_seqno(key, expected_seqno, new_version.seqno));
     const std::string seqno = std::to_string(new_version.seqno);
     const std::string expected = expected_seqno ? std::to_string(*expected_seqno) : "";
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     // Not retried here: after a lost connection the insert may or may not have committed, and
     // only the caller can tell (persist re-reads the head and recognizes its own change).
     absl::StatusOr<Result> result =
@@ -110,7 +110,7 @@ class PostgresConsensus final : public Consensus {
                                                   size_t limit) override {
     const std::string from = std::to_string(from_seqno);
     const std::string max = std::to_string(std::min<size_t>(limit, INT64_MAX));
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     WEIR_ASSIGN_OR_RETURN(Result result,
                           query("scan", kScan, {{key}, {from}, {max}}, /*retry=*/true));
     std::vector<VersionedData> versions;
@@ -122,7 +122,7 @@ class PostgresConsensus final : public Consensus {
 
   absl::StatusOr<size_t> truncate(std::string_view key, uint64_t seqno) override {
     const std::string to = std::to_string(seqno);
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     WEIR_ASSIGN_OR_RETURN(Result result,
                           query("truncate", kTruncate, {{key}, {to}}, /*retry=*/true));
     const size_t deleted = std::strtoull(PQcmdTuples(result.get()), nullptr, 10);
@@ -140,7 +140,7 @@ class PostgresConsensus final : public Consensus {
  private:
   explicit PostgresConsensus(std::string url) : url_(std::move(url)) {}
 
-  absl::Status connect() {
+  absl::Status connect() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     conn_.reset(PQconnectdb(url_.c_str()));
     if (conn_ == nullptr || PQstatus(conn_.get()) != CONNECTION_OK) {
       const std::string message = conn_ ? PQerrorMessage(conn_.get()) : "out of memory";
@@ -162,7 +162,8 @@ class PostgresConsensus final : public Consensus {
   }
 
   absl::StatusOr<Result> query(std::string_view what, const char* sql,
-                               std::initializer_list<Param> params, bool retry) {
+                               std::initializer_list<Param> params, bool retry)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     std::vector<std::string> values;  // NUL-terminated copies of the text parameters.
     std::vector<const char*> pointers;
     std::vector<int> lengths;
@@ -206,7 +207,7 @@ class PostgresConsensus final : public Consensus {
     return version;
   }
 
-  absl::Status error(PGresult* result, std::string_view what) {
+  absl::Status error(PGresult* result, std::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const std::string message =
         internal::str_cat("postgres consensus \"", redact(url_), "\": ", what, ": ",
                           result ? PQresultErrorMessage(result) : PQerrorMessage(conn_.get()));
@@ -217,8 +218,8 @@ class PostgresConsensus final : public Consensus {
   }
 
   const std::string url_;
-  std::mutex mu_;
-  std::unique_ptr<PGconn, ConnDeleter> conn_;  // Guarded by mu_.
+  weir::Mutex mu_;
+  std::unique_ptr<PGconn, ConnDeleter> conn_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace

@@ -1,10 +1,9 @@
 #include "weir/sinks/persist/read_handle.h"
 
-#include <mutex>
-
 #include "handles.h"
 #include "str_cat.h"
 
+#include "weir/mutex.h"
 #include "weir/status.h"
 
 namespace weir::persist {
@@ -41,7 +40,7 @@ void SeqnoHold::release() {
 absl::StatusOr<std::shared_ptr<ReaderCore>> ReaderCore::open(Shard shard, std::string purpose) {
   std::shared_ptr<ReaderCore> reader(new ReaderCore(std::move(shard), random_id('r')));
   const Shard& s = reader->shard_;
-  std::lock_guard lock(reader->mu_);
+  weir::MutexLock lock(reader->mu_);
   WEIR_ASSIGN_OR_RETURN(ShardState current, s.fetch());
   const int64_t now = s.core().now_ms();
   WEIR_ASSIGN_OR_RETURN(
@@ -64,12 +63,12 @@ absl::StatusOr<std::shared_ptr<ReaderCore>> ReaderCore::open(Shard shard, std::s
 }
 
 Frontier ReaderCore::since() const {
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   return since_;
 }
 
 absl::StatusOr<std::pair<ShardState, SeqnoHold>> ReaderCore::state_for_read() {
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   WEIR_ASSIGN_OR_RETURN(ShardState latest, shard_.fetch());
   if (latest.seqno > state_.seqno) {
     state_ = std::move(latest);
@@ -91,6 +90,7 @@ absl::Status ReaderCore::update(absl::FunctionRef<void(proto::ProtoLeasedReader&
   WEIR_ASSIGN_OR_RETURN(
       state_,
       shard_.apply(state_, [&](proto::ProtoShardState& state) -> absl::StatusOr<Shard::Step> {
+        mu_.assert_held();  // apply calls this synchronously, within update.
         proto::ProtoLeasedReader* entry = find_leased_reader(state, reader_id_);
         if (entry == nullptr) {
           return expired_error(shard_, reader_id_);
@@ -113,7 +113,7 @@ absl::Status ReaderCore::update(absl::FunctionRef<void(proto::ProtoLeasedReader&
 }
 
 absl::Status ReaderCore::downgrade_since(Frontier new_since) {
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   return update([&](proto::ProtoLeasedReader& entry) {
     if (frontier_of(entry.since()) < new_since) {
       to_proto(new_since, entry.mutable_since());
@@ -122,12 +122,12 @@ absl::Status ReaderCore::downgrade_since(Frontier new_since) {
 }
 
 absl::Status ReaderCore::heartbeat() {
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   return update([](proto::ProtoLeasedReader&) {});
 }
 
 absl::Status ReaderCore::expire() {
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   WEIR_ASSIGN_OR_RETURN(ShardState latest, shard_.fetch());
   WEIR_ASSIGN_OR_RETURN(state_, shard_.apply(std::move(latest), [&](proto::ProtoShardState& state) {
     auto* readers = state.mutable_leased_readers();
@@ -144,7 +144,7 @@ absl::Status ReaderCore::expire() {
 }
 
 void ReaderCore::release_seqno(uint64_t seqno) {
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   auto it = seqnos_in_use_.find(seqno);
   if (it != seqnos_in_use_.end()) {
     seqnos_in_use_.erase(it);
@@ -231,7 +231,7 @@ BackgroundRuns::BackgroundRuns(std::vector<RunCursor> runs, uint64_t as_of)
 
 BackgroundRuns::~BackgroundRuns() {
   {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     stop_ = true;
   }
   changed_.notify_all();
@@ -247,18 +247,21 @@ void BackgroundRuns::produce(ConsolidatedRuns runs) {
   std::unique_ptr<Block> block = fresh_block();
   // Hands `block` to the reader and takes an empty one; false if the reader has gone.
   const auto hand_over = [&] {
-    std::unique_lock lock(mu_);
-    changed_.wait(lock, [&] { return stop_ || ready_.size() < kMaxReadyBlocks; });
-    if (stop_) {
-      return false;
+    {
+      weir::MutexLock lock(mu_);
+      while (!stop_ && ready_.size() >= kMaxReadyBlocks) {
+        changed_.wait(mu_);
+      }
+      if (stop_) {
+        return false;
+      }
+      ready_.push_back(std::move(block));
+      if (!spare_.empty()) {
+        block = std::move(spare_.back());
+        spare_.pop_back();
+      }
+      changed_.notify_all();
     }
-    ready_.push_back(std::move(block));
-    if (!spare_.empty()) {
-      block = std::move(spare_.back());
-      spare_.pop_back();
-    }
-    changed_.notify_all();
-    lock.unlock();
     if (block == nullptr) {
       block = fresh_block();
     }
@@ -276,7 +279,7 @@ void BackgroundRuns::produce(ConsolidatedRuns runs) {
   if (!block->ends.empty() && !hand_over()) {
     return;
   }
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   produced_ = true;
   produced_status_ = runs.status();
   changed_.notify_all();
@@ -291,8 +294,10 @@ bool BackgroundRuns::next() {
     return true;
   }
   {
-    std::unique_lock lock(mu_);
-    changed_.wait(lock, [&] { return !ready_.empty() || produced_; });
+    weir::MutexLock lock(mu_);
+    while (ready_.empty() && !produced_) {
+      changed_.wait(mu_);
+    }
     if (ready_.empty()) {
       status_ = produced_status_;
       block_ = nullptr;

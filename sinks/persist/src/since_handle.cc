@@ -1,10 +1,9 @@
 #include "weir/sinks/persist/since_handle.h"
 
-#include <mutex>
-
 #include "handles.h"
 #include "str_cat.h"
 
+#include "weir/mutex.h"
 #include "weir/status.h"
 
 namespace weir::persist {
@@ -14,7 +13,7 @@ absl::StatusOr<std::shared_ptr<CriticalCore>> CriticalCore::open(Shard shard, Cr
                                                                  std::string purpose) {
   std::shared_ptr<CriticalCore> core(new CriticalCore(std::move(shard), std::move(id)));
   const Shard& s = core->shard_;
-  std::lock_guard lock(core->mu_);
+  weir::MutexLock lock(core->mu_);
   WEIR_ASSIGN_OR_RETURN(ShardState current, s.fetch());
   WEIR_ASSIGN_OR_RETURN(
       core->state_, s.apply(std::move(current), [&](proto::ProtoShardState& state) {
@@ -36,19 +35,19 @@ absl::StatusOr<std::shared_ptr<CriticalCore>> CriticalCore::open(Shard shard, Cr
 }
 
 uint64_t CriticalCore::epoch() const {
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   return epoch_;
 }
 
 Frontier CriticalCore::since() const {
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   return since_;
 }
 
 absl::StatusOr<SinceResult> CriticalCore::compare_and_downgrade_since(uint64_t expected_epoch,
                                                                       uint64_t new_epoch,
                                                                       Frontier new_since) {
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   SinceResult result;
   WEIR_ASSIGN_OR_RETURN(
       state_,
@@ -78,7 +77,7 @@ absl::StatusOr<SinceResult> CriticalCore::compare_and_downgrade_since(uint64_t e
 }
 
 absl::StatusOr<std::optional<EpochMismatch>> CriticalCore::expire(uint64_t expected_epoch) {
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   std::optional<EpochMismatch> mismatch;
   WEIR_ASSIGN_OR_RETURN(state_, shard_.apply(state_, [&](proto::ProtoShardState& state) {
     mismatch.reset();

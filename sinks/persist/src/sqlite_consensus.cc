@@ -2,14 +2,13 @@
 // compare_and_set runs in a BEGIN IMMEDIATE transaction, which SQLite's file locks serialize
 // across processes.
 
-#include <mutex>
-
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "consensus_stores.h"
 #include "str_cat.h"
 #include <sqlite3.h>
 
+#include "weir/mutex.h"
 #include "weir/status.h"
 
 namespace weir::persist::internal {
@@ -54,7 +53,7 @@ class SqliteConsensus final : public Consensus {
   }
 
   absl::StatusOr<std::optional<VersionedData>> head(std::string_view key) override {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     ResetOnExit reset(head_.get());
     WEIR_RETURN_IF_ERROR(check(bind_key(head_.get(), key), "head"));
     const int rc = sqlite3_step(head_.get());
@@ -71,7 +70,7 @@ class SqliteConsensus final : public Consensus {
                                             std::optional<uint64_t> expected_seqno,
                                             const VersionedData& new_version) override {
     WEIR_RETURN_IF_ERROR(check_next_seqno(key, expected_seqno, new_version.seqno));
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     WEIR_RETURN_IF_ERROR(exec("BEGIN IMMEDIATE"));
     absl::StatusOr<CasResult> result = cas_in_transaction(key, expected_seqno, new_version);
     if (result.ok() && *result == CasResult::kCommitted) {
@@ -88,7 +87,7 @@ class SqliteConsensus final : public Consensus {
 
   absl::StatusOr<std::vector<VersionedData>> scan(std::string_view key, uint64_t from_seqno,
                                                   size_t limit) override {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     ResetOnExit reset(scan_.get());
     WEIR_RETURN_IF_ERROR(check(bind_key(scan_.get(), key), "scan"));
     WEIR_RETURN_IF_ERROR(
@@ -111,7 +110,7 @@ class SqliteConsensus final : public Consensus {
   }
 
   absl::StatusOr<size_t> truncate(std::string_view key, uint64_t seqno) override {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     WEIR_RETURN_IF_ERROR(exec("BEGIN IMMEDIATE"));
     absl::StatusOr<size_t> result = truncate_in_transaction(key, seqno);
     if (result.ok()) {
@@ -130,7 +129,7 @@ class SqliteConsensus final : public Consensus {
   explicit SqliteConsensus(std::string path) : path_(std::move(path)) {}
 
   absl::Status init() {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     const int rc =
         sqlite3_open_v2(path_.c_str(), &db_,
                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
@@ -179,7 +178,8 @@ class SqliteConsensus final : public Consensus {
 
   absl::StatusOr<CasResult> cas_in_transaction(std::string_view key,
                                                std::optional<uint64_t> expected_seqno,
-                                               const VersionedData& new_version) {
+                                               const VersionedData& new_version)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     WEIR_ASSIGN_OR_RETURN(std::optional<uint64_t> current, max_seqno(key));
     if (current != expected_seqno) {
       return CasResult::kExpectationMismatch;
@@ -199,7 +199,8 @@ class SqliteConsensus final : public Consensus {
     return CasResult::kCommitted;
   }
 
-  absl::StatusOr<size_t> truncate_in_transaction(std::string_view key, uint64_t seqno) {
+  absl::StatusOr<size_t> truncate_in_transaction(std::string_view key, uint64_t seqno)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     WEIR_ASSIGN_OR_RETURN(std::optional<uint64_t> current, max_seqno(key));
     if (!current || *current < seqno) {
       return absl::FailedPreconditionError(internal::str_cat(
@@ -216,7 +217,8 @@ class SqliteConsensus final : public Consensus {
     return static_cast<size_t>(sqlite3_changes(db_));
   }
 
-  absl::StatusOr<std::optional<uint64_t>> max_seqno(std::string_view key) {
+  absl::StatusOr<std::optional<uint64_t>> max_seqno(std::string_view key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     ResetOnExit reset(max_.get());
     WEIR_RETURN_IF_ERROR(check(bind_key(max_.get(), key), "head"));
     const int rc = sqlite3_step(max_.get());
@@ -244,20 +246,20 @@ class SqliteConsensus final : public Consensus {
     return version;
   }
 
-  absl::Status prepare(const char* sql, Statement& stmt) {
+  absl::Status prepare(const char* sql, Statement& stmt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return check(sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, stmt.out(), nullptr),
                  sql);
   }
 
-  absl::Status exec(const char* sql) {
+  absl::Status exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return check(sqlite3_exec(db_, sql, nullptr, nullptr, nullptr), sql);
   }
 
-  absl::Status check(int rc, std::string_view what) {
+  absl::Status check(int rc, std::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return rc == SQLITE_OK ? absl::OkStatus() : error(rc, what);
   }
 
-  absl::Status error(int rc, std::string_view what) {
+  absl::Status error(int rc, std::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const std::string message =
         internal::str_cat("sqlite consensus \"", path_, "\": ", what, ": ", sqlite3_errmsg(db_));
     switch (rc & 0xFF) {
@@ -278,15 +280,15 @@ class SqliteConsensus final : public Consensus {
   };
 
   const std::string path_;
-  std::mutex mu_;
+  weir::Mutex mu_;
   // Declared before the statements, so that they are finalized first.
   std::unique_ptr<sqlite3, Closer> connection_;
-  sqlite3* db_ = nullptr;  // Guarded by mu_. Owned by connection_.
-  Statement head_;         // Guarded by mu_.
-  Statement max_;          // Guarded by mu_.
-  Statement insert_;       // Guarded by mu_.
-  Statement scan_;         // Guarded by mu_.
-  Statement truncate_;     // Guarded by mu_.
+  sqlite3* db_ ABSL_GUARDED_BY(mu_) = nullptr;  // Owned by connection_.
+  Statement head_ ABSL_GUARDED_BY(mu_);
+  Statement max_ ABSL_GUARDED_BY(mu_);
+  Statement insert_ ABSL_GUARDED_BY(mu_);
+  Statement scan_ ABSL_GUARDED_BY(mu_);
+  Statement truncate_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "thread_pool.h"
 
+#include "weir/mutex.h"
+
 namespace weir::persist::internal {
 
 ThreadPool::ThreadPool(int threads) {
@@ -11,7 +13,7 @@ ThreadPool::ThreadPool(int threads) {
 
 ThreadPool::~ThreadPool() {
   {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     stopping_ = true;
   }
   work_.notify_all();
@@ -22,7 +24,7 @@ ThreadPool::~ThreadPool() {
 
 void ThreadPool::schedule(absl::AnyInvocable<void() &&> task, bool urgent) {
   {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     if (urgent) {
       queue_.push_front(std::move(task));
     } else {
@@ -36,8 +38,10 @@ void ThreadPool::run() {
   while (true) {
     absl::AnyInvocable<void() &&> task;
     {
-      std::unique_lock lock(mu_);
-      work_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      weir::MutexLock lock(mu_);
+      while (!stopping_ && queue_.empty()) {
+        work_.wait(mu_);
+      }
       if (queue_.empty()) {
         return;  // Stopping, and nothing left to run.
       }

@@ -7,16 +7,16 @@
 
 #pragma once
 
-#include <condition_variable>
 #include <deque>
 #include <future>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <type_traits>
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
+
+#include "weir/mutex.h"
 
 namespace weir::persist::internal {
 
@@ -43,12 +43,10 @@ class ThreadPool {
  private:
   void run();
 
-  // std::mutex rather than absl::Mutex: Debian's abseil is not built for ThreadSanitizer, which
-  // then cannot see the hand-offs through it.
-  std::mutex mu_;
-  std::condition_variable work_;                     // Signalled on a new task and on stopping.
-  std::deque<absl::AnyInvocable<void() &&>> queue_;  // Guarded by mu_.
-  bool stopping_ = false;                            // Guarded by mu_.
+  weir::Mutex mu_;
+  weir::CondVar work_;  // Signalled on a new task and on stopping.
+  std::deque<absl::AnyInvocable<void() &&>> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
 

@@ -1,10 +1,9 @@
 #include "weir/sinks/persist/write_handle.h"
 
-#include <mutex>
-
 #include "handles.h"
 #include "str_cat.h"
 
+#include "weir/mutex.h"
 #include "weir/status.h"
 
 namespace weir::persist {
@@ -17,7 +16,7 @@ Frontier upper_of(const ShardState& state) { return frontier_of(state.proto.uppe
 
 absl::StatusOr<std::shared_ptr<WriterCore>> WriterCore::open(Shard shard, std::string purpose) {
   std::shared_ptr<WriterCore> writer(new WriterCore(std::move(shard), random_id('w')));
-  std::lock_guard lock(writer->mu_);
+  weir::MutexLock lock(writer->mu_);
   const Shard& s = writer->shard_;
   WEIR_ASSIGN_OR_RETURN(ShardState current, s.fetch());
   const int64_t now = s.core().now_ms();
@@ -38,13 +37,13 @@ absl::StatusOr<std::shared_ptr<WriterCore>> WriterCore::open(Shard shard, std::s
 }
 
 Frontier WriterCore::upper() const {
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   return upper_of(state_);
 }
 
 absl::StatusOr<Frontier> WriterCore::fetch_recent_upper() {
   WEIR_ASSIGN_OR_RETURN(ShardState latest, shard_.fetch());
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   if (latest.seqno > state_.seqno) {
     state_ = std::move(latest);
   }
@@ -78,7 +77,7 @@ absl::StatusOr<AppendResult> WriterCore::compare_and_append(const Batch& batch,
         internal::str_cat(label, ": a batch with parts cannot have an empty time interval"));
   }
   const int64_t now = shard_.core().now_ms();
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   const uint64_t seqno_before = state_.seqno;
   AppendResult result;
   const auto change = [&](proto::ProtoShardState& state) -> absl::StatusOr<Shard::Step> {
@@ -131,7 +130,7 @@ absl::StatusOr<AppendResult> WriterCore::compare_and_append(const Batch& batch,
 
 absl::Status WriterCore::heartbeat() {
   const int64_t now = shard_.core().now_ms();
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   WEIR_ASSIGN_OR_RETURN(ShardState latest, shard_.fetch());
   WEIR_ASSIGN_OR_RETURN(
       state_, shard_.apply(std::move(latest),
@@ -150,7 +149,7 @@ absl::Status WriterCore::heartbeat() {
 
 absl::Status WriterCore::maybe_heartbeat() {
   {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     const int64_t lease_ms = absl::ToInt64Milliseconds(shard_.core().config().writer_lease);
     if (shard_.core().now_ms() - last_heartbeat_ms_ < lease_ms / 4) {
       return absl::OkStatus();
@@ -160,7 +159,7 @@ absl::Status WriterCore::maybe_heartbeat() {
 }
 
 absl::Status WriterCore::expire() {
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   WEIR_ASSIGN_OR_RETURN(ShardState latest, shard_.fetch());
   WEIR_ASSIGN_OR_RETURN(state_, shard_.apply(std::move(latest), [&](proto::ProtoShardState& state) {
     auto* writers = state.mutable_writers();

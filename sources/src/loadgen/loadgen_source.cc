@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 
+#include "weir/mutex.h"
 #include "weir/operators/concat.h"
 #include "weir/operators/exchange.h"
 
@@ -12,14 +13,14 @@ namespace weir::sources {
 
 void SourceStats::record_upstream(uint64_t offset, std::chrono::steady_clock::time_point when) {
   upstream_.store(offset, std::memory_order_relaxed);
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   if (!history_.empty() && history_.back().first >= offset) return;
   history_.emplace_back(offset, when);
   while (history_.size() > 1'000'000) history_.pop_front();
 }
 
 std::optional<std::chrono::steady_clock::time_point> SourceStats::reached(uint64_t offset) const {
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   auto it = std::lower_bound(history_.begin(), history_.end(), offset,
                              [](const auto& entry, uint64_t o) { return entry.first < o; });
   if (it == history_.end()) return std::nullopt;

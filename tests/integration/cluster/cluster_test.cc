@@ -50,7 +50,7 @@ using std::chrono::seconds;
 class Process {
  public:
   explicit Process(std::vector<std::string> args,
-                   std::vector<std::pair<std::string, std::string>> env = {}) {
+                   const std::vector<std::pair<std::string, std::string>>& env = {}) {
     int out[2], err[2];
     EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
     EXPECT_EQ(::pipe2(err, O_CLOEXEC), 0);
@@ -58,8 +58,9 @@ class Process {
     if (pid_ == 0) {
       ::dup2(out[1], STDOUT_FILENO);
       ::dup2(err[1], STDERR_FILENO);
-      for (auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
+      for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
       std::vector<char*> argv;
+      argv.reserve(args.size() + 1);
       for (std::string& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
       ::execv(argv[0], argv.data());
@@ -178,7 +179,7 @@ class Cluster {
                                  std::vector<std::string> extra = {}) const {
     std::vector<std::string> args = {WEIR_CLUSTER_CHILD};
     args.insert(args.end(), mode.begin(), mode.end());
-    for (std::string flag : {std::string("-n"), std::to_string(processes_), std::string("-p"),
+    for (const std::string& flag : {std::string("-n"), std::to_string(processes_), std::string("-p"),
                              std::to_string(p), std::string("-h"), hostfile()}) {
       args.push_back(flag);
     }
@@ -236,7 +237,7 @@ TEST(ClusterTest, PropertyTestAcrossTwoProcesses) {
 
 // Starts `n` spinning processes and waits until every one has run a round.
 std::vector<std::unique_ptr<Process>> start_spinning(const Cluster& cluster, size_t n,
-                                                     std::vector<std::string> flags) {
+                                                     const std::vector<std::string>& flags) {
   std::vector<std::unique_ptr<Process>> processes;
   for (size_t p = 0; p < n; ++p) processes.push_back(cluster.start(p, {"spin", "120"}, flags));
   for (auto& p : processes) {

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "weir/communication/codec.h"
+#include "weir/errno_message.h"
 #include "weir/dataflow/operator_builder.h"
 #include "weir/operators/pipe.h"
 
@@ -74,7 +75,7 @@ class CaptureFile {
   }
   [[noreturn]] void fail(const char* what) {
     throw std::runtime_error(std::string("capture file '") + path_ + "': " + what + ": " +
-                             std::strerror(errno));
+                             weir::errno_message(errno));
   }
 
   std::string path_;
@@ -85,7 +86,7 @@ class ReplayFile {
  public:
   explicit ReplayFile(std::string path) : path_(std::move(path)) {
     std::FILE* f = std::fopen(path_.c_str(), "rb");
-    if (f == nullptr) fail(std::string("cannot open: ") + std::strerror(errno));
+    if (f == nullptr) fail(std::string("cannot open: ") + weir::errno_message(errno));
     char buffer[1 << 16];
     size_t n;
     while ((n = std::fread(buffer, 1, sizeof(buffer), f)) > 0) bytes_.append(buffer, n);

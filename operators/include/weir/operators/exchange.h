@@ -18,7 +18,7 @@ namespace weir {
 namespace internal {
 template <Timestamp T, class D, class Pact>
 Stream<T, D> pass_through(const Stream<T, D>& stream, const Pact& pact, std::string name) {
-  return unary<D>(stream, pact, std::move(name), [](Capability<T>, OperatorInfo) {
+  return unary<D>(stream, pact, std::move(name), [](Capability<T>, const OperatorInfo&) {
     return [](auto& input, auto& output) {
       input.for_each([&](const InputCapability<T>& cap, std::vector<D>& data) {
         output.session(cap).give_vec(data);

@@ -197,7 +197,7 @@ void sink(const Stream<T, D>& stream, const Pact& pact, std::string name, Logic 
   });
 }
 
-// `constructor(Capability<T>, OperatorInfo)` returns `logic(OperatorOutput<T, D>&)`; the logic
+// `constructor(Capability<T>, const OperatorInfo&)` returns `logic(OperatorOutput<T, D>&)`; the logic
 // may return bool (true: run again soon).
 template <class D, Timestamp T, class Constructor>
 Stream<T, D> source(Scope<T>& scope, std::string name, Constructor constructor) {

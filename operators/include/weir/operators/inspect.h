@@ -18,7 +18,7 @@ namespace weir {
 
 template <Timestamp T, class D, class F>
 Stream<T, D> inspect_batch(const Stream<T, D>& stream, F f) {
-  return unary<D>(stream, Pipeline{}, "InspectBatch", [f = std::move(f)](Capability<T>, OperatorInfo) mutable {
+  return unary<D>(stream, Pipeline{}, "InspectBatch", [f = std::move(f)](Capability<T>, const OperatorInfo&) mutable {
     return [f = std::move(f)](auto& input, auto& output) mutable {
       input.for_each([&](const InputCapability<T>& cap, std::vector<D>& data) {
         f(cap.time(), std::as_const(data));

@@ -22,7 +22,7 @@ namespace weir {
 template <Timestamp T, class D, class F>
 auto map(const Stream<T, D>& stream, F f) {
   using D2 = std::decay_t<std::invoke_result_t<F&, D>>;
-  return unary<D2>(stream, Pipeline{}, "Map", [f = std::move(f)](Capability<T>, OperatorInfo) mutable {
+  return unary<D2>(stream, Pipeline{}, "Map", [f = std::move(f)](Capability<T>, const OperatorInfo&) mutable {
     std::vector<D2> out;
     return [f = std::move(f), out = std::move(out)](auto& input, auto& output) mutable {
       input.for_each([&](const InputCapability<T>& cap, std::vector<D>& data) {
@@ -36,7 +36,7 @@ auto map(const Stream<T, D>& stream, F f) {
 
 template <Timestamp T, class D, class F>
 Stream<T, D> map_in_place(const Stream<T, D>& stream, F f) {
-  return unary<D>(stream, Pipeline{}, "MapInPlace", [f = std::move(f)](Capability<T>, OperatorInfo) mutable {
+  return unary<D>(stream, Pipeline{}, "MapInPlace", [f = std::move(f)](Capability<T>, const OperatorInfo&) mutable {
     return [f = std::move(f)](auto& input, auto& output) mutable {
       input.for_each([&](const InputCapability<T>& cap, std::vector<D>& data) {
         for (D& record : data) f(record);
@@ -51,7 +51,7 @@ template <Timestamp T, class D, class F>
 auto flat_map(const Stream<T, D>& stream, F f) {
   using Range = std::invoke_result_t<F&, D>;
   using D2 = std::decay_t<decltype(*std::begin(std::declval<Range&>()))>;
-  return unary<D2>(stream, Pipeline{}, "FlatMap", [f = std::move(f)](Capability<T>, OperatorInfo) mutable {
+  return unary<D2>(stream, Pipeline{}, "FlatMap", [f = std::move(f)](Capability<T>, const OperatorInfo&) mutable {
     return [f = std::move(f)](auto& input, auto& output) mutable {
       input.for_each([&](const InputCapability<T>& cap, std::vector<D>& data) {
         auto session = output.session(cap);
@@ -66,7 +66,7 @@ auto flat_map(const Stream<T, D>& stream, F f) {
 // Keeps the records for which `predicate(record)` is true.
 template <Timestamp T, class D, class F>
 Stream<T, D> filter(const Stream<T, D>& stream, F predicate) {
-  return unary<D>(stream, Pipeline{}, "Filter", [predicate = std::move(predicate)](Capability<T>, OperatorInfo) mutable {
+  return unary<D>(stream, Pipeline{}, "Filter", [predicate = std::move(predicate)](Capability<T>, const OperatorInfo&) mutable {
     return [predicate = std::move(predicate)](auto& input, auto& output) mutable {
       input.for_each([&](const InputCapability<T>& cap, std::vector<D>& data) {
         std::erase_if(data, [&](const D& record) { return !predicate(record); });

@@ -62,7 +62,6 @@
 #include <exception>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -85,6 +84,7 @@
 #include "weir/dataflow/port.h"
 #include "weir/dataflow/scope.h"
 #include "weir/dataflow/stream.h"
+#include "weir/mutex.h"
 #include "weir/progress/antichain.h"
 #include "weir/progress/capability.h"
 #include "weir/worker/worker.h"
@@ -137,7 +137,7 @@ class ButtonShared {
   }
 
   void set_activator(size_t local_worker, SyncActivator activator) {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     activators_[local_worker] = std::move(activator);
   }
   // Worker `worker` (global index, of this process) pressed.
@@ -159,7 +159,7 @@ class ButtonShared {
     presses_.fetch_add(1);
     std::vector<SyncActivator> activators;
     {
-      std::lock_guard lock(mu_);
+      weir::MutexLock lock(mu_);
       activators = activators_;
     }
     for (const auto& activator : activators) activator.activate();
@@ -168,8 +168,8 @@ class ButtonShared {
   ProcessShared* process_;
   uint64_t channel_;
   std::atomic<size_t> presses_{0};
-  std::mutex mu_;
-  std::vector<SyncActivator> activators_;  // Guarded by mu_; per local worker.
+  weir::Mutex mu_;
+  std::vector<SyncActivator> activators_ ABSL_GUARDED_BY(mu_);  // Per local worker.
 };
 
 // The worker-local side of an operator's shutdown button.

@@ -27,7 +27,7 @@ namespace weir {
 
 // The stack size fibers get unless asked for another (sanitizer builds multiply every size by 4,
 // because instrumented frames are larger).
-inline constexpr size_t kDefaultFiberStackSize = 256 * 1024;
+inline constexpr size_t kDefaultFiberStackSize = size_t{256} * 1024;
 
 class Fiber {
  public:

@@ -16,7 +16,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -25,6 +24,7 @@
 #include "absl/status/status.h"
 
 #include "weir/communication/transport.h"
+#include "weir/mutex.h"
 #include "weir/worker/activator.h"
 
 namespace weir {
@@ -56,7 +56,7 @@ class ProcessShared final : public TransportReceiver {
     std::shared_ptr<C> object;
     absl::Status failed;
     {
-      std::lock_guard lock(mu_);
+      weir::MutexLock lock(mu_);
       auto& entry = channels_[id];
       if (entry.object) return std::static_pointer_cast<C>(entry.object);
       object = make();
@@ -126,10 +126,10 @@ class ProcessShared final : public TransportReceiver {
 
   size_t processes_ = 1;
   size_t process_ = 0;
-  mutable std::mutex mu_;
-  std::unordered_map<uint64_t, ChannelEntry> channels_;  // Guarded by mu_.
-  size_t pending_bytes_ = 0;                             // Guarded by mu_.
-  absl::Status status_;                                  // Guarded by mu_.
+  mutable weir::Mutex mu_;
+  std::unordered_map<uint64_t, ChannelEntry> channels_ ABSL_GUARDED_BY(mu_);
+  size_t pending_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
   // Release pairs with the acquire in failed(): a worker that sees the flag sees status_ too.
   std::atomic<bool> failed_{false};
   std::vector<std::shared_ptr<SyncActivationQueue>> activation_queues_;

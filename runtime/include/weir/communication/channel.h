@@ -18,12 +18,12 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <utility>
 #include <vector>
 
 #include "weir/communication/fifo.h"
+#include "weir/mutex.h"
 #include "weir/progress/change_batch.h"
 #include "weir/progress/timestamp.h"
 #include "weir/worker/activator.h"
@@ -51,17 +51,18 @@ template <class M>
 class Inbox {
  public:
   void push(M&& message) {
-    bool wake = false;
+    // A copy taken under the lock: set_activator may replace activator_ meanwhile.
+    SyncActivator wake;
     {
-      std::lock_guard lock(mu_);
+      weir::MutexLock lock(mu_);
       pending_.push_back(std::move(message));
       has_pending_.store(true, std::memory_order_release);
       if (!notified_ && activator_) {
         notified_ = true;
-        wake = true;
+        wake = activator_;
       }
     }
-    if (wake) activator_.activate();
+    if (wake) wake.activate();
   }
 
   // Moves every pending message to the back of `out`. Returns true if there were any.
@@ -69,7 +70,7 @@ class Inbox {
     // Acquire pairs with the release in push: a false read only delays delivery to a later
     // drain, and the push that set it also activated the consumer.
     if (!has_pending_.load(std::memory_order_acquire)) return false;
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     out.append(pending_);
     has_pending_.store(false, std::memory_order_relaxed);
     notified_ = false;
@@ -79,16 +80,16 @@ class Inbox {
   // Sets who is activated when messages arrive. Messages pushed before arrive anyway: the
   // consumer runs once when it is built.
   void set_activator(SyncActivator activator) {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     activator_ = std::move(activator);
     notified_ = false;
   }
 
  private:
-  std::mutex mu_;
-  std::vector<M> pending_;   // Guarded by mu_.
-  bool notified_ = false;    // Guarded by mu_: an activation is outstanding.
-  SyncActivator activator_;  // Guarded by mu_.
+  weir::Mutex mu_;
+  std::vector<M> pending_ ABSL_GUARDED_BY(mu_);
+  bool notified_ ABSL_GUARDED_BY(mu_) = false;  // An activation is outstanding.
+  SyncActivator activator_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> has_pending_{false};
 };
 

@@ -205,7 +205,7 @@ class Scope : public LocalActivator {
     auto& port = output_port<D>(source);
     ChannelPair<T, D> pair = make_channel<T, D>(pact, site, port.batch_capacity());
     port.add_pusher(target, std::move(pair.pusher));
-    edges_.push_back({source, target});
+    edges_.emplace_back(source, target);
     return std::move(pair.end);
   }
 

@@ -242,7 +242,7 @@ absl::Status ReachabilityBuilder<T>::check_cycles() const {
   std::vector<std::pair<size_t, size_t>> stack;
   for (size_t root = 0; root < total; ++root) {
     if (color[root] != 0) continue;
-    stack.push_back({root, 0});
+    stack.emplace_back(root, 0);
     color[root] = 1;
     while (!stack.empty()) {
       auto& [v, edge] = stack.back();
@@ -273,7 +273,7 @@ absl::Status ReachabilityBuilder<T>::check_cycles() const {
         if (color[w] == 0) {
           color[w] = 1;
           parent[w] = v;
-          stack.push_back({w, 0});
+          stack.emplace_back(w, 0);
         }
       } else {
         color[v] = 2;

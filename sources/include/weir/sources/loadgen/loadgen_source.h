@@ -18,11 +18,11 @@
 #include <chrono>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <vector>
 
 #include "weir/dataflow/scope.h"
+#include "weir/mutex.h"
 #include "weir/sources/loadgen/generator.h"
 #include "weir/sources/source.h"
 
@@ -58,9 +58,9 @@ class SourceStats {
   std::vector<std::atomic<uint64_t>> snapshot_done_;
   std::vector<std::atomic<uint64_t>> snapshot_total_;
   std::atomic<uint64_t> upstream_{0};
-  mutable std::mutex mu_;
-  std::deque<std::pair<uint64_t, std::chrono::steady_clock::time_point>>
-      history_;  // Guarded by mu_.
+  mutable weir::Mutex mu_;
+  std::deque<std::pair<uint64_t, std::chrono::steady_clock::time_point>> history_
+      ABSL_GUARDED_BY(mu_);
 };
 
 struct LoadgenSourceConfig {

@@ -8,16 +8,15 @@
 
 #pragma once
 
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "absl/status/status.h"
 
+#include "weir/mutex.h"
 #include "weir/sinks/persist/client.h"
 
 namespace weir::persist {
@@ -48,12 +47,12 @@ class BackgroundMaintenance {
 
   const std::shared_ptr<PersistClient> client_;
   const std::function<void(const absl::Status&)> on_error_;
-  mutable std::mutex mu_;
-  std::condition_variable changed_;
-  std::deque<std::string> waiting_;  // Guarded by mu_; no name twice.
-  bool stop_ = false;                // Guarded by mu_.
-  size_t completed_ = 0;             // Guarded by mu_.
-  std::thread thread_;               // Last: starts once the rest is set.
+  mutable weir::Mutex mu_;
+  weir::CondVar changed_;
+  std::deque<std::string> waiting_ ABSL_GUARDED_BY(mu_);  // No name twice.
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  size_t completed_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread thread_;  // Last: starts once the rest is set.
 };
 
 }  // namespace weir::persist

@@ -46,7 +46,7 @@ class Frontier {
 
   // Frontiers of a total order are totally ordered; the empty frontier is the greatest.
   friend constexpr std::strong_ordering operator<=>(const Frontier& a, const Frontier& b) {
-    if (a.is_empty() || b.is_empty()) {
+    if (!a.time_.has_value() || !b.time_.has_value()) {
       return a.is_empty() <=> b.is_empty();
     }
     return *a.time_ <=> *b.time_;
