@@ -216,5 +216,21 @@ TEST(InputCapabilityTest, RespectsConnectivity) {
   EXPECT_DEATH(input.retain_for_output(1), "not allowed by the input's connectivity");
 }
 
+// Moved from, an InputCapability is empty: it cannot mint (found by the review: a moved-from
+// value left in an engaged optional used to open sessions behind the frontier).
+TEST(InputCapabilityTest, MovedFromCannotMint) {
+  std::vector<InternalHandle<uint64_t>> internals(1);
+  std::vector<Antichain<IntSummary<uint64_t>>> row{Antichain<IntSummary<uint64_t>>{{0}}};
+  InputCapability<uint64_t> input(5, internals, row, internals[0].get(), 3);
+  InputCapability<uint64_t> kept(std::move(input));
+  EXPECT_TRUE(kept.valid());
+  EXPECT_FALSE(input.valid());  // NOLINT(bugprone-use-after-move): the point of the test.
+  EXPECT_FALSE(input.can_produce(0, 5));
+  EXPECT_DEATH(input.retain(), "used after it was moved from");
+  EXPECT_TRUE(internals[0]->is_empty());  // The consumption goes with `kept`...
+  { InputCapability<uint64_t> dropped(std::move(kept)); }
+  EXPECT_EQ(internals[0]->iter().size(), 1u);  // ...and is reported once, when it is dropped.
+}
+
 }  // namespace
 }  // namespace weir

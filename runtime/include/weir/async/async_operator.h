@@ -25,8 +25,8 @@
 // Progress. Capabilities are real across suspensions: while the body holds one (in its sets or
 // in a local), no frontier downstream of its output passes its time. Dropping or downgrading one
 // anywhere in the body is reported when the body next suspends. A batch from `next()` counts as
-// consumed only when the body asks its input for the next event (or ends), so its
-// InputCapability may be used to give records until then, across suspensions.
+// consumed only when its InputCapability is destroyed (with the event, or later if the body moves
+// it out to keep it), so it may be used to give records until then, across suspensions.
 //
 // Outputs are fueled: after AsyncOptions' fuel bytes given since the body last suspended, giving
 // yields (flushing what was given and letting other operators run). To give many records one by
@@ -250,13 +250,6 @@ class AsyncInputCore {
         });
     if (!same) progress_pending_ = true;
   }
-  // Reports the consumption of the batch handed out last, if any.
-  void release_held(ChangeBatch<T>& consumed) {
-    if (holding_) {
-      consumed.update(held_time_, held_count_);
-      holding_ = false;
-    }
-  }
   // Consumes and drops every queued batch.
   virtual void discard(ChangeBatch<T>& consumed) = 0;
 
@@ -266,9 +259,6 @@ class AsyncInputCore {
   MutableAntichain<T> frontier_;
   std::vector<T> reported_{minimum_time<T>()};  // The frontier the body last saw.
   bool progress_pending_ = false;
-  bool holding_ = false;
-  T held_time_{};
-  int64_t held_count_ = 0;
 };
 
 template <Timestamp T, class D>
@@ -495,6 +485,9 @@ class AsyncOperator final : public Operator<T> {
   }
   std::span<const InternalHandle<T>> internals() const { return this->progress_.internals; }
   ChangeBatch<T>& consumed(uint32_t input) { return *this->progress_.consumeds[input]; }
+  InternalChanges<T>* consumed_changes(uint32_t input) {
+    return this->progress_.consumeds[input].get();
+  }
   std::shared_ptr<internal::ButtonState> button() const { return button_; }
 
   void add_input(std::unique_ptr<internal::AsyncInputCore<T>> input,
@@ -536,7 +529,6 @@ class AsyncOperator final : public Operator<T> {
 
   // The body returned or threw: on this thread's stack, after the fiber finished.
   void finish_body() {
-    for (size_t i = 0; i < inputs_.size(); ++i) inputs_[i]->release_held(consumed(i));
     absl::Status status = status_;
     if (std::exception_ptr error = fiber_->exception()) status = exception_status(error);
     if (status.ok()) {
@@ -582,7 +574,6 @@ class AsyncOperator final : public Operator<T> {
   void shut_down() {
     fiber_.reset();
     body_ = nullptr;
-    for (size_t i = 0; i < inputs_.size(); ++i) inputs_[i]->release_held(consumed(i));
     capabilities_.clear();
     held_.clear();
     error_capability_.reset();
@@ -640,8 +631,6 @@ class AsyncInputState final : public AsyncInputCore<T> {
 
   std::optional<typename AsyncInput<T, D>::Event> try_next() {
     using Input = AsyncInput<T, D>;
-    ChangeBatch<T>& consumed = op_->consumed(port_);
-    this->release_held(consumed);
     if (this->progress_pending_) {
       this->progress_pending_ = false;
       const auto now = this->frontier_.frontier();
@@ -651,11 +640,12 @@ class AsyncInputState final : public AsyncInputCore<T> {
       return typename Input::Event(typename Input::Progress{std::move(frontier)});
     }
     if (Message<T, D>* message = end_->pull()) {
-      this->holding_ = true;
-      this->held_time_ = message->time;
-      this->held_count_ = static_cast<int64_t>(message->data.size());
+      // The batch counts as consumed when its InputCapability is destroyed (when the body drops
+      // the event, or the capability it moved out of it).
       return typename Input::Event(typename Input::Data{
-          InputCapability<T>(message->time, op_->internals(), op_->connection(port_)),
+          InputCapability<T>(message->time, op_->internals(), op_->connection(port_),
+                             op_->consumed_changes(port_),
+                             static_cast<int64_t>(message->data.size())),
           message->data});
     }
     if (this->frontier_.is_empty()) return typename Input::Event(typename Input::End{});
@@ -670,7 +660,6 @@ class AsyncInputState final : public AsyncInputCore<T> {
   }
 
   void discard(ChangeBatch<T>& consumed) override {
-    this->release_held(consumed);
     while (Message<T, D>* message = end_->pull()) {
       consumed.update(message->time, static_cast<int64_t>(message->data.size()));
     }
@@ -710,6 +699,11 @@ void AsyncOutput<T, D>::check(const Capability<T>& capability) const {
 }
 template <Timestamp T, class D>
 void AsyncOutput<T, D>::check(const InputCapability<T>& capability) const {
+  WEIR_CHECK(capability.valid()) << "moved-from input capability used with output " << index_
+                                 << " of " << op_->name();
+  WEIR_CHECK(capability.operator_identity() == op_->internals().data())
+      << "input capability of another operator used with output " << index_ << " of "
+      << op_->name();
   WEIR_CHECK(capability.can_produce(index_, capability.time()))
       << "input data cannot produce output " << index_ << " of " << op_->name()
       << " at its own time";

@@ -204,6 +204,11 @@ class OperatorOutput {
   // A session at the time of input data. REQUIRES: that input is connected to this output with
   // a summary that keeps the time.
   Session session(const InputCapability<T>& capability) const {
+    WEIR_CHECK(capability.valid()) << "moved-from input capability used with output " << index_
+                                   << " of " << op_->name();
+    WEIR_CHECK(capability.operator_identity() == op_->progress().internals.data())
+        << "input capability of another operator used with output " << index_ << " of "
+        << op_->name();
     WEIR_CHECK(capability.can_produce(index_, capability.time()))
         << "input data cannot produce output " << index_ << " of " << op_->name()
         << " at its own time";

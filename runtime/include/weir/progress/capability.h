@@ -185,18 +185,19 @@ class InputCapability {
   }
   InputCapability(const InputCapability&) = delete;
   InputCapability& operator=(const InputCapability&) = delete;
+  // A moved-from InputCapability is empty: it produces nothing (valid() is false).
   InputCapability(InputCapability&& other) noexcept
       : time_(std::move(other.time_)),
-        internals_(other.internals_),
-        summaries_(other.summaries_),
+        internals_(std::exchange(other.internals_, {})),
+        summaries_(std::exchange(other.summaries_, {})),
         consumed_(std::exchange(other.consumed_, nullptr)),
         count_(other.count_) {}
   InputCapability& operator=(InputCapability&& other) noexcept {
     if (this != &other) {
       report();
       time_ = std::move(other.time_);
-      internals_ = other.internals_;
-      summaries_ = other.summaries_;
+      internals_ = std::exchange(other.internals_, {});
+      summaries_ = std::exchange(other.summaries_, {});
       consumed_ = std::exchange(other.consumed_, nullptr);
       count_ = other.count_;
     }
@@ -206,7 +207,12 @@ class InputCapability {
 
   const T& time() const { return time_; }
 
-  // True if this input may produce on `output` at `time`.
+  // False once moved from.
+  bool valid() const { return !internals_.empty(); }
+  // Identifies the operator this capability came to (compared with its outputs').
+  const void* operator_identity() const { return internals_.data(); }
+
+  // True if this input may produce on `output` at `time` (never once moved from).
   bool can_produce(size_t output, const T& time) const {
     if (output >= summaries_.size()) return false;
     return std::any_of(summaries_[output].begin(), summaries_[output].end(),
@@ -224,6 +230,7 @@ class InputCapability {
   // A capability for output 0 at `time` >= time().
   Capability<T> delayed(const T& time) const { return delayed_for_output(time, 0); }
   Capability<T> delayed_for_output(const T& time, size_t output) const {
+    WEIR_CHECK(valid()) << "input capability at " << time_ << " used after it was moved from";
     WEIR_CHECK(output < internals_.size()) << "output " << output << " out of range";
     WEIR_CHECK(can_produce(output, time))
         << "input capability at " << time_ << " cannot produce output " << output << " at "

@@ -39,6 +39,15 @@ class ChangeBatch {
   // Adds `diff` to the count of `time`. Amortized O(log n).
   void update(const T& time, int64_t diff) {
     if (diff == 0) return;
+    // A change to the time updated last (a session's capability released in the run that made
+    // it, a downgrade undone) folds into that entry instead of growing the batch.
+    if (!updates_.empty() && updates_.back().first == time) {
+      if ((updates_.back().second += diff) == 0) {
+        updates_.pop_back();
+        if (clean_ > updates_.size()) clean_ = updates_.size();
+      }
+      return;
+    }
     updates_.emplace_back(time, diff);
     maintain_bounds();
   }
