@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "weir/sinks/persist/client.h"
+#include "weir/persist/client.h"
 
 namespace weir::ingest {
 namespace {

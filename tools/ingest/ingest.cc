@@ -9,8 +9,8 @@
 
 #include "weir/operators/exchange.h"
 #include "weir/operators/inspect.h"
-#include "weir/sinks/persist/background_maintenance.h"
-#include "weir/sinks/persist/client.h"
+#include "weir/persist/background_maintenance.h"
+#include "weir/persist/client.h"
 #include "weir/worker/execute.h"
 
 namespace weir::ingest {

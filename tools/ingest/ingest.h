@@ -27,7 +27,7 @@
 
 #include "absl/status/statusor.h"
 
-#include "weir/sinks/persist/config.h"
+#include "weir/persist/config.h"
 #include "weir/sinks/persist_sink.h"
 #include "weir/sources/loadgen/loadgen_source.h"
 #include "weir/worker/config.h"

@@ -30,8 +30,8 @@
 
 #include "weir/async/async_operator.h"
 #include "weir/dataflow/stream.h"
-#include "weir/sinks/persist/background_maintenance.h"
-#include "weir/sinks/persist/write_handle.h"
+#include "weir/persist/background_maintenance.h"
+#include "weir/persist/write_handle.h"
 
 namespace weir::sinks {
 

@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "weir/sinks/persist/blob.h"
+#include "weir/persist/blob.h"
 
 namespace weir::persist::internal {
 

@@ -1,4 +1,4 @@
-#include "weir/sinks/persist/read_handle.h"
+#include "weir/persist/read_handle.h"
 
 #include <mutex>
 

@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 
-#include "weir/sinks/persist/consensus.h"
+#include "weir/persist/consensus.h"
 
 namespace weir::persist::internal {
 

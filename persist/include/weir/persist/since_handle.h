@@ -22,8 +22,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
-#include "weir/sinks/persist/frontier.h"
-#include "weir/sinks/persist/ids.h"
+#include "weir/persist/frontier.h"
+#include "weir/persist/ids.h"
 
 namespace weir::persist {
 

@@ -1,4 +1,4 @@
-#include "weir/sinks/persist/background_maintenance.h"
+#include "weir/persist/background_maintenance.h"
 
 #include <algorithm>
 #include <utility>

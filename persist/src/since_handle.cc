@@ -1,4 +1,4 @@
-#include "weir/sinks/persist/since_handle.h"
+#include "weir/persist/since_handle.h"
 
 #include <mutex>
 

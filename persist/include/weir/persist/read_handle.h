@@ -30,9 +30,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
-#include "weir/sinks/persist/batch.h"
-#include "weir/sinks/persist/frontier.h"
-#include "weir/sinks/persist/ids.h"
+#include "weir/persist/batch.h"
+#include "weir/persist/frontier.h"
+#include "weir/persist/ids.h"
 
 namespace weir::persist {
 

@@ -1,4 +1,4 @@
-#include "weir/sinks/persist/ids.h"
+#include "weir/persist/ids.h"
 
 #include <cstdint>
 #include <cstdio>

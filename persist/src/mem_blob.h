@@ -7,7 +7,7 @@
 #include <mutex>
 #include <string>
 
-#include "weir/sinks/persist/blob.h"
+#include "weir/persist/blob.h"
 
 namespace weir::persist::internal {
 

@@ -26,9 +26,9 @@
 #include "weir/check.h"
 #include "weir/persist/v1/part.pb.h"
 #include "weir/persist/v1/state.pb.h"
-#include "weir/sinks/persist/batch.h"
-#include "weir/sinks/persist/consensus.h"
-#include "weir/sinks/persist/frontier.h"
+#include "weir/persist/batch.h"
+#include "weir/persist/consensus.h"
+#include "weir/persist/frontier.h"
 
 namespace weir::persist::internal {
 

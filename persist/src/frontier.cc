@@ -1,4 +1,4 @@
-#include "weir/sinks/persist/frontier.h"
+#include "weir/persist/frontier.h"
 
 #include <string>
 

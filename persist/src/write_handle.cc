@@ -1,4 +1,4 @@
-#include "weir/sinks/persist/write_handle.h"
+#include "weir/persist/write_handle.h"
 
 #include <mutex>
 

@@ -7,7 +7,7 @@
 #include "handles.h"
 #include "str_cat.h"
 
-#include "weir/sinks/persist/client.h"
+#include "weir/persist/client.h"
 #include "weir/status.h"
 
 namespace weir::persist {

@@ -18,7 +18,7 @@
 
 #include "absl/status/status.h"
 
-#include "weir/sinks/persist/client.h"
+#include "weir/persist/client.h"
 
 namespace weir::persist {
 

@@ -22,10 +22,10 @@
 #include "merge.h"
 #include "parts.h"
 
-#include "weir/sinks/persist/batch.h"
-#include "weir/sinks/persist/read_handle.h"
-#include "weir/sinks/persist/since_handle.h"
-#include "weir/sinks/persist/write_handle.h"
+#include "weir/persist/batch.h"
+#include "weir/persist/read_handle.h"
+#include "weir/persist/since_handle.h"
+#include "weir/persist/write_handle.h"
 
 namespace weir::persist::internal {
 

@@ -31,15 +31,15 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
-#include "weir/sinks/persist/batch.h"
-#include "weir/sinks/persist/blob.h"
-#include "weir/sinks/persist/config.h"
-#include "weir/sinks/persist/consensus.h"
-#include "weir/sinks/persist/frontier.h"
-#include "weir/sinks/persist/ids.h"
-#include "weir/sinks/persist/read_handle.h"
-#include "weir/sinks/persist/since_handle.h"
-#include "weir/sinks/persist/write_handle.h"
+#include "weir/persist/batch.h"
+#include "weir/persist/blob.h"
+#include "weir/persist/config.h"
+#include "weir/persist/consensus.h"
+#include "weir/persist/frontier.h"
+#include "weir/persist/ids.h"
+#include "weir/persist/read_handle.h"
+#include "weir/persist/since_handle.h"
+#include "weir/persist/write_handle.h"
 
 namespace weir::persist {
 

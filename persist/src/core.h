@@ -18,10 +18,10 @@
 #include "parts.h"
 #include "thread_pool.h"
 
-#include "weir/sinks/persist/blob.h"
-#include "weir/sinks/persist/client.h"
-#include "weir/sinks/persist/config.h"
-#include "weir/sinks/persist/consensus.h"
+#include "weir/persist/blob.h"
+#include "weir/persist/client.h"
+#include "weir/persist/config.h"
+#include "weir/persist/consensus.h"
 
 namespace weir::persist::internal {
 

@@ -18,7 +18,7 @@
 #include "codec.h"
 #include "thread_pool.h"
 
-#include "weir/sinks/persist/blob.h"
+#include "weir/persist/blob.h"
 #include "weir/status.h"
 
 namespace weir::persist::internal {

@@ -1,4 +1,4 @@
-#include "weir/sinks/persist/client.h"
+#include "weir/persist/client.h"
 
 #include "handles.h"
 #include "str_cat.h"
