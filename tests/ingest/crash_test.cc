@@ -8,7 +8,7 @@
 #include <string>
 #include <thread>
 
-#include "ingest/ingest.h"
+#include "weir/ingest/ingest.h"
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -1,7 +1,7 @@
 // Ingestion end to end: a load generator's tables into persist shards, compared with the
 // generator's own state at several offsets; definite and transient errors; adding a table.
 
-#include "ingest/ingest.h"
+#include "weir/ingest/ingest.h"
 
 #include <filesystem>
 #include <map>

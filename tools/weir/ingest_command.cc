@@ -15,7 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "commands.h"
-#include "ingest/ingest.h"
+#include "weir/ingest/ingest.h"
 #include <unistd.h>
 
 namespace weir::tools {

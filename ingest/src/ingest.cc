@@ -1,4 +1,4 @@
-#include "ingest.h"
+#include "weir/ingest/ingest.h"
 
 #include <algorithm>
 #include <condition_variable>
