@@ -51,7 +51,7 @@ std::chrono::duration<double> IngestMonitor::lag(uint64_t persisted_upper) const
   return Clock::now() - *reached;
 }
 
-void IngestMonitor::set_epoch(std::shared_ptr<sources::SourceStats> source,
+void IngestMonitor::set_epoch(std::shared_ptr<sources::loadgen::SourceStats> source,
                               std::vector<std::string> tables,
                               std::vector<std::shared_ptr<sinks::SinkStats>> sinks,
                               std::vector<bool> snapshotting) {
@@ -69,7 +69,7 @@ struct Plan {
   uint64_t epoch = 0;
   bool finished = false;
   std::vector<ExportSpec> exports;
-  std::shared_ptr<sources::SourceStats> source_stats;
+  std::shared_ptr<sources::loadgen::SourceStats> source_stats;
   std::vector<std::shared_ptr<sinks::SinkStats>> sink_stats;
 };
 
@@ -209,7 +209,7 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
   auto opened = persist::PersistClient::open(options.location);
   if (!opened.ok()) return opened.status();
   std::shared_ptr<persist::PersistClient> client = std::move(*opened);
-  auto generator = loadgen::Generator::make(options.source.generator);
+  auto generator = sources::loadgen::Generator::make(options.source.generator);
   if (!generator.ok()) return generator.status();
   const std::string& kind = options.source.generator.kind;
 
@@ -264,7 +264,7 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
       plan.exports.push_back(ExportSpec{table, resume});
     }
     plan.finished = all_done;
-    plan.source_stats = std::make_shared<sources::SourceStats>(tables.size());
+    plan.source_stats = std::make_shared<sources::loadgen::SourceStats>(tables.size());
     std::vector<bool> snapshotting;
     for (size_t e = 0; e < tables.size(); ++e) {
       plan.sink_stats.push_back(std::make_shared<sinks::SinkStats>());
@@ -300,10 +300,10 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
       if (plan.finished) break;
       if (leader) ++epochs;
       const size_t index = worker.next_dataflow_index();
-      sources::LoadgenSourceConfig source = options.source;
+      sources::loadgen::LoadgenSourceConfig source = options.source;
       source.stats = plan.source_stats;
       worker.dataflow_named<Offset>(absl::StrCat("ingest-", epoch), [&](Scope<Offset>& scope) {
-        auto rendered = sources::render_loadgen(scope, source, plan.exports);
+        auto rendered = sources::loadgen::render_loadgen(scope, source, plan.exports);
         if (!rendered.ok()) {
           worker.fail(rendered.status());
           return;

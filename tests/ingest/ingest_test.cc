@@ -52,7 +52,7 @@ void expect_matches_generator(const IngestOptions& options, uint64_t until,
                               const std::vector<std::string>& tables) {
   auto client = persist::PersistClient::open(options.location);
   ASSERT_TRUE(client.ok()) << client.status();
-  auto generator = loadgen::Generator::make(options.source.generator);
+  auto generator = sources::loadgen::Generator::make(options.source.generator);
   ASSERT_TRUE(generator.ok());
   for (const auto& table : tables) {
     const uint32_t t = *generator->table_index(table);

@@ -37,7 +37,7 @@ namespace weir::ingest {
 struct IngestOptions {
   persist::PersistLocation location;
   weir::Config workers;                 // -w
-  sources::LoadgenSourceConfig source;  // Generator, rate, until, mode, faults.
+  sources::loadgen::LoadgenSourceConfig source;  // Generator, rate, until, mode, faults.
   std::vector<std::string> tables;      // Empty: every table of the generator.
   // Add this table after `add_after` (a new epoch: it snapshots, the others resume).
   std::string add_table;
@@ -79,13 +79,14 @@ class IngestMonitor {
   std::chrono::duration<double> lag(uint64_t persisted_upper) const;
 
   // Set by the driver.
-  void set_epoch(std::shared_ptr<sources::SourceStats> source, std::vector<std::string> tables,
+  void set_epoch(std::shared_ptr<sources::loadgen::SourceStats> source,
+                 std::vector<std::string> tables,
                  std::vector<std::shared_ptr<sinks::SinkStats>> sinks,
                  std::vector<bool> snapshotting);
 
  private:
   mutable std::mutex mu_;
-  std::shared_ptr<sources::SourceStats> source_;
+  std::shared_ptr<sources::loadgen::SourceStats> source_;
   std::vector<std::string> tables_;
   std::vector<std::shared_ptr<sinks::SinkStats>> sinks_;
   std::vector<bool> snapshotting_;
