@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "weir/communication/fifo.h"
+#include "weir/communication/internal/fifo.h"
 #include "weir/progress/change_batch.h"
 #include "weir/progress/timestamp.h"
 #include "weir/worker/activator.h"

@@ -2,6 +2,8 @@
 // push (std::deque allocates on construction, which a large idle graph of channels cannot afford).
 //
 // Thread safety: none; worker-local.
+//
+// Internal: installed because the channel and scope templates use it; not API.
 
 #pragma once
 
