@@ -1,5 +1,5 @@
 // The persist sink: writes a stream of (row, diff) updates at u64 times into one persist shard,
-// exactly once. Three operators per shard (DESIGN §9):
+// exactly once. Three operators per shard (docs/design/sinks.md):
 //
 // - mint (one worker): turns advances of the input's frontier into batch descriptions
 //   [lower, upper), starting at the shard's upper, and broadcasts them.
