@@ -36,9 +36,9 @@ namespace weir::ingest {
 
 struct IngestOptions {
   persist::PersistLocation location;
-  weir::Config workers;                 // -w
+  weir::Config workers;                          // -w
   sources::loadgen::LoadgenSourceConfig source;  // Generator, rate, until, mode, faults.
-  std::vector<std::string> tables;      // Empty: every table of the generator.
+  std::vector<std::string> tables;               // Empty: every table of the generator.
   // Add this table after `add_after` (a new epoch: it snapshots, the others resume).
   std::string add_table;
   std::chrono::milliseconds add_after{0};
