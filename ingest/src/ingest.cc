@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 
 #include "weir/operators/exchange.h"
@@ -229,6 +230,12 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
   log(absl::StrCat("incarnation ", *incarnation));
 
   std::map<std::string, std::shared_ptr<persist::WriteHandle>> writers;
+  std::shared_ptr<persist::WriteHandle> status;
+  // Every return, an early error included, expires the writers this run registered.
+  absl::Cleanup expire_writers = [&writers, &status] {
+    for (auto& [table, writer] : writers) (void)writer->expire();
+    if (status) (void)status->expire();
+  };
   for (const auto& table : all_tables) {
     auto writer = client->open_writer(shard_name(kind, table),
                                       absl::StrCat("ingest incarnation ", *incarnation));
@@ -237,7 +244,7 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
   }
   auto status_writer = client->open_writer(kind + ".status", "ingest health");
   if (!status_writer.ok()) return status_writer.status();
-  auto status = std::make_shared<persist::WriteHandle>(std::move(*status_writer));
+  status = std::make_shared<persist::WriteHandle>(std::move(*status_writer));
   // Appends that report maintenance_due ask for compaction and GC of their shard here.
   auto maintenance =
       std::make_shared<persist::BackgroundMaintenance>(client, [&log](const absl::Status& error) {
@@ -394,8 +401,6 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
     if (r.health.rfind("stalled: ", 0) == 0) r.error = r.health.substr(9);
     report.exports.push_back(std::move(r));
   }
-  for (auto& [table, writer] : writers) (void)writer->expire();
-  (void)status->expire();
   return report;
 }
 
