@@ -140,19 +140,42 @@ absl::StatusOr<uint64_t> take_incarnation(persist::PersistClient& client, const 
                             ".incarnations");
 }
 
+// One export's last aggregated health, as the report gives it.
+struct ExportHealth {
+  sources::Health status = sources::Health::kStarting;
+  std::string error;  // For kStalled.
+};
+
+// The last aggregated health of every export, shared by the health operator and the report.
+struct LastHealth {
+  explicit LastHealth(size_t exports) : exports(exports) {}
+  std::mutex mu;
+  std::vector<ExportHealth> exports;  // Guarded by mu.
+};
+
+// Where render_health writes, and what it stamps on each row.
+struct HealthOutput {
+  std::shared_ptr<persist::WriteHandle> status;  // The status shard `status_name`.
+  std::string status_name;
+  std::shared_ptr<persist::BackgroundMaintenance> maintenance;
+  std::vector<std::string> tables;  // Export index -> table.
+  uint64_t incarnation = 0;
+  uint64_t epoch = 0;
+  std::shared_ptr<LastHealth> last;  // Updated with every change.
+};
+
 // Appends aggregated health changes to the status shard, on the leader.
 void render_health(Scope<Offset>& scope, const Stream<Offset, sources::HealthUpdate>& health,
-                   std::shared_ptr<persist::WriteHandle> status, std::string status_name,
-                   std::shared_ptr<persist::BackgroundMaintenance> maintenance,
-                   std::vector<std::string> tables, uint64_t incarnation, uint64_t epoch,
-                   std::shared_ptr<std::vector<std::string>> last,
-                   std::shared_ptr<std::mutex> last_mu) {
+                   HealthOutput out) {
   AsyncOperatorBuilder<Offset> builder("Health", scope);
   auto input =
       builder.add_input(health, Exchange([](const sources::HealthUpdate&) { return uint64_t{0}; }));
   const size_t peers = scope.peers();
   builder.set_on_error(OnError::kHold);
   builder.build([=](AsyncContext& ctx, std::span<CapabilitySet<Offset>>) mutable -> absl::Status {
+    const auto& status = out.status;
+    const auto& tables = out.tables;
+    const auto& last = out.last;
     sources::HealthAggregator aggregator(tables.size(), peers);
     for (;;) {
       auto event = input.next();
@@ -166,14 +189,14 @@ void render_health(Scope<Offset>& scope, const Stream<Offset, sources::HealthUpd
         const auto e = update.export_index;
         std::string row =
             absl::StrCat(tables[e], " ", std::string(sources::to_string(aggregator.status(e))),
-                         " incarnation=", incarnation, " epoch=", epoch);
+                         " incarnation=", out.incarnation, " epoch=", out.epoch);
         if (aggregator.status(e) == sources::Health::kStalled)
           absl::StrAppend(&row, " error=", aggregator.error(e));
         {
-          std::lock_guard lock(*last_mu);
-          (*last)[e] =
-              std::string(sources::to_string(aggregator.status(e))) +
-              (aggregator.status(e) == sources::Health::kStalled ? ": " + aggregator.error(e) : "");
+          std::lock_guard lock(last->mu);
+          last->exports[e] = ExportHealth{
+              aggregator.status(e),
+              aggregator.status(e) == sources::Health::kStalled ? aggregator.error(e) : ""};
         }
         rows.push_back({std::move(row), now_ms, 1});
       }
@@ -189,7 +212,7 @@ void render_health(Scope<Offset>& scope, const Stream<Offset, sources::HealthUpd
           auto result = status->compare_and_append(rows, Frontier(lower), Frontier(time + 1));
           if (!result.ok()) return result.status();
           if (result->is_appended()) {
-            if (result->maintenance_due) maintenance->request(status_name);
+            if (result->maintenance_due) out.maintenance->request(out.status_name);
             return absl::OkStatus();
           }
         }
@@ -254,8 +277,7 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
   const std::optional<Offset> final_upper =
       options.source.until ? std::optional<Offset>(*options.source.until + 1) : std::nullopt;
   std::map<std::string, uint64_t> updates, batches;
-  auto health = std::make_shared<std::vector<std::string>>(all_tables.size(), "starting");
-  auto health_mu = std::make_shared<std::mutex>();
+  auto health = std::make_shared<LastHealth>(all_tables.size());
   bool added = options.add_table.empty();
 
   // Makes the plan of `epoch`: every current table resumes from its shard's upper.
@@ -335,8 +357,9 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
         }
         std::vector<std::string> names;
         for (const auto& e : plan.exports) names.push_back(e.table);
-        render_health(scope, rendered->health, status, kind + ".status", maintenance, names,
-                      *incarnation, epoch, health, health_mu);
+        render_health(scope, rendered->health,
+                      HealthOutput{status, kind + ".status", maintenance, std::move(names),
+                                   *incarnation, epoch, health});
       });
       auto installed = [&] {
         auto all = worker.installed_dataflows();
@@ -395,10 +418,10 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
     r.updates = updates[tables[e]];
     r.batches = batches[tables[e]];
     {
-      std::lock_guard lock(*health_mu);
-      r.health = (*health)[e];
+      std::lock_guard lock(health->mu);
+      r.health = health->exports[e].status;
+      r.error = health->exports[e].error;
     }
-    if (r.health.rfind("stalled: ", 0) == 0) r.error = r.health.substr(9);
     report.exports.push_back(std::move(r));
   }
   return report;

@@ -75,7 +75,7 @@ TEST_P(IngestTest, ShardsEqualTheGeneratorAtEveryOffset) {
   ASSERT_EQ(report->exports.size(), 3u);
   for (const auto& e : report->exports) {
     EXPECT_EQ(e.upper, until + 1) << e.shard;
-    EXPECT_EQ(e.health, "ceased") << e.shard;
+    EXPECT_EQ(e.health, sources::Health::kCeased) << e.shard;
     EXPECT_GT(e.updates, 0u);
   }
   expect_matches_generator(options, until, {"users", "auctions", "bids"});
@@ -134,7 +134,8 @@ TEST_P(IngestTest, DefiniteErrorStaysInItsExport) {
   for (const auto& e : report->exports) {
     EXPECT_EQ(e.upper, until + 1) << e.shard;
     if (e.table == "bids") {
-      EXPECT_NE(e.error.find("undecodable row"), std::string::npos) << e.health;
+      EXPECT_EQ(e.health, sources::Health::kStalled) << sources::to_string(e.health);
+      EXPECT_NE(e.error.find("undecodable row"), std::string::npos) << e.error;
     }
   }
   // The other exports are complete and correct.

@@ -30,6 +30,7 @@
 #include "weir/persist/config.h"
 #include "weir/sinks/persist_sink.h"
 #include "weir/sources/loadgen/loadgen_source.h"
+#include "weir/sources/source.h"
 #include "weir/worker/config.h"
 
 namespace weir::ingest {
@@ -50,11 +51,11 @@ struct IngestOptions {
 struct ExportReport {
   std::string table;
   std::string shard;
-  uint64_t upper = 0;    // The shard's upper at the end.
-  uint64_t updates = 0;  // Updates written by this run.
-  uint64_t batches = 0;  // Batches appended by this run.
-  std::string health;    // Last aggregated health.
-  std::string error;     // The definite error, if the export has one.
+  uint64_t upper = 0;                                   // The shard's upper at the end.
+  uint64_t updates = 0;                                 // Updates written by this run.
+  uint64_t batches = 0;                                 // Batches appended by this run.
+  sources::Health health = sources::Health::kStarting;  // Last aggregated health.
+  std::string error;  // The definite error (health kStalled), if the export has one.
 };
 
 struct IngestReport {
