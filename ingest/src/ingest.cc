@@ -12,6 +12,7 @@
 #include "weir/operators/inspect.h"
 #include "weir/persist/background_maintenance.h"
 #include "weir/persist/client.h"
+#include "weir/status.h"
 #include "weir/worker/execute.h"
 
 namespace weir::ingest {
@@ -122,17 +123,15 @@ class Control {
 
 // Takes the next incarnation number: appends one row to `<kind>.incarnations`.
 absl::StatusOr<uint64_t> take_incarnation(persist::PersistClient& client, const std::string& kind) {
-  auto writer = client.open_writer(kind + ".incarnations", "ingest");
-  if (!writer.ok()) return writer.status();
+  WEIR_ASSIGN_OR_RETURN(auto writer, client.open_writer(kind + ".incarnations", "ingest"));
   for (int attempt = 0; attempt < 100; ++attempt) {
-    auto upper = writer->fetch_recent_upper();
-    if (!upper.ok()) return upper.status();
-    const uint64_t n = upper->is_empty() ? 0 : upper->time();
+    WEIR_ASSIGN_OR_RETURN(const auto upper, writer.fetch_recent_upper());
+    const uint64_t n = upper.is_empty() ? 0 : upper.time();
     std::vector<persist::Update> row{{absl::StrCat("incarnation=", n), n, 1}};
-    auto result = writer->compare_and_append(row, Frontier(n), Frontier(n + 1));
-    if (!result.ok()) return result.status();
-    if (result->is_appended()) {
-      (void)writer->expire();
+    WEIR_ASSIGN_OR_RETURN(const auto result,
+                          writer.compare_and_append(row, Frontier(n), Frontier(n + 1)));
+    if (result.is_appended()) {
+      (void)writer.expire();
       return n;
     }
   }
@@ -204,21 +203,20 @@ void render_health(Scope<Offset>& scope, const Stream<Offset, sources::HealthUpd
       // Append at a time after the shard's upper (wall-clock milliseconds, kept increasing).
       absl::Status appended = ctx.run_blocking([&]() -> absl::Status {
         for (int attempt = 0; attempt < 20; ++attempt) {
-          auto upper = status->fetch_recent_upper();
-          if (!upper.ok()) return upper.status();
-          const uint64_t lower = upper->is_empty() ? 0 : upper->time();
+          WEIR_ASSIGN_OR_RETURN(const auto upper, status->fetch_recent_upper());
+          const uint64_t lower = upper.is_empty() ? 0 : upper.time();
           uint64_t time = std::max(lower, now_ms);
           for (auto& r : rows) r.time = time;
-          auto result = status->compare_and_append(rows, Frontier(lower), Frontier(time + 1));
-          if (!result.ok()) return result.status();
-          if (result->is_appended()) {
-            if (result->maintenance_due) out.maintenance->request(out.status_name);
+          WEIR_ASSIGN_OR_RETURN(const auto result, status->compare_and_append(rows, Frontier(lower),
+                                                                              Frontier(time + 1)));
+          if (result.is_appended()) {
+            if (result.maintenance_due) out.maintenance->request(out.status_name);
             return absl::OkStatus();
           }
         }
         return absl::AbortedError("status shard: too much contention");
       });
-      if (!appended.ok()) return appended;
+      WEIR_RETURN_IF_ERROR(appended);
     }
   });
 }
@@ -230,27 +228,24 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
   auto log = [&](const std::string& line) {
     if (options.log) options.log(line);
   };
-  auto opened = persist::PersistClient::open(options.location);
-  if (!opened.ok()) return opened.status();
-  std::shared_ptr<persist::PersistClient> client = std::move(*opened);
-  auto generator = sources::loadgen::Generator::make(options.source.generator);
-  if (!generator.ok()) return generator.status();
+  WEIR_ASSIGN_OR_RETURN(std::shared_ptr<persist::PersistClient> client,
+                        persist::PersistClient::open(options.location));
+  WEIR_ASSIGN_OR_RETURN(auto generator,
+                        sources::loadgen::Generator::make(options.source.generator));
   const std::string& kind = options.source.generator.kind;
 
   std::vector<std::string> tables = options.tables;
   if (tables.empty()) {
-    for (uint32_t t = 0; t < generator->num_tables(); ++t)
-      tables.push_back(generator->table_name(t));
+    for (uint32_t t = 0; t < generator.num_tables(); ++t) tables.push_back(generator.table_name(t));
   }
   std::vector<std::string> all_tables = tables;
   if (!options.add_table.empty()) all_tables.push_back(options.add_table);
   for (const auto& table : all_tables) {
-    if (auto index = generator->table_index(table); !index.ok()) return index.status();
+    WEIR_RETURN_IF_ERROR(generator.table_index(table).status());
   }
 
-  auto incarnation = take_incarnation(*client, kind);
-  if (!incarnation.ok()) return incarnation.status();
-  log(absl::StrCat("incarnation ", *incarnation));
+  WEIR_ASSIGN_OR_RETURN(const uint64_t incarnation, take_incarnation(*client, kind));
+  log(absl::StrCat("incarnation ", incarnation));
 
   std::map<std::string, std::shared_ptr<persist::WriteHandle>> writers;
   std::shared_ptr<persist::WriteHandle> status;
@@ -260,14 +255,13 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
     if (status) (void)status->expire();
   };
   for (const auto& table : all_tables) {
-    auto writer = client->open_writer(shard_name(kind, table),
-                                      absl::StrCat("ingest incarnation ", *incarnation));
-    if (!writer.ok()) return writer.status();
-    writers[table] = std::make_shared<persist::WriteHandle>(std::move(*writer));
+    WEIR_ASSIGN_OR_RETURN(auto writer,
+                          client->open_writer(shard_name(kind, table),
+                                              absl::StrCat("ingest incarnation ", incarnation)));
+    writers[table] = std::make_shared<persist::WriteHandle>(std::move(writer));
   }
-  auto status_writer = client->open_writer(kind + ".status", "ingest health");
-  if (!status_writer.ok()) return status_writer.status();
-  status = std::make_shared<persist::WriteHandle>(std::move(*status_writer));
+  WEIR_ASSIGN_OR_RETURN(auto status_writer, client->open_writer(kind + ".status", "ingest health"));
+  status = std::make_shared<persist::WriteHandle>(std::move(status_writer));
   // Appends that report maintenance_due ask for compaction and GC of their shard here.
   auto maintenance =
       std::make_shared<persist::BackgroundMaintenance>(client, [&log](const absl::Status& error) {
@@ -286,9 +280,8 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
     plan.epoch = epoch;
     bool all_done = final_upper.has_value() && added;
     for (const auto& table : tables) {
-      auto upper = writers[table]->fetch_recent_upper();
-      if (!upper.ok()) return upper.status();
-      const Offset resume = upper->is_empty() ? std::numeric_limits<Offset>::max() : upper->time();
+      WEIR_ASSIGN_OR_RETURN(const auto upper, writers[table]->fetch_recent_upper());
+      const Offset resume = upper.is_empty() ? std::numeric_limits<Offset>::max() : upper.time();
       if (!final_upper || resume < *final_upper) all_done = false;
       plan.exports.push_back(ExportSpec{table, resume});
     }
@@ -311,14 +304,13 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
     }
   };
 
-  auto first = make_plan(0);
-  if (!first.ok()) return first.status();
-  for (const auto& e : first->exports) {
+  WEIR_ASSIGN_OR_RETURN(Plan first, make_plan(0));
+  for (const auto& e : first.exports) {
     log(e.needs_snapshot() ? absl::StrCat(e.table, ": snapshot")
                            : absl::StrCat(e.table, ": resuming at offset ", e.resume_upper));
   }
   Control control(options.workers.workers);
-  control.publish(*first);
+  control.publish(first);
   size_t epochs = 0;
   absl::Status plan_error;
 
@@ -359,7 +351,7 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
         for (const auto& e : plan.exports) names.push_back(e.table);
         render_health(scope, rendered->health,
                       HealthOutput{status, kind + ".status", maintenance, std::move(names),
-                                   *incarnation, epoch, health});
+                                   incarnation, epoch, health});
       });
       auto installed = [&] {
         auto all = worker.installed_dataflows();
@@ -402,11 +394,11 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
       }
     }
   });
-  if (!executed.ok()) return executed;
-  if (!plan_error.ok()) return plan_error;
+  WEIR_RETURN_IF_ERROR(executed);
+  WEIR_RETURN_IF_ERROR(plan_error);
 
   IngestReport report;
-  report.incarnation = *incarnation;
+  report.incarnation = incarnation;
   report.epochs = epochs;
   report.seconds = std::chrono::duration<double>(Clock::now() - started).count();
   for (size_t e = 0; e < tables.size(); ++e) {
