@@ -147,7 +147,7 @@ struct ExportHealth {
 
 // The last aggregated health of every export, shared by the health operator and the report.
 struct LastHealth {
-  explicit LastHealth(size_t exports) : exports(exports) {}
+  explicit LastHealth(size_t count) : exports(count) {}
   std::mutex mu;
   std::vector<ExportHealth> exports;  // Guarded by mu.
 };
