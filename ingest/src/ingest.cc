@@ -221,97 +221,157 @@ void render_health(Scope<Offset>& scope, const Stream<Offset, sources::HealthUpd
   });
 }
 
-}  // namespace
+// One run of the driver: its shards' writers, the tables it ingests and the totals so far.
+struct Ingestion {
+  Ingestion(const IngestOptions& run_options, IngestMonitor* run_monitor)
+      : options(run_options),
+        monitor(run_monitor),
+        kind(run_options.source.generator.kind),
+        final_upper(run_options.source.until ? std::optional<Offset>(*run_options.source.until + 1)
+                                             : std::nullopt),
+        added(run_options.add_table.empty()) {}
 
-absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMonitor* monitor) {
-  const auto started = Clock::now();
-  auto log = [&](const std::string& line) {
+  void log(const std::string& line) const {
     if (options.log) options.log(line);
-  };
-  WEIR_ASSIGN_OR_RETURN(std::shared_ptr<persist::PersistClient> client,
-                        persist::PersistClient::open(options.location));
+  }
+  // Makes the plan of `epoch`: every current table resumes from its shard's upper.
+  absl::StatusOr<Plan> make_plan(uint64_t epoch);
+  // Adds this epoch's sink counts to the totals.
+  void collect(const Plan& plan);
+
+  const IngestOptions& options;
+  IngestMonitor* monitor;  // May be null.
+  const Clock::time_point started = Clock::now();
+  const std::string kind;
+  const std::optional<Offset> final_upper;  // From options.source.until.
+  std::vector<std::string> tables;          // Ingested now; add_table joins once `added`.
+  bool added;
+  uint64_t incarnation = 0;
+  std::shared_ptr<persist::PersistClient> client;
+  std::map<std::string, std::shared_ptr<persist::WriteHandle>> writers;  // Every table's.
+  std::shared_ptr<persist::WriteHandle> status;                          // `<kind>.status`.
+  std::shared_ptr<persist::BackgroundMaintenance> maintenance;
+  std::shared_ptr<LastHealth> health;
+  std::map<std::string, uint64_t> updates, batches;  // By table, over every epoch.
+  size_t epochs = 0;
+};
+
+absl::StatusOr<Plan> Ingestion::make_plan(uint64_t epoch) {
+  Plan plan;
+  plan.epoch = epoch;
+  bool all_done = final_upper.has_value() && added;
+  for (const auto& table : tables) {
+    WEIR_ASSIGN_OR_RETURN(const auto upper, writers[table]->fetch_recent_upper());
+    const Offset resume = upper.is_empty() ? std::numeric_limits<Offset>::max() : upper.time();
+    if (!final_upper || resume < *final_upper) all_done = false;
+    plan.exports.push_back(ExportSpec{table, resume});
+  }
+  plan.finished = all_done;
+  plan.source_stats = std::make_shared<sources::loadgen::SourceStats>(tables.size());
+  std::vector<bool> snapshotting;
+  for (size_t e = 0; e < tables.size(); ++e) {
+    plan.sink_stats.push_back(std::make_shared<sinks::SinkStats>());
+    plan.sink_stats.back()->persisted_upper.store(plan.exports[e].resume_upper);
+    snapshotting.push_back(plan.exports[e].needs_snapshot());
+  }
+  if (monitor) monitor->set_epoch(plan.source_stats, tables, plan.sink_stats, snapshotting);
+  return plan;
+}
+
+void Ingestion::collect(const Plan& plan) {
+  for (size_t e = 0; e < plan.exports.size(); ++e) {
+    updates[plan.exports[e].table] += plan.sink_stats[e]->updates.load();
+    batches[plan.exports[e].table] += plan.sink_stats[e]->batches.load();
+  }
+}
+
+// Plan: checks the tables, takes an incarnation and opens every shard's writer. The writers
+// opened are in `in.writers` (and `in.status`) even when this fails part-way.
+absl::Status open_shards(Ingestion& in) {
+  const IngestOptions& options = in.options;
+  WEIR_ASSIGN_OR_RETURN(in.client, persist::PersistClient::open(options.location));
   WEIR_ASSIGN_OR_RETURN(auto generator,
                         sources::loadgen::Generator::make(options.source.generator));
-  const std::string& kind = options.source.generator.kind;
-
-  std::vector<std::string> tables = options.tables;
-  if (tables.empty()) {
-    for (uint32_t t = 0; t < generator.num_tables(); ++t) tables.push_back(generator.table_name(t));
+  in.tables = options.tables;
+  if (in.tables.empty()) {
+    for (uint32_t t = 0; t < generator.num_tables(); ++t) {
+      in.tables.push_back(generator.table_name(t));
+    }
   }
-  std::vector<std::string> all_tables = tables;
+  std::vector<std::string> all_tables = in.tables;
   if (!options.add_table.empty()) all_tables.push_back(options.add_table);
   for (const auto& table : all_tables) {
     WEIR_RETURN_IF_ERROR(generator.table_index(table).status());
   }
 
-  WEIR_ASSIGN_OR_RETURN(const uint64_t incarnation, take_incarnation(*client, kind));
-  log(absl::StrCat("incarnation ", incarnation));
+  WEIR_ASSIGN_OR_RETURN(in.incarnation, take_incarnation(*in.client, in.kind));
+  in.log(absl::StrCat("incarnation ", in.incarnation));
 
-  std::map<std::string, std::shared_ptr<persist::WriteHandle>> writers;
-  std::shared_ptr<persist::WriteHandle> status;
-  // Every return, an early error included, expires the writers this run registered.
-  absl::Cleanup expire_writers = [&writers, &status] {
-    for (auto& [table, writer] : writers) (void)writer->expire();
-    if (status) (void)status->expire();
-  };
   for (const auto& table : all_tables) {
-    WEIR_ASSIGN_OR_RETURN(auto writer,
-                          client->open_writer(shard_name(kind, table),
-                                              absl::StrCat("ingest incarnation ", incarnation)));
-    writers[table] = std::make_shared<persist::WriteHandle>(std::move(writer));
+    WEIR_ASSIGN_OR_RETURN(
+        auto writer, in.client->open_writer(shard_name(in.kind, table),
+                                            absl::StrCat("ingest incarnation ", in.incarnation)));
+    in.writers[table] = std::make_shared<persist::WriteHandle>(std::move(writer));
   }
-  WEIR_ASSIGN_OR_RETURN(auto status_writer, client->open_writer(kind + ".status", "ingest health"));
-  status = std::make_shared<persist::WriteHandle>(std::move(status_writer));
+  WEIR_ASSIGN_OR_RETURN(auto status_writer,
+                        in.client->open_writer(in.kind + ".status", "ingest health"));
+  in.status = std::make_shared<persist::WriteHandle>(std::move(status_writer));
   // Appends that report maintenance_due ask for compaction and GC of their shard here.
-  auto maintenance =
-      std::make_shared<persist::BackgroundMaintenance>(client, [&log](const absl::Status& error) {
-        log(absl::StrCat("persist maintenance: ", error.message()));
+  in.maintenance =
+      std::make_shared<persist::BackgroundMaintenance>(in.client, [&in](const absl::Status& error) {
+        in.log(absl::StrCat("persist maintenance: ", error.message()));
       });
+  in.health = std::make_shared<LastHealth>(all_tables.size());
+  return absl::OkStatus();
+}
 
-  const std::optional<Offset> final_upper =
-      options.source.until ? std::optional<Offset>(*options.source.until + 1) : std::nullopt;
-  std::map<std::string, uint64_t> updates, batches;
-  auto health = std::make_shared<LastHealth>(all_tables.size());
-  bool added = options.add_table.empty();
+// Builds one epoch's dataflow on one worker: the source, a persist sink per export, and the
+// health operator. A transient error anywhere asks `control` for a restart.
+void render_epoch(Ingestion& in, Worker& worker, Scope<Offset>& scope, const Plan& plan,
+                  Control& control, uint64_t epoch) {
+  sources::loadgen::LoadgenSourceConfig source = in.options.source;
+  source.stats = plan.source_stats;
+  auto rendered = sources::loadgen::render_loadgen(scope, source, plan.exports);
+  if (!rendered.ok()) {
+    worker.fail(rendered.status());
+    return;
+  }
+  for (size_t e = 0; e < plan.exports.size(); ++e) {
+    sinks::PersistSinkConfig sink;
+    sink.name = shard_name(in.kind, plan.exports[e].table);
+    sink.writer = in.writers[plan.exports[e].table];
+    sink.shard_upper = plan.exports[e].resume_upper;
+    sink.final_upper = in.final_upper;
+    sink.stats = plan.sink_stats[e];
+    sink.maintenance = in.maintenance;
+    auto sink_rendered = sinks::render_persist_sink(rendered->exports[e], sink);
+    for (auto& errors : sink_rendered.errors) rendered->errors.push_back(errors);
+  }
+  for (auto& errors : rendered->errors) {
+    errors | inspect([&control, epoch, &in](const AsyncError& error) {
+      in.log(absl::StrCat("transient error in ", error.operator_name, " (worker ", error.worker,
+                          "): ", error.status.ToString(), "; restarting from the shard uppers"));
+      control.request_restart(epoch);
+    });
+  }
+  std::vector<std::string> names;
+  for (const auto& e : plan.exports) names.push_back(e.table);
+  render_health(scope, rendered->health,
+                HealthOutput{in.status, in.kind + ".status", in.maintenance, std::move(names),
+                             in.incarnation, epoch, in.health});
+}
 
-  // Makes the plan of `epoch`: every current table resumes from its shard's upper.
-  auto make_plan = [&](uint64_t epoch) -> absl::StatusOr<Plan> {
-    Plan plan;
-    plan.epoch = epoch;
-    bool all_done = final_upper.has_value() && added;
-    for (const auto& table : tables) {
-      WEIR_ASSIGN_OR_RETURN(const auto upper, writers[table]->fetch_recent_upper());
-      const Offset resume = upper.is_empty() ? std::numeric_limits<Offset>::max() : upper.time();
-      if (!final_upper || resume < *final_upper) all_done = false;
-      plan.exports.push_back(ExportSpec{table, resume});
-    }
-    plan.finished = all_done;
-    plan.source_stats = std::make_shared<sources::loadgen::SourceStats>(tables.size());
-    std::vector<bool> snapshotting;
-    for (size_t e = 0; e < tables.size(); ++e) {
-      plan.sink_stats.push_back(std::make_shared<sinks::SinkStats>());
-      plan.sink_stats.back()->persisted_upper.store(plan.exports[e].resume_upper);
-      snapshotting.push_back(plan.exports[e].needs_snapshot());
-    }
-    if (monitor) monitor->set_epoch(plan.source_stats, tables, plan.sink_stats, snapshotting);
-    return plan;
-  };
-  // Adds this epoch's sink counts to the totals.
-  auto collect = [&](const Plan& plan) {
-    for (size_t e = 0; e < plan.exports.size(); ++e) {
-      updates[plan.exports[e].table] += plan.sink_stats[e]->updates.load();
-      batches[plan.exports[e].table] += plan.sink_stats[e]->batches.load();
-    }
-  };
-
-  WEIR_ASSIGN_OR_RETURN(Plan first, make_plan(0));
+// Run: the epochs, each on every worker, until every table reaches the source's `until`, a stop,
+// or an error.
+absl::Status run_epochs(Ingestion& in) {
+  const IngestOptions& options = in.options;
+  WEIR_ASSIGN_OR_RETURN(Plan first, in.make_plan(0));
   for (const auto& e : first.exports) {
-    log(e.needs_snapshot() ? absl::StrCat(e.table, ": snapshot")
-                           : absl::StrCat(e.table, ": resuming at offset ", e.resume_upper));
+    in.log(e.needs_snapshot() ? absl::StrCat(e.table, ": snapshot")
+                              : absl::StrCat(e.table, ": resuming at offset ", e.resume_upper));
   }
   Control control(options.workers.workers);
   control.publish(first);
-  size_t epochs = 0;
   absl::Status plan_error;
 
   absl::Status executed = weir::execute(options.workers, [&](Worker& worker) {
@@ -319,39 +379,10 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
     for (uint64_t epoch = 0;; ++epoch) {
       Plan plan = control.plan(epoch);
       if (plan.finished) break;
-      if (leader) ++epochs;
+      if (leader) ++in.epochs;
       const size_t index = worker.next_dataflow_index();
-      sources::loadgen::LoadgenSourceConfig source = options.source;
-      source.stats = plan.source_stats;
       worker.dataflow_named<Offset>(absl::StrCat("ingest-", epoch), [&](Scope<Offset>& scope) {
-        auto rendered = sources::loadgen::render_loadgen(scope, source, plan.exports);
-        if (!rendered.ok()) {
-          worker.fail(rendered.status());
-          return;
-        }
-        for (size_t e = 0; e < plan.exports.size(); ++e) {
-          sinks::PersistSinkConfig sink;
-          sink.name = shard_name(kind, plan.exports[e].table);
-          sink.writer = writers[plan.exports[e].table];
-          sink.shard_upper = plan.exports[e].resume_upper;
-          sink.final_upper = final_upper;
-          sink.stats = plan.sink_stats[e];
-          sink.maintenance = maintenance;
-          auto sink_rendered = sinks::render_persist_sink(rendered->exports[e], sink);
-          for (auto& errors : sink_rendered.errors) rendered->errors.push_back(errors);
-        }
-        for (auto& errors : rendered->errors) {
-          errors | inspect([&control, epoch, &log](const AsyncError& error) {
-            log(absl::StrCat("transient error in ", error.operator_name, " (worker ", error.worker,
-                             "): ", error.status.ToString(), "; restarting from the shard uppers"));
-            control.request_restart(epoch);
-          });
-        }
-        std::vector<std::string> names;
-        for (const auto& e : plan.exports) names.push_back(e.table);
-        render_health(scope, rendered->health,
-                      HealthOutput{status, kind + ".status", maintenance, std::move(names),
-                                   incarnation, epoch, health});
+        render_epoch(in, worker, scope, plan, control, epoch);
       });
       auto installed = [&] {
         auto all = worker.installed_dataflows();
@@ -360,8 +391,8 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
       auto stopping = [&] { return options.stop && options.stop->load(); };
       while (installed() && !control.restart_requested(epoch) && !worker.failed() && !stopping()) {
         worker.step_or_park(std::chrono::milliseconds(10));
-        if (leader && !added && Clock::now() - started >= options.add_after) {
-          log(absl::StrCat("adding table ", options.add_table));
+        if (leader && !in.added && Clock::now() - in.started >= options.add_after) {
+          in.log(absl::StrCat("adding table ", options.add_table));
           control.request_restart(epoch);
         }
       }
@@ -372,7 +403,7 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
       }
       if (control.arrive()) {
         // The last worker to arrive plans the next epoch.
-        collect(plan);
+        in.collect(plan);
         if (stopping()) {
           Plan done;
           done.epoch = epoch + 1;
@@ -380,11 +411,11 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
           control.publish(std::move(done));
           continue;
         }
-        if (!added && Clock::now() - started >= options.add_after) {
-          tables.push_back(options.add_table);
-          added = true;
+        if (!in.added && Clock::now() - in.started >= options.add_after) {
+          in.tables.push_back(options.add_table);
+          in.added = true;
         }
-        auto next = make_plan(epoch + 1);
+        auto next = in.make_plan(epoch + 1);
         if (!next.ok()) {
           plan_error = next.status();
           control.abort();
@@ -395,28 +426,46 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
     }
   });
   WEIR_RETURN_IF_ERROR(executed);
-  WEIR_RETURN_IF_ERROR(plan_error);
+  return plan_error;
+}
 
+// Report: every table's upper, totals and last health.
+IngestReport make_report(Ingestion& in) {
   IngestReport report;
-  report.incarnation = incarnation;
-  report.epochs = epochs;
-  report.seconds = std::chrono::duration<double>(Clock::now() - started).count();
-  for (size_t e = 0; e < tables.size(); ++e) {
+  report.incarnation = in.incarnation;
+  report.epochs = in.epochs;
+  report.seconds = std::chrono::duration<double>(Clock::now() - in.started).count();
+  for (size_t e = 0; e < in.tables.size(); ++e) {
+    const std::string& table = in.tables[e];
     ExportReport r;
-    r.table = tables[e];
-    r.shard = shard_name(kind, tables[e]);
-    auto upper = writers[tables[e]]->fetch_recent_upper();
+    r.table = table;
+    r.shard = shard_name(in.kind, table);
+    auto upper = in.writers[table]->fetch_recent_upper();
     if (upper.ok() && !upper->is_empty()) r.upper = upper->time();
-    r.updates = updates[tables[e]];
-    r.batches = batches[tables[e]];
+    r.updates = in.updates[table];
+    r.batches = in.batches[table];
     {
-      std::lock_guard lock(health->mu);
-      r.health = health->exports[e].status;
-      r.error = health->exports[e].error;
+      std::lock_guard lock(in.health->mu);
+      r.health = in.health->exports[e].status;
+      r.error = in.health->exports[e].error;
     }
     report.exports.push_back(std::move(r));
   }
   return report;
+}
+
+}  // namespace
+
+absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMonitor* monitor) {
+  Ingestion ingestion(options, monitor);
+  // Every return, an early error included, expires the writers this run registered.
+  absl::Cleanup expire_writers = [&ingestion] {
+    for (auto& [table, writer] : ingestion.writers) (void)writer->expire();
+    if (ingestion.status) (void)ingestion.status->expire();
+  };
+  WEIR_RETURN_IF_ERROR(open_shards(ingestion));
+  WEIR_RETURN_IF_ERROR(run_epochs(ingestion));
+  return make_report(ingestion);
 }
 
 }  // namespace weir::ingest
