@@ -13,7 +13,7 @@
 
 #include "graph/cli.h"
 
-#include "weir/cluster.h"
+#include "weir/protocol/cluster.h"
 
 int main(int argc, char** argv) {
   using namespace weir::graph;

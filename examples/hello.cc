@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <string>
 
-#include "weir/cluster.h"
+#include "weir/protocol/cluster.h"
 #include "weir/weir.h"
 
 int main(int argc, char** argv) {

@@ -13,7 +13,7 @@
 
 #include "graph/cli.h"
 
-#include "weir/cluster.h"
+#include "weir/protocol/cluster.h"
 
 namespace {
 

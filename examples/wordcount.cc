@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "weir/cluster.h"
+#include "weir/protocol/cluster.h"
 #include "weir/weir.h"
 
 namespace {

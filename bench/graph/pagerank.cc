@@ -14,7 +14,7 @@
 
 #include "../runtime/bench_util.h"
 
-#include "weir/cluster.h"
+#include "weir/protocol/cluster.h"
 
 int main(int argc, char** argv) {
   using namespace weir::graph;

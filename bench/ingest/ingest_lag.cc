@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "ingest/ingest.h"
+#include "weir/ingest/ingest.h"
 
 namespace fs = std::filesystem;
 

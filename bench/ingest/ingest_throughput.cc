@@ -6,7 +6,7 @@
 #include <string>
 
 #include "../runtime/bench_util.h"
-#include "ingest/ingest.h"
+#include "weir/ingest/ingest.h"
 #include <sys/resource.h>
 
 namespace fs = std::filesystem;

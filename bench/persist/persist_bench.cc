@@ -28,7 +28,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "weir/sinks/persist/client.h"
+#include "weir/persist/client.h"
 
 namespace {
 

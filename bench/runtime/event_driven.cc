@@ -11,7 +11,7 @@
 #include "bench_util.h"
 #include <sys/resource.h>
 
-#include "weir/cluster.h"
+#include "weir/protocol/cluster.h"
 #include "weir/weir.h"
 
 namespace {

@@ -7,7 +7,7 @@
 
 #include "bench_util.h"
 
-#include "weir/cluster.h"
+#include "weir/protocol/cluster.h"
 #include "weir/weir.h"
 
 int main(int argc, char** argv) {

@@ -11,7 +11,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "bench_util.h"
 
-#include "weir/cluster.h"
+#include "weir/protocol/cluster.h"
 #include "weir/weir.h"
 
 namespace {

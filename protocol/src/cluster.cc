@@ -1,4 +1,4 @@
-#include "weir/cluster.h"
+#include "weir/protocol/cluster.h"
 
 #include "grpc_transport.h"
 

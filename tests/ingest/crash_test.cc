@@ -8,14 +8,14 @@
 #include <string>
 #include <thread>
 
-#include "ingest/ingest.h"
+#include "weir/ingest/ingest.h"
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "weir/sinks/persist/client.h"
+#include "weir/persist/client.h"
 
 namespace weir::ingest {
 namespace {

@@ -1,7 +1,7 @@
 // Ingestion end to end: a load generator's tables into persist shards, compared with the
 // generator's own state at several offsets; definite and transient errors; adding a table.
 
-#include "ingest/ingest.h"
+#include "weir/ingest/ingest.h"
 
 #include <filesystem>
 #include <map>
@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "weir/sinks/persist/client.h"
+#include "weir/persist/client.h"
 
 namespace weir::ingest {
 namespace {
@@ -52,7 +52,7 @@ void expect_matches_generator(const IngestOptions& options, uint64_t until,
                               const std::vector<std::string>& tables) {
   auto client = persist::PersistClient::open(options.location);
   ASSERT_TRUE(client.ok()) << client.status();
-  auto generator = loadgen::Generator::make(options.source.generator);
+  auto generator = sources::loadgen::Generator::make(options.source.generator);
   ASSERT_TRUE(generator.ok());
   for (const auto& table : tables) {
     const uint32_t t = *generator->table_index(table);
@@ -75,7 +75,7 @@ TEST_P(IngestTest, ShardsEqualTheGeneratorAtEveryOffset) {
   ASSERT_EQ(report->exports.size(), 3u);
   for (const auto& e : report->exports) {
     EXPECT_EQ(e.upper, until + 1) << e.shard;
-    EXPECT_EQ(e.health, "ceased") << e.shard;
+    EXPECT_EQ(e.health, sources::Health::kCeased) << e.shard;
     EXPECT_GT(e.updates, 0u);
   }
   expect_matches_generator(options, until, {"users", "auctions", "bids"});
@@ -134,7 +134,8 @@ TEST_P(IngestTest, DefiniteErrorStaysInItsExport) {
   for (const auto& e : report->exports) {
     EXPECT_EQ(e.upper, until + 1) << e.shard;
     if (e.table == "bids") {
-      EXPECT_NE(e.error.find("undecodable row"), std::string::npos) << e.health;
+      EXPECT_EQ(e.health, sources::Health::kStalled) << sources::to_string(e.health);
+      EXPECT_NE(e.error.find("undecodable row"), std::string::npos) << e.error;
     }
   }
   // The other exports are complete and correct.

@@ -4,7 +4,7 @@
 
 #include "weir/sources/loadgen/generator.h"
 
-namespace weir::loadgen {
+namespace weir::sources::loadgen {
 namespace {
 
 TEST(GeneratorTest, SameSeedSameChanges) {
@@ -84,4 +84,4 @@ TEST(GeneratorTest, FaultInjectionMarksOneRow) {
 }
 
 }  // namespace
-}  // namespace weir::loadgen
+}  // namespace weir::sources::loadgen

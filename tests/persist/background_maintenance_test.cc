@@ -2,7 +2,7 @@
 // by many small appends small: few batches, few consensus versions, few blobs; and its contents
 // unchanged.
 
-#include "weir/sinks/persist/background_maintenance.h"
+#include "weir/persist/background_maintenance.h"
 
 #include <thread>
 
@@ -10,9 +10,9 @@
 #include "persist_test_util.h"
 #include "test_stores.h"
 
-#include "weir/sinks/persist/blob.h"
-#include "weir/sinks/persist/client.h"
-#include "weir/sinks/persist/consensus.h"
+#include "weir/persist/blob.h"
+#include "weir/persist/client.h"
+#include "weir/persist/consensus.h"
 
 namespace weir::persist {
 namespace {

@@ -1,4 +1,4 @@
-#include "weir/sinks/persist/blob.h"
+#include "weir/persist/blob.h"
 
 #include <algorithm>
 #include <filesystem>

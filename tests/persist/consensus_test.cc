@@ -1,4 +1,4 @@
-#include "weir/sinks/persist/consensus.h"
+#include "weir/persist/consensus.h"
 
 #include <atomic>
 #include <thread>

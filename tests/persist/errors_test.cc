@@ -6,7 +6,7 @@
 #include "test_stores.h"
 
 #include "weir/persist/v1/state.pb.h"
-#include "weir/sinks/persist/client.h"
+#include "weir/persist/client.h"
 
 namespace weir::persist {
 namespace {

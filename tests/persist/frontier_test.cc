@@ -1,8 +1,8 @@
-#include "weir/sinks/persist/frontier.h"
+#include "weir/persist/frontier.h"
 
 #include "gtest/gtest.h"
 
-#include "weir/sinks/persist/ids.h"
+#include "weir/persist/ids.h"
 
 namespace weir::persist {
 namespace {

@@ -15,7 +15,7 @@
 
 #include "persist_test_util.h"
 
-#include "weir/sinks/persist/client.h"
+#include "weir/persist/client.h"
 
 namespace weir::persist {
 namespace {

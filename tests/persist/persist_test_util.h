@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "weir/sinks/persist/batch.h"
+#include "weir/persist/batch.h"
 
 namespace weir::persist::testing {
 

@@ -8,7 +8,7 @@
 #include "persist_test_util.h"
 #include "test_stores.h"
 
-#include "weir/sinks/persist/client.h"
+#include "weir/persist/client.h"
 
 namespace weir::persist {
 namespace {

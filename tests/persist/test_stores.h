@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "weir/sinks/persist/config.h"
+#include "weir/persist/config.h"
 
 namespace weir::persist::testing {
 

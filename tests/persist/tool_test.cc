@@ -6,7 +6,7 @@
 #include "gtest/gtest.h"
 #include "test_stores.h"
 
-#include "weir/sinks/persist/client.h"
+#include "weir/persist/client.h"
 
 namespace weir::persist {
 namespace {

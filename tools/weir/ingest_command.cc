@@ -15,7 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "commands.h"
-#include "ingest/ingest.h"
+#include "weir/ingest/ingest.h"
 #include <unistd.h>
 
 namespace weir::tools {
@@ -187,10 +187,12 @@ void run(const IngestFlags& flags) {
               static_cast<unsigned long long>(report->incarnation), report->epochs,
               report->epochs == 1 ? "" : "s");
   for (const auto& e : report->exports) {
+    std::string health(sources::to_string(e.health));
+    if (!e.error.empty()) absl::StrAppend(&health, ": ", e.error);
     std::printf("  %-20s upper %-10llu updates %-10llu batches %-6llu %s\n", e.shard.c_str(),
                 static_cast<unsigned long long>(e.upper),
                 static_cast<unsigned long long>(e.updates),
-                static_cast<unsigned long long>(e.batches), e.health.c_str());
+                static_cast<unsigned long long>(e.batches), health.c_str());
   }
 }
 

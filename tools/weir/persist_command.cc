@@ -13,7 +13,7 @@
 #include "absl/time/time.h"
 #include "commands.h"
 
-#include "weir/sinks/persist/client.h"
+#include "weir/persist/client.h"
 
 namespace weir::tools {
 namespace {

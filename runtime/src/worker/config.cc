@@ -124,7 +124,8 @@ absl::Status Config::validate() const {
     return absl::UnimplementedError(
         "multi-process execution (-n " + std::to_string(processes) +
         ") needs the cluster transport: link weir::protocol and run through "
-        "weir::cluster::execute (weir/cluster.h); this program runs one process with -w workers");
+        "weir::cluster::execute (weir/protocol/cluster.h); this program runs one process with -w "
+        "workers");
   }
   return absl::OkStatus();
 }

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace weir::loadgen {
+namespace weir::sources::loadgen {
 namespace {
 
 uint64_t mix(uint64_t seed, uint64_t a, uint64_t b = 0) {
@@ -153,4 +153,4 @@ std::map<std::string, int64_t> Generator::state_at(uint32_t table, uint64_t offs
   return state;
 }
 
-}  // namespace weir::loadgen
+}  // namespace weir::sources::loadgen

@@ -9,7 +9,7 @@
 #include "weir/operators/concat.h"
 #include "weir/operators/exchange.h"
 
-namespace weir::sources {
+namespace weir::sources::loadgen {
 
 void SourceStats::record_upstream(uint64_t offset, std::chrono::steady_clock::time_point when) {
   upstream_.store(offset, std::memory_order_relaxed);
@@ -241,4 +241,4 @@ absl::StatusOr<RenderedSource> render_loadgen(Scope<Offset>& scope,
                         std::move(buttons)};
 }
 
-}  // namespace weir::sources
+}  // namespace weir::sources::loadgen

@@ -22,7 +22,7 @@
 
 #include "testing/random_dataflow.h"
 
-#include "weir/cluster.h"
+#include "weir/protocol/cluster.h"
 #include "weir/weir.h"
 
 namespace {

@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "weir/communication/fifo.h"
+#include "weir/communication/internal/fifo.h"
 #include "weir/mutex.h"
 #include "weir/progress/change_batch.h"
 #include "weir/progress/timestamp.h"

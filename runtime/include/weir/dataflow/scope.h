@@ -43,7 +43,7 @@
 #include "weir/communication/allocator.h"
 #include "weir/communication/channel.h"
 #include "weir/communication/codec.h"
-#include "weir/communication/fifo.h"
+#include "weir/communication/internal/fifo.h"
 #include "weir/dataflow/operator.h"
 #include "weir/dataflow/pact.h"
 #include "weir/dataflow/port.h"

@@ -5,7 +5,7 @@
 //   -p, --process I      this process's index (default 0)
 //   -h, --hostfile FILE  one host:port per line, one line per process
 //
-// and, for clusters (see weir::cluster::execute in weir/cluster.h):
+// and, for clusters (see weir::cluster::execute in weir/protocol/cluster.h):
 //
 //   --cluster-id ID          processes of one cluster share it (default: from the hostfile);
 //                            also read from $WEIR_CLUSTER_ID

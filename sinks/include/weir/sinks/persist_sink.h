@@ -1,5 +1,5 @@
 // The persist sink: writes a stream of (row, diff) updates at u64 times into one persist shard,
-// exactly once. Three operators per shard (DESIGN §9):
+// exactly once. Three operators per shard (docs/design/sinks.md):
 //
 // - mint (one worker): turns advances of the input's frontier into batch descriptions
 //   [lower, upper), starting at the shard's upper, and broadcasts them.
@@ -30,8 +30,8 @@
 
 #include "weir/async/async_operator.h"
 #include "weir/dataflow/stream.h"
-#include "weir/sinks/persist/background_maintenance.h"
-#include "weir/sinks/persist/write_handle.h"
+#include "weir/persist/background_maintenance.h"
+#include "weir/persist/write_handle.h"
 
 namespace weir::sinks {
 

@@ -26,7 +26,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace weir::loadgen {
+namespace weir::sources::loadgen {
 
 struct GeneratorOptions {
   std::string kind = "auction";  // "counter" or "auction".
@@ -99,4 +99,4 @@ class Generator {
   uint64_t next_ = 1;
 };
 
-}  // namespace weir::loadgen
+}  // namespace weir::sources::loadgen

@@ -26,7 +26,7 @@
 #include "weir/sources/loadgen/generator.h"
 #include "weir/sources/source.h"
 
-namespace weir::sources {
+namespace weir::sources::loadgen {
 
 // What the driver shows and measures: snapshot progress and the upstream's position over time.
 class SourceStats {
@@ -80,4 +80,4 @@ absl::StatusOr<RenderedSource> render_loadgen(Scope<Offset>& scope,
                                               const LoadgenSourceConfig& config,
                                               const std::vector<ExportSpec>& exports);
 
-}  // namespace weir::sources
+}  // namespace weir::sources::loadgen

@@ -1,0 +1,104 @@
+// The ingestion driver: a source's tables flow through a multi-worker dataflow into one persist
+// shard per table, exactly once. Used by `weir ingest`, the ingestion tests and benchmarks.
+//
+// The driver runs the dataflow in epochs: each epoch renders the source with one export per
+// table (resuming each from its shard's upper; an empty shard is snapshotted) and one persist
+// sink per export, plus a health operator that appends status changes to `<kind>.status`. A
+// transient error in any source or sink operator ends the epoch: the dataflow is dropped on every
+// worker and the next epoch resumes from the uppers. Adding a table (`add_table`) also starts a
+// new epoch: the new table snapshots while the others resume where they were.
+//
+// Shards are named `<kind>.<table>` (e.g. `auction.bids`). Every start of the driver takes a new
+// incarnation number from the shard `<kind>.incarnations` (a compare-and-set append), so two
+// drivers never share one.
+//
+// Thread safety: run_ingest blocks; IngestMonitor is thread-safe.
+
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+#include "weir/persist/config.h"
+#include "weir/sinks/persist_sink.h"
+#include "weir/sources/loadgen/loadgen_source.h"
+#include "weir/sources/source.h"
+#include "weir/worker/config.h"
+
+namespace weir::ingest {
+
+struct IngestOptions {
+  persist::PersistLocation location;
+  weir::Config workers;                          // -w
+  sources::loadgen::LoadgenSourceConfig source;  // Generator, rate, until, mode, faults.
+  std::vector<std::string> tables;               // Empty: every table of the generator.
+  // Add this table after `add_after` (a new epoch: it snapshots, the others resume).
+  std::string add_table;
+  std::chrono::milliseconds add_after{0};
+  std::function<void(const std::string&)> log;  // Events (snapshot done, restarts); may be null.
+  // Set to stop: the dataflow is dropped and run_ingest returns its report.
+  std::shared_ptr<std::atomic<bool>> stop;
+};
+
+struct ExportReport {
+  std::string table;
+  std::string shard;
+  uint64_t upper = 0;                                   // The shard's upper at the end.
+  uint64_t updates = 0;                                 // Updates written by this run.
+  uint64_t batches = 0;                                 // Batches appended by this run.
+  sources::Health health = sources::Health::kStarting;  // Last aggregated health.
+  std::string error;  // The definite error (health kStalled), if the export has one.
+};
+
+struct IngestReport {
+  uint64_t incarnation = 0;
+  size_t epochs = 0;  // 1 + restarts.
+  double seconds = 0;
+  std::vector<ExportReport> exports;
+};
+
+// Live view of a running ingest, for displays and benchmarks.
+class IngestMonitor {
+ public:
+  struct ExportView {
+    std::string table;
+    uint64_t persisted_upper = 0;
+    uint64_t snapshot_done = 0, snapshot_total = 0;  // Rows, summed over workers.
+    bool snapshotting = false;
+  };
+  uint64_t upstream_offset() const;
+  std::vector<ExportView> exports() const;
+  // How long ago the upstream reached `offset` (zero if it has not).
+  std::chrono::duration<double> lag(uint64_t persisted_upper) const;
+
+  // Set by the driver.
+  void set_epoch(std::shared_ptr<sources::loadgen::SourceStats> source,
+                 std::vector<std::string> tables,
+                 std::vector<std::shared_ptr<sinks::SinkStats>> sinks,
+                 std::vector<bool> snapshotting);
+
+ private:
+  mutable std::mutex mu_;
+  std::shared_ptr<sources::loadgen::SourceStats> source_;
+  std::vector<std::string> tables_;
+  std::vector<std::shared_ptr<sinks::SinkStats>> sinks_;
+  std::vector<bool> snapshotting_;
+};
+
+absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options,
+                                        IngestMonitor* monitor = nullptr);
+
+// The shard name of `table` for a generator of `kind`.
+inline std::string shard_name(const std::string& kind, const std::string& table) {
+  return kind + "." + table;
+}
+
+}  // namespace weir::ingest

@@ -1,0 +1,471 @@
+#include "weir/ingest/ingest.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
+
+#include "weir/operators/exchange.h"
+#include "weir/operators/inspect.h"
+#include "weir/persist/background_maintenance.h"
+#include "weir/persist/client.h"
+#include "weir/status.h"
+#include "weir/worker/execute.h"
+
+namespace weir::ingest {
+
+using persist::Frontier;
+using sources::ExportSpec;
+using sources::Offset;
+using Clock = std::chrono::steady_clock;
+
+uint64_t IngestMonitor::upstream_offset() const {
+  std::lock_guard lock(mu_);
+  return source_ ? source_->upstream_offset() : 0;
+}
+
+std::vector<IngestMonitor::ExportView> IngestMonitor::exports() const {
+  std::lock_guard lock(mu_);
+  std::vector<ExportView> views;
+  for (size_t e = 0; e < tables_.size(); ++e) {
+    ExportView v;
+    v.table = tables_[e];
+    v.persisted_upper = sinks_[e]->persisted_upper.load(std::memory_order_relaxed);
+    v.snapshotting = snapshotting_[e];
+    if (source_) {
+      v.snapshot_done = source_->snapshot_done(e);
+      v.snapshot_total = source_->snapshot_total(e);
+    }
+    views.push_back(std::move(v));
+  }
+  return views;
+}
+
+std::chrono::duration<double> IngestMonitor::lag(uint64_t persisted_upper) const {
+  std::lock_guard lock(mu_);
+  if (!source_ || persisted_upper > source_->upstream_offset())
+    return std::chrono::duration<double>(0);
+  auto reached = source_->reached(persisted_upper);
+  if (!reached) return std::chrono::duration<double>(0);
+  return Clock::now() - *reached;
+}
+
+void IngestMonitor::set_epoch(std::shared_ptr<sources::loadgen::SourceStats> source,
+                              std::vector<std::string> tables,
+                              std::vector<std::shared_ptr<sinks::SinkStats>> sinks,
+                              std::vector<bool> snapshotting) {
+  std::lock_guard lock(mu_);
+  source_ = std::move(source);
+  tables_ = std::move(tables);
+  sinks_ = std::move(sinks);
+  snapshotting_ = std::move(snapshotting);
+}
+
+namespace {
+
+// What every worker builds in one epoch.
+struct Plan {
+  uint64_t epoch = 0;
+  bool finished = false;
+  std::vector<ExportSpec> exports;
+  std::shared_ptr<sources::loadgen::SourceStats> source_stats;
+  std::vector<std::shared_ptr<sinks::SinkStats>> sink_stats;
+};
+
+// The workers' meeting point between epochs.
+class Control {
+ public:
+  explicit Control(size_t workers) : workers_(workers) {}
+
+  void publish(Plan plan) {
+    std::lock_guard lock(mu_);
+    plan_ = std::move(plan);
+    cv_.notify_all();
+  }
+  // Waits for the plan of `epoch`.
+  Plan plan(uint64_t epoch) {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return plan_.epoch == epoch || aborted_; });
+    return aborted_ ? Plan{epoch, true, {}, nullptr, {}} : plan_;
+  }
+  // Every worker calls this after dropping or finishing `epoch`; returns true for the last one.
+  bool arrive() {
+    std::lock_guard lock(mu_);
+    if (++arrived_ == workers_) {
+      arrived_ = 0;
+      return true;
+    }
+    return false;
+  }
+  void abort() {
+    std::lock_guard lock(mu_);
+    aborted_ = true;
+    cv_.notify_all();
+  }
+
+  void request_restart(uint64_t epoch) { restart_.store(epoch + 1, std::memory_order_release); }
+  bool restart_requested(uint64_t epoch) const {
+    return restart_.load(std::memory_order_acquire) == epoch + 1;
+  }
+
+ private:
+  size_t workers_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  Plan plan_;           // Guarded by mu_.
+  size_t arrived_ = 0;  // Guarded by mu_.
+  bool aborted_ = false;
+  std::atomic<uint64_t> restart_{0};
+};
+
+// Takes the next incarnation number: appends one row to `<kind>.incarnations`.
+absl::StatusOr<uint64_t> take_incarnation(persist::PersistClient& client, const std::string& kind) {
+  WEIR_ASSIGN_OR_RETURN(auto writer, client.open_writer(kind + ".incarnations", "ingest"));
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    WEIR_ASSIGN_OR_RETURN(const auto upper, writer.fetch_recent_upper());
+    const uint64_t n = upper.is_empty() ? 0 : upper.time();
+    std::vector<persist::Update> row{{absl::StrCat("incarnation=", n), n, 1}};
+    WEIR_ASSIGN_OR_RETURN(const auto result,
+                          writer.compare_and_append(row, Frontier(n), Frontier(n + 1)));
+    if (result.is_appended()) {
+      (void)writer.expire();
+      return n;
+    }
+  }
+  return absl::AbortedError("could not take an incarnation number: too much contention on " + kind +
+                            ".incarnations");
+}
+
+// One export's last aggregated health, as the report gives it.
+struct ExportHealth {
+  sources::Health status = sources::Health::kStarting;
+  std::string error;  // For kStalled.
+};
+
+// The last aggregated health of every export, shared by the health operator and the report.
+struct LastHealth {
+  explicit LastHealth(size_t count) : exports(count) {}
+  std::mutex mu;
+  std::vector<ExportHealth> exports;  // Guarded by mu.
+};
+
+// Where render_health writes, and what it stamps on each row.
+struct HealthOutput {
+  std::shared_ptr<persist::WriteHandle> status;  // The status shard `status_name`.
+  std::string status_name;
+  std::shared_ptr<persist::BackgroundMaintenance> maintenance;
+  std::vector<std::string> tables;  // Export index -> table.
+  uint64_t incarnation = 0;
+  uint64_t epoch = 0;
+  std::shared_ptr<LastHealth> last;  // Updated with every change.
+};
+
+// Appends aggregated health changes to the status shard, on the leader.
+void render_health(Scope<Offset>& scope, const Stream<Offset, sources::HealthUpdate>& health,
+                   HealthOutput out) {
+  AsyncOperatorBuilder<Offset> builder("Health", scope);
+  auto input =
+      builder.add_input(health, Exchange([](const sources::HealthUpdate&) { return uint64_t{0}; }));
+  const size_t peers = scope.peers();
+  builder.set_on_error(OnError::kHold);
+  builder.build([=](AsyncContext& ctx, std::span<CapabilitySet<Offset>>) mutable -> absl::Status {
+    const auto& status = out.status;
+    const auto& tables = out.tables;
+    const auto& last = out.last;
+    sources::HealthAggregator aggregator(tables.size(), peers);
+    for (;;) {
+      auto event = input.next();
+      if (event.is_end()) return absl::OkStatus();
+      auto* data = event.data();
+      if (data == nullptr) continue;
+      std::vector<persist::Update> rows;
+      const uint64_t now_ms = static_cast<uint64_t>(absl::ToUnixMillis(absl::Now()));
+      for (const auto& update : data->batch) {
+        if (!aggregator.apply(update)) continue;
+        const auto e = update.export_index;
+        std::string row =
+            absl::StrCat(tables[e], " ", std::string(sources::to_string(aggregator.status(e))),
+                         " incarnation=", out.incarnation, " epoch=", out.epoch);
+        if (aggregator.status(e) == sources::Health::kStalled)
+          absl::StrAppend(&row, " error=", aggregator.error(e));
+        {
+          std::lock_guard lock(last->mu);
+          last->exports[e] = ExportHealth{
+              aggregator.status(e),
+              aggregator.status(e) == sources::Health::kStalled ? aggregator.error(e) : ""};
+        }
+        rows.push_back({std::move(row), now_ms, 1});
+      }
+      if (rows.empty()) continue;
+      // Append at a time after the shard's upper (wall-clock milliseconds, kept increasing).
+      absl::Status appended = ctx.run_blocking([&]() -> absl::Status {
+        for (int attempt = 0; attempt < 20; ++attempt) {
+          WEIR_ASSIGN_OR_RETURN(const auto upper, status->fetch_recent_upper());
+          const uint64_t lower = upper.is_empty() ? 0 : upper.time();
+          uint64_t time = std::max(lower, now_ms);
+          for (auto& r : rows) r.time = time;
+          WEIR_ASSIGN_OR_RETURN(const auto result, status->compare_and_append(rows, Frontier(lower),
+                                                                              Frontier(time + 1)));
+          if (result.is_appended()) {
+            if (result.maintenance_due) out.maintenance->request(out.status_name);
+            return absl::OkStatus();
+          }
+        }
+        return absl::AbortedError("status shard: too much contention");
+      });
+      WEIR_RETURN_IF_ERROR(appended);
+    }
+  });
+}
+
+// One run of the driver: its shards' writers, the tables it ingests and the totals so far.
+struct Ingestion {
+  Ingestion(const IngestOptions& run_options, IngestMonitor* run_monitor)
+      : options(run_options),
+        monitor(run_monitor),
+        kind(run_options.source.generator.kind),
+        final_upper(run_options.source.until ? std::optional<Offset>(*run_options.source.until + 1)
+                                             : std::nullopt),
+        added(run_options.add_table.empty()) {}
+
+  void log(const std::string& line) const {
+    if (options.log) options.log(line);
+  }
+  // Makes the plan of `epoch`: every current table resumes from its shard's upper.
+  absl::StatusOr<Plan> make_plan(uint64_t epoch);
+  // Adds this epoch's sink counts to the totals.
+  void collect(const Plan& plan);
+
+  const IngestOptions& options;
+  IngestMonitor* monitor;  // May be null.
+  const Clock::time_point started = Clock::now();
+  const std::string kind;
+  const std::optional<Offset> final_upper;  // From options.source.until.
+  std::vector<std::string> tables;          // Ingested now; add_table joins once `added`.
+  bool added;
+  uint64_t incarnation = 0;
+  std::shared_ptr<persist::PersistClient> client;
+  std::map<std::string, std::shared_ptr<persist::WriteHandle>> writers;  // Every table's.
+  std::shared_ptr<persist::WriteHandle> status;                          // `<kind>.status`.
+  std::shared_ptr<persist::BackgroundMaintenance> maintenance;
+  std::shared_ptr<LastHealth> health;
+  std::map<std::string, uint64_t> updates, batches;  // By table, over every epoch.
+  size_t epochs = 0;
+};
+
+absl::StatusOr<Plan> Ingestion::make_plan(uint64_t epoch) {
+  Plan plan;
+  plan.epoch = epoch;
+  bool all_done = final_upper.has_value() && added;
+  for (const auto& table : tables) {
+    WEIR_ASSIGN_OR_RETURN(const auto upper, writers[table]->fetch_recent_upper());
+    const Offset resume = upper.is_empty() ? std::numeric_limits<Offset>::max() : upper.time();
+    if (!final_upper || resume < *final_upper) all_done = false;
+    plan.exports.push_back(ExportSpec{table, resume});
+  }
+  plan.finished = all_done;
+  plan.source_stats = std::make_shared<sources::loadgen::SourceStats>(tables.size());
+  std::vector<bool> snapshotting;
+  for (size_t e = 0; e < tables.size(); ++e) {
+    plan.sink_stats.push_back(std::make_shared<sinks::SinkStats>());
+    plan.sink_stats.back()->persisted_upper.store(plan.exports[e].resume_upper);
+    snapshotting.push_back(plan.exports[e].needs_snapshot());
+  }
+  if (monitor) monitor->set_epoch(plan.source_stats, tables, plan.sink_stats, snapshotting);
+  return plan;
+}
+
+void Ingestion::collect(const Plan& plan) {
+  for (size_t e = 0; e < plan.exports.size(); ++e) {
+    updates[plan.exports[e].table] += plan.sink_stats[e]->updates.load();
+    batches[plan.exports[e].table] += plan.sink_stats[e]->batches.load();
+  }
+}
+
+// Plan: checks the tables, takes an incarnation and opens every shard's writer. The writers
+// opened are in `in.writers` (and `in.status`) even when this fails part-way.
+absl::Status open_shards(Ingestion& in) {
+  const IngestOptions& options = in.options;
+  WEIR_ASSIGN_OR_RETURN(in.client, persist::PersistClient::open(options.location));
+  WEIR_ASSIGN_OR_RETURN(auto generator,
+                        sources::loadgen::Generator::make(options.source.generator));
+  in.tables = options.tables;
+  if (in.tables.empty()) {
+    for (uint32_t t = 0; t < generator.num_tables(); ++t) {
+      in.tables.push_back(generator.table_name(t));
+    }
+  }
+  std::vector<std::string> all_tables = in.tables;
+  if (!options.add_table.empty()) all_tables.push_back(options.add_table);
+  for (const auto& table : all_tables) {
+    WEIR_RETURN_IF_ERROR(generator.table_index(table).status());
+  }
+
+  WEIR_ASSIGN_OR_RETURN(in.incarnation, take_incarnation(*in.client, in.kind));
+  in.log(absl::StrCat("incarnation ", in.incarnation));
+
+  for (const auto& table : all_tables) {
+    WEIR_ASSIGN_OR_RETURN(
+        auto writer, in.client->open_writer(shard_name(in.kind, table),
+                                            absl::StrCat("ingest incarnation ", in.incarnation)));
+    in.writers[table] = std::make_shared<persist::WriteHandle>(std::move(writer));
+  }
+  WEIR_ASSIGN_OR_RETURN(auto status_writer,
+                        in.client->open_writer(in.kind + ".status", "ingest health"));
+  in.status = std::make_shared<persist::WriteHandle>(std::move(status_writer));
+  // Appends that report maintenance_due ask for compaction and GC of their shard here.
+  in.maintenance =
+      std::make_shared<persist::BackgroundMaintenance>(in.client, [&in](const absl::Status& error) {
+        in.log(absl::StrCat("persist maintenance: ", error.message()));
+      });
+  in.health = std::make_shared<LastHealth>(all_tables.size());
+  return absl::OkStatus();
+}
+
+// Builds one epoch's dataflow on one worker: the source, a persist sink per export, and the
+// health operator. A transient error anywhere asks `control` for a restart.
+void render_epoch(Ingestion& in, Worker& worker, Scope<Offset>& scope, const Plan& plan,
+                  Control& control, uint64_t epoch) {
+  sources::loadgen::LoadgenSourceConfig source = in.options.source;
+  source.stats = plan.source_stats;
+  auto rendered = sources::loadgen::render_loadgen(scope, source, plan.exports);
+  if (!rendered.ok()) {
+    worker.fail(rendered.status());
+    return;
+  }
+  for (size_t e = 0; e < plan.exports.size(); ++e) {
+    sinks::PersistSinkConfig sink;
+    sink.name = shard_name(in.kind, plan.exports[e].table);
+    sink.writer = in.writers[plan.exports[e].table];
+    sink.shard_upper = plan.exports[e].resume_upper;
+    sink.final_upper = in.final_upper;
+    sink.stats = plan.sink_stats[e];
+    sink.maintenance = in.maintenance;
+    auto sink_rendered = sinks::render_persist_sink(rendered->exports[e], sink);
+    for (auto& errors : sink_rendered.errors) rendered->errors.push_back(errors);
+  }
+  for (auto& errors : rendered->errors) {
+    errors | inspect([&control, epoch, &in](const AsyncError& error) {
+      in.log(absl::StrCat("transient error in ", error.operator_name, " (worker ", error.worker,
+                          "): ", error.status.ToString(), "; restarting from the shard uppers"));
+      control.request_restart(epoch);
+    });
+  }
+  std::vector<std::string> names;
+  for (const auto& e : plan.exports) names.push_back(e.table);
+  render_health(scope, rendered->health,
+                HealthOutput{in.status, in.kind + ".status", in.maintenance, std::move(names),
+                             in.incarnation, epoch, in.health});
+}
+
+// Run: the epochs, each on every worker, until every table reaches the source's `until`, a stop,
+// or an error.
+absl::Status run_epochs(Ingestion& in) {
+  const IngestOptions& options = in.options;
+  WEIR_ASSIGN_OR_RETURN(Plan first, in.make_plan(0));
+  for (const auto& e : first.exports) {
+    in.log(e.needs_snapshot() ? absl::StrCat(e.table, ": snapshot")
+                              : absl::StrCat(e.table, ": resuming at offset ", e.resume_upper));
+  }
+  Control control(options.workers.workers);
+  control.publish(first);
+  absl::Status plan_error;
+
+  absl::Status executed = weir::execute(options.workers, [&](Worker& worker) {
+    const bool leader = worker.index() == 0;
+    for (uint64_t epoch = 0;; ++epoch) {
+      Plan plan = control.plan(epoch);
+      if (plan.finished) break;
+      if (leader) ++in.epochs;
+      const size_t index = worker.next_dataflow_index();
+      worker.dataflow_named<Offset>(absl::StrCat("ingest-", epoch), [&](Scope<Offset>& scope) {
+        render_epoch(in, worker, scope, plan, control, epoch);
+      });
+      auto installed = [&] {
+        auto all = worker.installed_dataflows();
+        return std::find(all.begin(), all.end(), index) != all.end();
+      };
+      auto stopping = [&] { return options.stop && options.stop->load(); };
+      while (installed() && !control.restart_requested(epoch) && !worker.failed() && !stopping()) {
+        worker.step_or_park(std::chrono::milliseconds(10));
+        if (leader && !in.added && Clock::now() - in.started >= options.add_after) {
+          in.log(absl::StrCat("adding table ", options.add_table));
+          control.request_restart(epoch);
+        }
+      }
+      if (installed()) worker.drop_dataflow(index);
+      if (worker.failed()) {
+        control.abort();
+        break;
+      }
+      if (control.arrive()) {
+        // The last worker to arrive plans the next epoch.
+        in.collect(plan);
+        if (stopping()) {
+          Plan done;
+          done.epoch = epoch + 1;
+          done.finished = true;
+          control.publish(std::move(done));
+          continue;
+        }
+        if (!in.added && Clock::now() - in.started >= options.add_after) {
+          in.tables.push_back(options.add_table);
+          in.added = true;
+        }
+        auto next = in.make_plan(epoch + 1);
+        if (!next.ok()) {
+          plan_error = next.status();
+          control.abort();
+          break;
+        }
+        control.publish(*next);
+      }
+    }
+  });
+  WEIR_RETURN_IF_ERROR(executed);
+  return plan_error;
+}
+
+// Report: every table's upper, totals and last health.
+IngestReport make_report(Ingestion& in) {
+  IngestReport report;
+  report.incarnation = in.incarnation;
+  report.epochs = in.epochs;
+  report.seconds = std::chrono::duration<double>(Clock::now() - in.started).count();
+  for (size_t e = 0; e < in.tables.size(); ++e) {
+    const std::string& table = in.tables[e];
+    ExportReport r;
+    r.table = table;
+    r.shard = shard_name(in.kind, table);
+    auto upper = in.writers[table]->fetch_recent_upper();
+    if (upper.ok() && !upper->is_empty()) r.upper = upper->time();
+    r.updates = in.updates[table];
+    r.batches = in.batches[table];
+    {
+      std::lock_guard lock(in.health->mu);
+      r.health = in.health->exports[e].status;
+      r.error = in.health->exports[e].error;
+    }
+    report.exports.push_back(std::move(r));
+  }
+  return report;
+}
+
+}  // namespace
+
+absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMonitor* monitor) {
+  Ingestion ingestion(options, monitor);
+  // Every return, an early error included, expires the writers this run registered.
+  absl::Cleanup expire_writers = [&ingestion] {
+    for (auto& [table, writer] : ingestion.writers) (void)writer->expire();
+    if (ingestion.status) (void)ingestion.status->expire();
+  };
+  WEIR_RETURN_IF_ERROR(open_shards(ingestion));
+  WEIR_RETURN_IF_ERROR(run_epochs(ingestion));
+  return make_report(ingestion);
+}
+
+}  // namespace weir::ingest

@@ -1,0 +1,58 @@
+// BackgroundMaintenance: PersistClient::maintain (compaction, then GC) of the shards whose appends
+// report maintenance_due, on a thread of its own.
+//
+// A long-running writer needs it. Without it every append adds a batch to the shard's state (and
+// every later state is encoded and written whole), and consensus keeps every version: a sink that
+// appends a hundred times a second would write states of thousands of batches, gigabytes within
+// a minute.
+
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+
+#include "weir/mutex.h"
+#include "weir/persist/client.h"
+
+namespace weir::persist {
+
+// Maintenance is safe alongside writers and readers: it changes a state only by compare-and-set
+// and never removes what a reader may still read or a live writer may still append. A failed
+// maintain is reported to `on_error` (if given); the shard's next maintenance_due asks again.
+//
+// Thread safety: request() from any thread; on_error runs on the maintenance thread.
+class BackgroundMaintenance {
+ public:
+  explicit BackgroundMaintenance(std::shared_ptr<PersistClient> client,
+                                 std::function<void(const absl::Status&)> on_error = nullptr);
+  // Finishes the maintain under way, if any; drops the requests still waiting.
+  ~BackgroundMaintenance();
+  BackgroundMaintenance(const BackgroundMaintenance&) = delete;
+  BackgroundMaintenance& operator=(const BackgroundMaintenance&) = delete;
+
+  // Asks for a maintain of shard `name` (as named to the client). Never blocks; a request for a
+  // shard already waiting is merged with it.
+  void request(const std::string& name);
+
+  // Maintains finished, successful or not (for tests).
+  size_t completed() const;
+
+ private:
+  void run();
+
+  const std::shared_ptr<PersistClient> client_;
+  const std::function<void(const absl::Status&)> on_error_;
+  mutable weir::Mutex mu_;
+  weir::CondVar changed_;
+  std::deque<std::string> waiting_ ABSL_GUARDED_BY(mu_);  // No name twice.
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  size_t completed_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread thread_;  // Last: starts once the rest is set.
+};
+
+}  // namespace weir::persist

@@ -1,0 +1,167 @@
+// PersistClient: the entry point to a persist environment (one Blob store + one Consensus store).
+//
+// A shard is a durable collection of (data, time, diff) updates. Its `upper` says which times are
+// final (every time before it; appends happen only at or after it) and its `since` which are
+// readable (at or after it). Its contents are batches with [lower, upper) descriptions whose
+// parts live in Blob; its state (upper, since, batches, writers, readers) is versioned by a
+// seqno in Consensus and changed only by compare-and-set, so a crash at any point leaves a
+// readable shard, and partial batches are never visible. See docs/persist.md.
+//
+// Shards are opened by human-readable name; the client maps names to random ShardIds (the map
+// lives in Consensus) and creates a shard the first time a handle opens it.
+//
+//   WEIR_ASSIGN_OR_RETURN(std::unique_ptr<PersistClient> client,
+//                         PersistClient::open(PersistLocation::in_directory("/var/lib/weir")));
+//   WEIR_ASSIGN_OR_RETURN(WriteHandle writer, client->open_writer("orders"));
+//   WEIR_ASSIGN_OR_RETURN(ReadHandle reader, client->open_reader("orders"));
+//
+// Thread safety: thread-safe. Handles may outlive the client.
+
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+#include "weir/persist/batch.h"
+#include "weir/persist/blob.h"
+#include "weir/persist/config.h"
+#include "weir/persist/consensus.h"
+#include "weir/persist/frontier.h"
+#include "weir/persist/ids.h"
+#include "weir/persist/read_handle.h"
+#include "weir/persist/since_handle.h"
+#include "weir/persist/write_handle.h"
+
+namespace weir::persist {
+
+namespace internal {
+class ClientCore;
+}  // namespace internal
+
+struct ShardName {
+  std::string name;
+  ShardId id;
+};
+
+// What `weir persist describe` prints.
+struct ShardDescription {
+  struct BatchInfo {
+    BatchDescription description;
+    std::string writer_id;
+    size_t num_parts = 0;
+    size_t num_runs = 0;
+    uint64_t num_updates = 0;
+    uint64_t update_bytes = 0;
+    uint64_t encoded_bytes = 0;
+  };
+  struct WriterInfo {
+    std::string writer_id;
+    std::string purpose;
+    absl::Time last_heartbeat;
+    absl::Duration lease;
+  };
+  struct LeasedReaderInfo {
+    std::string reader_id;
+    std::string purpose;
+    Frontier since;
+    uint64_t seqno = 0;
+    absl::Time last_heartbeat;
+    absl::Duration lease;
+  };
+  struct CriticalReaderInfo {
+    std::string reader_id;
+    std::string purpose;
+    Frontier since;
+    uint64_t epoch = 0;
+  };
+
+  ShardId id;
+  std::string name;
+  uint64_t seqno = 0;   // 0: the shard has no state yet.
+  absl::Time walltime;  // When this version was written.
+  Frontier upper;
+  Frontier since;
+  std::vector<BatchInfo> batches;
+  std::vector<WriterInfo> writers;
+  std::vector<LeasedReaderInfo> leased_readers;
+  std::vector<CriticalReaderInfo> critical_readers;
+};
+
+struct CompactionOptions {
+  // Merge until one batch holds every part (in steps of at most compaction_max_runs runs),
+  // instead of keeping batches in geometrically growing sizes.
+  bool full = false;
+};
+
+struct CompactionResult {
+  size_t merges = 0;  // Batches written by compaction.
+  size_t batches_before = 0;
+  size_t batches_after = 0;
+};
+
+struct GcResult {
+  size_t expired_writers = 0;
+  size_t expired_readers = 0;
+  size_t blobs_deleted = 0;
+  uint64_t bytes_deleted = 0;
+  size_t versions_truncated = 0;
+};
+
+class PersistClient {
+ public:
+  // Opens the stores named by `location` (see Blob::open and Consensus::open).
+  static absl::StatusOr<std::unique_ptr<PersistClient>> open(const PersistLocation& location,
+                                                             PersistConfig config = {});
+  // Uses stores the caller opened (tests inject failures this way).
+  static std::unique_ptr<PersistClient> create(std::shared_ptr<Blob> blob,
+                                               std::shared_ptr<Consensus> consensus,
+                                               PersistConfig config = {});
+
+  PersistClient(const PersistClient&) = delete;
+  PersistClient& operator=(const PersistClient&) = delete;
+  ~PersistClient();
+
+  // Every named shard, sorted by name.
+  absl::StatusOr<std::vector<ShardName>> list_shards();
+  // The id of shard `name`, or nullopt if no shard has that name.
+  absl::StatusOr<std::optional<ShardId>> find_shard(std::string_view name);
+
+  // Opening a handle creates the shard `name` if it does not exist. `purpose` shows in describe.
+  absl::StatusOr<WriteHandle> open_writer(std::string_view name, std::string_view purpose = "");
+  absl::StatusOr<ReadHandle> open_reader(std::string_view name, std::string_view purpose = "");
+  absl::StatusOr<SinceHandle> open_critical_since(std::string_view name, const CriticalReaderId& id,
+                                                  std::string_view purpose = "");
+
+  // NotFound if there is no shard `name`. These register nothing and write nothing.
+  absl::StatusOr<ShardDescription> describe(std::string_view name);
+  // A snapshot at `as_of` (default: the latest readable time, upper - 1) without a read hold: a
+  // concurrent GC may remove a part it still needs, which fails the cursor with NotFound. For
+  // tools; programs use a ReadHandle.
+  absl::StatusOr<SnapshotCursor> inspect_snapshot(std::string_view name,
+                                                  std::optional<uint64_t> as_of = std::nullopt);
+
+  // Merges batches, advancing times to the since, so that reads touch few runs.
+  absl::StatusOr<CompactionResult> compact(std::string_view name, CompactionOptions options = {});
+  // Expires writers and leased readers whose lease ran out, removes every blob of the shard that
+  // no retained state references (unless its writer is alive), and truncates consensus versions
+  // no reader holds.
+  absl::StatusOr<GcResult> gc(std::string_view name);
+  // compact then gc.
+  absl::Status maintain(std::string_view name);
+
+ private:
+  explicit PersistClient(std::shared_ptr<internal::ClientCore> core);
+
+  std::shared_ptr<internal::ClientCore> core_;
+};
+
+}  // namespace weir::persist

@@ -1,0 +1,144 @@
+// ReadHandle: reads one shard, holding back its since with a lease.
+//
+// snapshot(as_of) is the consolidated contents at `as_of`: every update at a time <= as_of,
+// summed per data, with the time replaced by as_of and zero sums left out. It needs
+// since <= as_of < upper. listen(as_of) then yields every update at a time > as_of, batch by
+// batch in upper order, each exactly once: snapshot(t) + listen(t) is the whole collection.
+//
+// The handle's since is a read hold: compaction never advances times beyond the smallest since
+// of all readers, so every as_of >= this handle's since stays readable. downgrade_since() lets
+// go of older times. The hold is leased: renew it with heartbeat() (reads renew it too) within
+// PersistConfig::reader_lease, or GC may expire it.
+//
+//   WEIR_ASSIGN_OR_RETURN(ReadHandle reader, client->open_reader("orders"));
+//   WEIR_ASSIGN_OR_RETURN(SnapshotCursor cursor, reader.snapshot_cursor(41));
+//   while (cursor.next()) { use(cursor.data(), cursor.diff()); }
+//   WEIR_RETURN_IF_ERROR(cursor.status());
+//
+// Thread safety: ReadHandle is thread-safe; SnapshotCursor and Listen are worker-local. Cursors
+// and listens may outlive their ReadHandle.
+
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+#include "weir/persist/batch.h"
+#include "weir/persist/frontier.h"
+#include "weir/persist/ids.h"
+
+namespace weir::persist {
+
+namespace internal {
+class ReaderCore;
+class SnapshotCursorImpl;
+class ListenImpl;
+}  // namespace internal
+
+// Streams a consolidated snapshot in data order: a k-way merge over the sorted runs of the shard.
+// Parts are fetched and decoded ahead on the client's I/O threads: memory is about two parts per
+// run (at least five parts in all), whatever the shard's size; compaction keeps runs few.
+class SnapshotCursor {
+ public:
+  SnapshotCursor(SnapshotCursor&&) noexcept;
+  SnapshotCursor& operator=(SnapshotCursor&&) noexcept;
+  ~SnapshotCursor();
+
+  // Moves to the next update. False at the end or on an error; then check status().
+  bool next();
+  absl::Status status() const;
+
+  // The current update. REQUIRES: the last next() returned true. data() stays valid until the
+  // next call to next().
+  std::string_view data() const;
+  uint64_t time() const;
+  int64_t diff() const;
+
+  // Bytes of updates returned so far (data + 16 each).
+  uint64_t update_bytes() const;
+
+ private:
+  friend class ReadHandle;
+  friend class PersistClient;
+  explicit SnapshotCursor(std::unique_ptr<internal::SnapshotCursorImpl> impl);
+
+  std::unique_ptr<internal::SnapshotCursorImpl> impl_;
+};
+
+// What a Listen yields: the updates of one part, in (data, time) order, all at times
+// >= the previous progress; then `progress`, the frontier below which everything has been
+// yielded.
+struct ListenEvent {
+  std::vector<Update> updates;
+  Frontier progress;
+};
+
+class Listen {
+ public:
+  Listen(Listen&&) noexcept;
+  Listen& operator=(Listen&&) noexcept;
+  ~Listen();
+
+  // The next event if one is available now; nullopt if the shard's upper has not passed
+  // frontier() yet. Batches are fetched one part at a time.
+  absl::StatusOr<std::optional<ListenEvent>> next();
+
+  // Every update at a time before this has been yielded.
+  Frontier frontier() const;
+
+ private:
+  friend class ReadHandle;
+  explicit Listen(std::unique_ptr<internal::ListenImpl> impl);
+
+  std::unique_ptr<internal::ListenImpl> impl_;
+};
+
+class ReadHandle {
+ public:
+  ReadHandle(ReadHandle&&) noexcept;
+  ReadHandle& operator=(ReadHandle&&) noexcept;
+  // Does not expire the reader (that needs consensus); call expire().
+  ~ReadHandle();
+
+  const ShardId& shard_id() const;
+  const std::string& reader_id() const;
+
+  // This reader's hold.
+  Frontier since() const;
+
+  // Moves this reader's hold forward to `new_since` (a smaller value is ignored).
+  absl::Status downgrade_since(Frontier new_since);
+
+  // The consolidated contents at `as_of`, sorted by data, every time equal to `as_of`.
+  // FailedPrecondition if as_of is before the shard's since or not before its upper.
+  absl::StatusOr<std::vector<Update>> snapshot(uint64_t as_of);
+  absl::StatusOr<SnapshotCursor> snapshot_cursor(uint64_t as_of);
+
+  // Every update at a time > as_of. FailedPrecondition if as_of is before the since. Keep this
+  // reader's since at or before the listen's frontier - 1, or a later next() may fail (it never
+  // yields an update twice).
+  absl::StatusOr<Listen> listen(uint64_t as_of);
+
+  absl::StatusOr<Frontier> fetch_recent_upper();
+
+  // Renews the lease and releases consensus versions no cursor or listen of this reader uses.
+  absl::Status heartbeat();
+
+  // Deregisters the reader, releasing its hold. The handle is spent afterwards.
+  absl::Status expire();
+
+ private:
+  friend class PersistClient;
+  explicit ReadHandle(std::shared_ptr<internal::ReaderCore> core);
+
+  std::shared_ptr<internal::ReaderCore> core_;
+};
+
+}  // namespace weir::persist

@@ -1,0 +1,62 @@
+#include "weir/persist/background_maintenance.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "weir/mutex.h"
+
+namespace weir::persist {
+
+BackgroundMaintenance::BackgroundMaintenance(std::shared_ptr<PersistClient> client,
+                                             std::function<void(const absl::Status&)> on_error)
+    : client_(std::move(client)), on_error_(std::move(on_error)), thread_([this] { run(); }) {}
+
+BackgroundMaintenance::~BackgroundMaintenance() {
+  {
+    weir::MutexLock lock(mu_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  thread_.join();
+}
+
+void BackgroundMaintenance::request(const std::string& name) {
+  {
+    weir::MutexLock lock(mu_);
+    if (std::find(waiting_.begin(), waiting_.end(), name) != waiting_.end()) {
+      return;
+    }
+    waiting_.push_back(name);
+  }
+  changed_.notify_all();
+}
+
+size_t BackgroundMaintenance::completed() const {
+  weir::MutexLock lock(mu_);
+  return completed_;
+}
+
+void BackgroundMaintenance::run() {
+  for (;;) {
+    std::string name;
+    {
+      weir::MutexLock lock(mu_);
+      while (!stop_ && waiting_.empty()) {
+        changed_.wait(mu_);
+      }
+      if (stop_) {
+        return;
+      }
+      name = std::move(waiting_.front());
+      waiting_.pop_front();
+    }
+    const absl::Status status = client_->maintain(name);
+    if (!status.ok() && on_error_) {
+      on_error_(status);
+    }
+    weir::MutexLock lock(mu_);
+    ++completed_;
+  }
+}
+
+}  // namespace weir::persist

@@ -1,0 +1,35 @@
+// FileBlob: a Blob in a filesystem directory (file:// URLs).
+//
+// Key "a/b/c" is the file DIR/a/b/c. set writes "<key>.tmp-<random>", fsyncs it, renames it
+// into place and fsyncs the directory, so a key is either absent or whole. A temporary left by
+// a crash is listed like a key, so that GC removes it. remove also removes directories it
+// leaves empty.
+
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "weir/persist/blob.h"
+
+namespace weir::persist::internal {
+
+class FileBlob final : public Blob {
+ public:
+  // Creates `root` (and its parents) if absent.
+  static absl::StatusOr<std::unique_ptr<FileBlob>> open(std::string root);
+
+  absl::StatusOr<std::optional<std::string>> get(std::string_view key) override;
+  absl::Status set(std::string_view key, std::string_view value) override;
+  absl::Status remove(std::string_view key) override;
+  absl::StatusOr<std::vector<BlobMetadata>> list_keys(std::string_view prefix) override;
+
+ private:
+  explicit FileBlob(std::string root) : root_(std::move(root)) {}
+
+  std::string path(std::string_view key) const { return root_ + "/" + std::string(key); }
+
+  const std::string root_;  // Absolute or relative directory, without a trailing '/'.
+};
+
+}  // namespace weir::persist::internal

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Checks that a program linking only weir::runtime and weir::operators (examples/consumer, built
+# against the installed package) does not link Boost.Context or oneTBB: those belong to weir::async.
+# Usage: scripts/check-consumer-deps.sh [BINARY]   (default: build/consumer/consumer)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+binary=${1:-build/consumer/consumer}
+[[ -x "$binary" ]] || { echo "check-consumer-deps: no executable at $binary" >&2; exit 1; }
+
+libs=$(ldd "$binary")
+if found=$(grep -E 'libboost_context|libtbb' <<<"$libs"); then
+  echo "check-consumer-deps: $binary links what only weir::async may bring:" >&2
+  echo "$found" >&2
+  exit 1
+fi
+echo "check-consumer-deps: $binary links neither Boost.Context nor oneTBB"
