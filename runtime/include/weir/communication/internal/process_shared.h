@@ -132,26 +132,5 @@ class ProcessShared final : public TransportReceiver {
   std::vector<std::shared_ptr<SyncActivationQueue>> activation_queues_;
   Transport* transport_ = nullptr;
 };
-  struct ChannelEntry {
-    std::shared_ptr<void> object;
-    RemoteSink sink;
-    std::vector<PendingFrame> pending;
-    size_t pending_bytes = 0;
-    size_t released = 0;
-  };
-  absl::Status deliver(uint64_t channel, uint32_t from, uint32_t to, uint64_t seq,
-                       std::string_view payload);
-
-  size_t processes_ = 1;
-  size_t process_ = 0;
-  mutable std::mutex mu_;
-  std::unordered_map<uint64_t, ChannelEntry> channels_;  // Guarded by mu_.
-  size_t pending_bytes_ = 0;                             // Guarded by mu_.
-  absl::Status status_;                                  // Guarded by mu_.
-  // Release pairs with the acquire in failed(): a worker that sees the flag sees status_ too.
-  std::atomic<bool> failed_{false};
-  std::vector<std::shared_ptr<SyncActivationQueue>> activation_queues_;
-  Transport* transport_ = nullptr;
-};
 
 }  // namespace weir
