@@ -6,8 +6,9 @@
 #include <string>
 
 #include "../runtime/bench_util.h"
-#include "weir/ingest/ingest.h"
 #include <sys/resource.h>
+
+#include "weir/ingest/ingest.h"
 
 namespace fs = std::filesystem;
 

@@ -66,7 +66,8 @@ double streaming(uint64_t batches) {
 int main() {
   const double latency = ping_pong(200000);
   const double throughput = streaming(200000);
-  std::printf("floor: ping-pong %.3f us per round trip, streaming %.3g records/s\n", latency, throughput);
+  std::printf("floor: ping-pong %.3f us per round trip, streaming %.3g records/s\n", latency,
+              throughput);
   weir::bench::result("floor_pingpong_us", latency, "us");
   weir::bench::result("floor_streaming_records_per_s", throughput, "records/s");
   return 0;

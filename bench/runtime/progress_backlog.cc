@@ -98,9 +98,10 @@ int main(int argc, char** argv) {
   const uint64_t steps = args.numbers[0];
   for (uint64_t backlog : {10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL}) {
     const double us = per_step_us(args.config, backlog, steps);
-    std::printf("progress_backlog: %llu outstanding times on %zu workers: %.3f us per step "
-                "(median)\n",
-                static_cast<unsigned long long>(backlog), args.config.workers, us);
+    std::printf(
+        "progress_backlog: %llu outstanding times on %zu workers: %.3f us per step "
+        "(median)\n",
+        static_cast<unsigned long long>(backlog), args.config.workers, us);
     const std::string name = "progress_backlog_us_per_step_" + std::to_string(backlog);
     weir::bench::result(name.c_str(), us, "us");
   }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "graph.h"
+
 #include "weir/weir.h"
 
 namespace weir::graph {
@@ -18,7 +19,8 @@ namespace weir::graph {
 // Returns the stream of (node, distance) for every node reached from `root`, at the edges'
 // time. `edges` holds directed edges; `roots` the starting node(s).
 template <Timestamp T>
-Stream<T, std::pair<Node, uint64_t>> bfs(const Stream<T, Edge>& edges, const Stream<T, Node>& roots) {
+Stream<T, std::pair<Node, uint64_t>> bfs(const Stream<T, Edge>& edges,
+                                         const Stream<T, Node>& roots) {
   using Reach = std::pair<Node, uint64_t>;  // (node, distance)
   return edges.scope().template iterative<uint64_t>([&](auto& inner) {
     using P = Product<T, uint64_t>;
@@ -26,7 +28,8 @@ Stream<T, std::pair<Node, uint64_t>> bfs(const Stream<T, Edge>& edges, const Str
     auto start = inner.enter(roots) | map([](Node n) { return Reach{n, 0}; });
     auto reached = start | concat(cycle);
     OperatorBuilder<P> builder("BreadthFirst", inner);
-    auto edge_input = builder.add_input(inner.enter(edges), Exchange([](const Edge& e) { return e.first; }));
+    auto edge_input =
+        builder.add_input(inner.enter(edges), Exchange([](const Edge& e) { return e.first; }));
     auto reach_input = builder.add_input(reached, Exchange([](const Reach& r) { return r.first; }));
     auto [next_out, next] = builder.template add_output<Reach>();
     auto [visited_out, visited] = builder.template add_output<Reach>();
@@ -48,7 +51,11 @@ Stream<T, std::pair<Node, uint64_t>> bfs(const Stream<T, Edge>& edges, const Str
         reach_input.for_each([&](const InputCapability<P>& cap, std::vector<Reach>& data) {
           auto it = state->stash.find(cap.time());
           if (it == state->stash.end()) {
-            it = state->stash.emplace(cap.time(), typename State::Pending{cap.retain_for_output(0), cap.retain_for_output(1), {}}).first;
+            it = state->stash
+                     .emplace(cap.time(),
+                              typename State::Pending{
+                                  cap.retain_for_output(0), cap.retain_for_output(1), {}})
+                     .first;
           }
           auto& stashed = it->second.records;
           stashed.insert(stashed.end(), data.begin(), data.end());

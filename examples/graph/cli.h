@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "graph.h"
+
 #include "weir/worker/config.h"
 
 namespace weir::graph {
@@ -50,8 +51,7 @@ inline GraphArgs parse_graph_args(int argc, char** argv, const char* name, bool 
   GraphArgs args;
   args.config = *config;
   auto usage = [&] {
-    std::fprintf(stderr, "usage: %s NODES EDGES [-w W]%s\n", name,
-                 allow_file ? "\n       " : "");
+    std::fprintf(stderr, "usage: %s NODES EDGES [-w W]%s\n", name, allow_file ? "\n       " : "");
     if (allow_file) std::fprintf(stderr, "%s --edges FILE [-w W]\n", name);
     std::exit(2);
   };

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "graph.h"
+
 #include "weir/weir.h"
 
 namespace weir::graph {
@@ -23,15 +24,19 @@ namespace weir::graph {
 // one it receives. `nodes` lists every node (isolated ones are components too); duplicates are
 // fine.
 template <Timestamp T>
-Stream<T, std::pair<Node, Node>> components(const Stream<T, Edge>& edges, const Stream<T, Node>& nodes) {
+Stream<T, std::pair<Node, Node>> components(const Stream<T, Edge>& edges,
+                                            const Stream<T, Node>& nodes) {
   using Label = std::pair<Node, Node>;  // (node, label)
   return edges.scope().template iterative<uint64_t>([&](auto& inner) {
     using P = Product<T, uint64_t>;
     auto [loop, cycle] = loop_variable<Label>(inner, uint64_t{1});
-    auto undirected = inner.enter(edges) | flat_map([](Edge e) { return std::vector<Edge>{e, {e.second, e.first}}; });
+    auto undirected = inner.enter(edges) | flat_map([](Edge e) {
+                        return std::vector<Edge>{e, {e.second, e.first}};
+                      });
     auto labels = inner.enter(nodes) | map([](Node n) { return Label{n, n}; }) | concat(cycle);
     OperatorBuilder<P> builder("LabelPropagation", inner);
-    auto edge_input = builder.add_input(undirected, Exchange([](const Edge& e) { return e.first; }));
+    auto edge_input =
+        builder.add_input(undirected, Exchange([](const Edge& e) { return e.first; }));
     auto label_input = builder.add_input(labels, Exchange([](const Label& l) { return l.first; }));
     auto [next_out, next] = builder.template add_output<Label>();
     auto [changed_out, changed] = builder.template add_output<Label>();
@@ -53,7 +58,11 @@ Stream<T, std::pair<Node, Node>> components(const Stream<T, Edge>& edges, const 
         label_input.for_each([&](const InputCapability<P>& cap, std::vector<Label>& data) {
           auto it = state->stash.find(cap.time());
           if (it == state->stash.end()) {
-            it = state->stash.emplace(cap.time(), typename State::Pending{cap.retain_for_output(0), cap.retain_for_output(1), {}}).first;
+            it = state->stash
+                     .emplace(cap.time(),
+                              typename State::Pending{
+                                  cap.retain_for_output(0), cap.retain_for_output(1), {}})
+                     .first;
           }
           auto& stashed = it->second.records;
           stashed.insert(stashed.end(), data.begin(), data.end());
@@ -90,7 +99,8 @@ Stream<T, std::pair<Node, Node>> components(const Stream<T, Edge>& edges, const 
 }
 
 // The same, single-threaded (union-find), for checking: the number of components among `nodes`.
-inline uint64_t components_reference(const std::vector<Edge>& edges, const std::vector<Node>& nodes) {
+inline uint64_t components_reference(const std::vector<Edge>& edges,
+                                     const std::vector<Node>& nodes) {
   std::unordered_map<Node, Node> parent;
   for (Node n : nodes) parent.emplace(n, n);
   std::function<Node(Node)> find = [&](Node n) {

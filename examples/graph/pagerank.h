@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "graph.h"
+
 #include "weir/weir.h"
 
 namespace weir::graph {
@@ -52,11 +53,13 @@ inline void allocate(int64_t rank, std::span<const std::pair<Node, int64_t>> edg
 
 // Appends the change of each destination's allocation when a node's rank moves from `before`
 // to `after` over the same edges (zero changes omitted).
-inline void reallocate(int64_t before, int64_t after, std::span<const std::pair<Node, int64_t>> edges,
+inline void reallocate(int64_t before, int64_t after,
+                       std::span<const std::pair<Node, int64_t>> edges,
                        std::vector<RankChange>& out) {
   const int64_t degree = static_cast<int64_t>(edges.size());
   for (int64_t i = 0; i < degree; ++i) {
-    const int64_t change = edges[i].second * (share_of(after, degree, i) - share_of(before, degree, i));
+    const int64_t change =
+        edges[i].second * (share_of(after, degree, i) - share_of(before, degree, i));
     if (change != 0) out.emplace_back(edges[i].first, change);
   }
 }
@@ -64,7 +67,8 @@ inline void reallocate(int64_t before, int64_t after, std::span<const std::pair<
 // Appends the change of each destination's allocation of `rank` when a node's edges change from
 // `before` to `after` (both sorted by destination; zero changes omitted).
 inline void reallocate_edges(int64_t rank, std::span<const std::pair<Node, int64_t>> before,
-                             std::span<const std::pair<Node, int64_t>> after, std::vector<RankChange>& out) {
+                             std::span<const std::pair<Node, int64_t>> after,
+                             std::vector<RankChange>& out) {
   const int64_t db = static_cast<int64_t>(before.size()), da = static_cast<int64_t>(after.size());
   int64_t i = 0, j = 0;
   while (i < db || j < da) {
@@ -75,7 +79,8 @@ inline void reallocate_edges(int64_t rank, std::span<const std::pair<Node, int64
       out.emplace_back(after[j].first, after[j].second * share_of(rank, da, j));
       ++j;
     } else {
-      const int64_t change = after[j].second * share_of(rank, da, j) - before[i].second * share_of(rank, db, i);
+      const int64_t change =
+          after[j].second * share_of(rank, da, j) - before[i].second * share_of(rank, db, i);
       if (change != 0) out.emplace_back(after[j].first, change);
       ++i;
       ++j;
@@ -86,7 +91,8 @@ inline void reallocate_edges(int64_t rank, std::span<const std::pair<Node, int64
 // Sorts by the first component and sums the second; drops zeros.
 template <class K>
 void consolidate(std::vector<std::pair<K, int64_t>>& list) {
-  std::sort(list.begin(), list.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::sort(list.begin(), list.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
   size_t out = 0;
   for (size_t i = 0; i < list.size(); ++i) {
     if (out > 0 && list[out - 1].first == list[i].first) {
@@ -101,7 +107,8 @@ void consolidate(std::vector<std::pair<K, int64_t>>& list) {
 }
 
 // Applies sorted, consolidated (dst, diff) changes to an adjacency list.
-inline void apply_edge_changes(Adjacency& adjacency, std::span<const std::pair<Node, int64_t>> changes) {
+inline void apply_edge_changes(Adjacency& adjacency,
+                               std::span<const std::pair<Node, int64_t>> changes) {
   adjacency.insert(adjacency.end(), changes.begin(), changes.end());
   consolidate(adjacency);
 }
@@ -190,26 +197,30 @@ inline Stream<uint64_t, RankChange> pagerank(const Stream<uint64_t, EdgeChange>&
         };
         std::map<uint64_t, Stash> stash;
         std::vector<RankChange> out;
-        return [state, stash = std::move(stash), out = std::move(out)](auto& edge_input, auto& rank_input,
-                                                                       auto& output) mutable {
-          edge_input.for_each([&](const InputCapability<uint64_t>& cap, std::vector<EdgeChange>& data) {
-            auto& s = stash[cap.time()];
-            if (!s.capability) s.capability.emplace(cap.retain());
-            s.edges.insert(s.edges.end(), data.begin(), data.end());
-          });
-          rank_input.for_each([&](const InputCapability<uint64_t>& cap, std::vector<RankChange>& data) {
-            auto& s = stash[cap.time()];
-            if (!s.capability) s.capability.emplace(cap.retain());
-            if (s.ranks.empty()) {
-              std::swap(s.ranks, data);
-            } else {
-              s.ranks.insert(s.ranks.end(), data.begin(), data.end());
-            }
-          });
+        return [state, stash = std::move(stash), out = std::move(out)](
+                   auto& edge_input, auto& rank_input, auto& output) mutable {
+          edge_input.for_each(
+              [&](const InputCapability<uint64_t>& cap, std::vector<EdgeChange>& data) {
+                auto& s = stash[cap.time()];
+                if (!s.capability) s.capability.emplace(cap.retain());
+                s.edges.insert(s.edges.end(), data.begin(), data.end());
+              });
+          rank_input.for_each(
+              [&](const InputCapability<uint64_t>& cap, std::vector<RankChange>& data) {
+                auto& s = stash[cap.time()];
+                if (!s.capability) s.capability.emplace(cap.retain());
+                if (s.ranks.empty()) {
+                  std::swap(s.ranks, data);
+                } else {
+                  s.ranks.insert(s.ranks.end(), data.begin(), data.end());
+                }
+              });
           // Times complete on both inputs, earliest first.
           while (!stash.empty()) {
             auto it = stash.begin();
-            if (edge_input.frontier().less_equal(it->first) || rank_input.frontier().less_equal(it->first)) break;
+            if (edge_input.frontier().less_equal(it->first) ||
+                rank_input.frontier().less_equal(it->first))
+              break;
             out.clear();
             state->apply_edges(it->second.edges, out);
             state->apply_ranks(it->second.ranks, out);
@@ -303,7 +314,8 @@ class PagerankBaseline {
  private:
   std::span<const std::pair<Node, int64_t>> edges_of(Node src) const {
     if (overlay_index_[src] >= 0) return overlays_[overlay_index_[src]];
-    return std::span<const std::pair<Node, int64_t>>(targets_).subspan(offsets_[src], offsets_[src + 1] - offsets_[src]);
+    return std::span<const std::pair<Node, int64_t>>(targets_).subspan(
+        offsets_[src], offsets_[src + 1] - offsets_[src]);
   }
   Adjacency& overlay(Node src) {
     if (overlay_index_[src] < 0) {

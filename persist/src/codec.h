@@ -24,11 +24,11 @@
 
 #include "weir/check.h"
 #include "weir/mutex.h"
-#include "weir/persist/v1/part.pb.h"
-#include "weir/persist/v1/state.pb.h"
 #include "weir/persist/batch.h"
 #include "weir/persist/consensus.h"
 #include "weir/persist/frontier.h"
+#include "weir/persist/v1/part.pb.h"
+#include "weir/persist/v1/state.pb.h"
 
 namespace weir::persist::internal {
 

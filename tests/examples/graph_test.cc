@@ -1,8 +1,6 @@
 // BFS, connected components and PageRank: the same answers on 1, 2 and 4 workers, equal to a
 // plain single-threaded computation.
 
-#include <gtest/gtest.h>
-
 #include <map>
 #include <unordered_map>
 #include <vector>
@@ -11,6 +9,7 @@
 #include "graph/components.h"
 #include "graph/pagerank.h"
 #include "testing/harness.h"
+#include <gtest/gtest.h>
 
 namespace weir::graph {
 namespace {
@@ -23,7 +22,8 @@ TEST_P(GraphTest, BfsMatchesReference) {
     std::map<uint64_t, uint64_t> counts;
     worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
       auto e = to_stream(scope, worker_edges(nodes, edges, worker.index(), worker.peers()));
-      auto roots = to_stream(scope, worker.index() == 0 ? std::vector<Node>{0} : std::vector<Node>{});
+      auto roots =
+          to_stream(scope, worker.index() == 0 ? std::vector<Node>{0} : std::vector<Node>{});
       bfs(e, roots) | inspect([&](const std::pair<Node, uint64_t>& r) { ++counts[r.second]; });
     });
     while (worker.step_or_park(std::nullopt)) {
@@ -76,7 +76,8 @@ TEST_P(GraphTest, PagerankMatchesBaselineThroughEdgeChanges) {
       pagerank(stream, state) | probe_with(probe);
       return std::move(handle);
     });
-    for (const Edge& e : worker_edges(nodes, edges, worker.index(), worker.peers())) input.send({e, 1});
+    for (const Edge& e : worker_edges(nodes, edges, worker.index(), worker.peers()))
+      input.send({e, 1});
     for (uint64_t round = 1; round <= rounds; ++round) {
       input.advance_to(round);
       // Round r inserts generated edge edges + r - 1 and deletes loaded edge r - 1.
@@ -89,14 +90,16 @@ TEST_P(GraphTest, PagerankMatchesBaselineThroughEdgeChanges) {
     while (worker.step_or_park(std::nullopt)) {
     }
     std::vector<std::pair<Node, int64_t>> ranks;
-    for (Node n = worker.index(); n < nodes; n += worker.peers()) ranks.emplace_back(n, state->rank(n));
+    for (Node n = worker.index(); n < nodes; n += worker.peers())
+      ranks.emplace_back(n, state->rank(n));
     return ranks;
   });
   ASSERT_TRUE(results.ok()) << results.status();
   PagerankBaseline baseline(nodes, worker_edges(nodes, edges, 0, 1));
   std::vector<std::vector<EdgeChange>> changes;
   for (uint64_t round = 1; round <= rounds; ++round) {
-    changes.push_back({{generated_edge(nodes, edges + round - 1), 1}, {generated_edge(nodes, round - 1), -1}});
+    changes.push_back(
+        {{generated_edge(nodes, edges + round - 1), 1}, {generated_edge(nodes, round - 1), -1}});
   }
   baseline.run(changes);
   uint64_t checked = 0, changed = 0;

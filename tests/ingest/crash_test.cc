@@ -8,13 +8,13 @@
 #include <string>
 #include <thread>
 
-#include "weir/ingest/ingest.h"
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "weir/ingest/ingest.h"
 #include "weir/persist/client.h"
 
 namespace weir::ingest {

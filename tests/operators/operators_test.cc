@@ -1,8 +1,6 @@
 // Tests of the standard operators, each on 1, 2 and 4 workers: what comes out equals what a
 // plain computation over the same input says.
 
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -14,6 +12,8 @@
 #include <vector>
 
 #include "testing/harness.h"
+#include <gtest/gtest.h>
+
 #include "weir/weir.h"
 
 namespace weir {
@@ -35,7 +35,8 @@ class OperatorsTest : public ::testing::TestWithParam<size_t> {
       ProbeHandle<T> probe;
       auto input = worker.dataflow<T>([&](Scope<T>& scope) {
         auto [handle, stream] = new_input<uint64_t>(scope);
-        build(stream) | inspect_time([&](const T& t, const uint64_t& x) { seen.emplace_back(t, x); }) |
+        build(stream) |
+            inspect_time([&](const T& t, const uint64_t& x) { seen.emplace_back(t, x); }) |
             probe_with(probe);
         return std::move(handle);
       });
@@ -150,7 +151,9 @@ TEST_P(OperatorsTest, ConcatAndConcatenate) {
 
 TEST_P(OperatorsTest, PartitionBranchAndOkErr) {
   EXPECT_EQ(run([](auto s) {
-              auto parts = partition(s, 3, [](uint64_t x) { return std::pair<uint64_t, uint64_t>{x % 3, x}; });
+              auto parts = partition(s, 3, [](uint64_t x) {
+                return std::pair<uint64_t, uint64_t>{x % 3, x};
+              });
               auto tagged0 = parts[0] | map([](uint64_t x) { return x * 10 + 0; });
               auto tagged2 = parts[2] | map([](uint64_t x) { return x * 10 + 2; });
               auto [small, big] = s | branch([](const T&, const uint64_t& x) { return x >= 50; });
@@ -159,11 +162,14 @@ TEST_P(OperatorsTest, PartitionBranchAndOkErr) {
                                    if (x % 2) return std::to_string(x);
                                    return x;
                                  });
-              auto from_errs = errs | map([](std::string e) { return static_cast<uint64_t>(std::stoull(e)) + 100000; });
-              return concatenate(s.scope(),
-                                 std::vector{tagged0, tagged2, big | map([](uint64_t x) { return x + 1000; }),
-                                             late | map([](uint64_t x) { return x + 2000; }),
-                                             oks | map([](uint64_t x) { return x + 3000; }), from_errs});
+              auto from_errs = errs | map([](std::string e) {
+                                 return static_cast<uint64_t>(std::stoull(e)) + 100000;
+                               });
+              return concatenate(
+                  s.scope(),
+                  std::vector{tagged0, tagged2, big | map([](uint64_t x) { return x + 1000; }),
+                              late | map([](uint64_t x) { return x + 2000; }),
+                              oks | map([](uint64_t x) { return x + 3000; }), from_errs});
             }),
             expect([](T t, uint64_t x, Out& o) {
               if (x % 3 == 0) o.emplace_back(t, x * 10);
@@ -176,7 +182,9 @@ TEST_P(OperatorsTest, PartitionBranchAndOkErr) {
 }
 
 TEST_P(OperatorsTest, DelayMovesRecordsToLaterTimes) {
-  EXPECT_EQ(run([](auto s) { return s | delay([](const uint64_t& x, const T& t) { return t + x % 4; }); }),
+  EXPECT_EQ(run([](auto s) {
+              return s | delay([](const uint64_t& x, const T& t) { return t + x % 4; });
+            }),
             expect([](T t, uint64_t x, Out& o) { o.emplace_back(t + x % 4, x); }));
   EXPECT_EQ(run([](auto s) { return s | delay_batch([](const T& t) { return (t / 3 + 1) * 3; }); }),
             expect([](T t, uint64_t x, Out& o) { o.emplace_back((t / 3 + 1) * 3, x); }));
@@ -198,7 +206,9 @@ TEST_P(OperatorsTest, CountAndAccumulatePerTimePerWorker) {
 
 TEST_P(OperatorsTest, AggregateSumsPerKeyAcrossWorkers) {
   auto out = run([](auto s) {
-    return s | map([](uint64_t x) { return std::pair<uint64_t, uint64_t>{x % 4, x}; }) |
+    return s | map([](uint64_t x) {
+             return std::pair<uint64_t, uint64_t>{x % 4, x};
+           }) |
            aggregate<uint64_t>([](const uint64_t&, uint64_t v, uint64_t& agg) { agg += v; },
                                [](uint64_t key, uint64_t agg) { return agg * 10 + key; },
                                [](const uint64_t& key) { return key; });
@@ -216,22 +226,23 @@ TEST_P(OperatorsTest, AggregateSumsPerKeyAcrossWorkers) {
 TEST_P(OperatorsTest, UnaryNotifyDeliversInTimeOrderOnceComplete) {
   auto out = run([](auto s) {
     std::map<T, uint64_t> sums;
-    return unary_notify<uint64_t>(s, Pipeline{}, "SumAtCompletion", {},
-                                  [sums](auto& input, auto& output, Notificator<T>& notificator) mutable {
-                                    input.for_each([&](const InputCapability<T>& cap, std::vector<uint64_t>& data) {
-                                      for (uint64_t x : data) sums[cap.time()] += x;
-                                      notificator.notify_at(cap.retain());
-                                    });
-                                    T last = 0;
-                                    notificator.for_each([&](Capability<T> cap, uint64_t count, auto& n) {
-                                      EXPECT_GE(cap.time(), last);
-                                      EXPECT_FALSE(n.frontier(0).less_equal(cap.time()));
-                                      EXPECT_GE(count, 1u);
-                                      last = cap.time();
-                                      output.session(cap).give(sums[cap.time()]);
-                                      sums.erase(cap.time());
-                                    });
-                                  });
+    return unary_notify<uint64_t>(
+        s, Pipeline{}, "SumAtCompletion", {},
+        [sums](auto& input, auto& output, Notificator<T>& notificator) mutable {
+          input.for_each([&](const InputCapability<T>& cap, std::vector<uint64_t>& data) {
+            for (uint64_t x : data) sums[cap.time()] += x;
+            notificator.notify_at(cap.retain());
+          });
+          T last = 0;
+          notificator.for_each([&](Capability<T> cap, uint64_t count, auto& n) {
+            EXPECT_GE(cap.time(), last);
+            EXPECT_FALSE(n.frontier(0).less_equal(cap.time()));
+            EXPECT_GE(count, 1u);
+            last = cap.time();
+            output.session(cap).give(sums[cap.time()]);
+            sums.erase(cap.time());
+          });
+        });
   });
   EXPECT_EQ(out, expect([](T t, uint64_t x, Out& o) {
               if (x % 10 == 0) o.emplace_back(t, 10 * x + 45);
@@ -242,28 +253,36 @@ TEST_P(OperatorsTest, BinaryOperatorsJoinTwoInputs) {
   auto out = run([](auto s) {
     auto left = s | map([](uint64_t x) { return x; });
     auto right = s | map([](uint64_t x) { return x * 100; });
-    auto plain = binary<uint64_t>(left, right, Pipeline{}, Pipeline{}, "Both", [](Capability<T>, OperatorInfo) {
-      return [](auto& a, auto& b, auto& output) {
-        a.for_each([&](const auto& cap, std::vector<uint64_t>& d) { output.session(cap).give_vec(d); });
-        b.for_each([&](const auto& cap, std::vector<uint64_t>& d) { output.session(cap).give_vec(d); });
-      };
-    });
-    auto frontiered = binary_frontier<uint64_t>(
-        left, right, Exchange([](const uint64_t& x) { return x; }), Pipeline{}, "Frontier",
-        [](Capability<T>, OperatorInfo) {
-          return [](auto& a, auto& b, auto& output) {
-            a.for_each([&](const auto& cap, std::vector<uint64_t>& d) {
-              EXPECT_TRUE(a.frontier().less_equal(cap.time()));
-              output.session(cap).give_vec(d);
-            });
-            b.for_each([&](const auto&, std::vector<uint64_t>&) {});
-          };
-        });
+    auto plain = binary<uint64_t>(left, right, Pipeline{}, Pipeline{}, "Both",
+                                  [](Capability<T>, OperatorInfo) {
+                                    return [](auto& a, auto& b, auto& output) {
+                                      a.for_each([&](const auto& cap, std::vector<uint64_t>& d) {
+                                        output.session(cap).give_vec(d);
+                                      });
+                                      b.for_each([&](const auto& cap, std::vector<uint64_t>& d) {
+                                        output.session(cap).give_vec(d);
+                                      });
+                                    };
+                                  });
+    auto frontiered =
+        binary_frontier<uint64_t>(left, right, Exchange([](const uint64_t& x) { return x; }),
+                                  Pipeline{}, "Frontier", [](Capability<T>, OperatorInfo) {
+                                    return [](auto& a, auto& b, auto& output) {
+                                      a.for_each([&](const auto& cap, std::vector<uint64_t>& d) {
+                                        EXPECT_TRUE(a.frontier().less_equal(cap.time()));
+                                        output.session(cap).give_vec(d);
+                                      });
+                                      b.for_each([&](const auto&, std::vector<uint64_t>&) {});
+                                    };
+                                  });
     auto notified = binary_notify<uint64_t>(
-        left, right, Pipeline{}, Pipeline{}, "Notify", {}, [](auto& a, auto& b, auto& output, Notificator<T>& n) {
+        left, right, Pipeline{}, Pipeline{}, "Notify", {},
+        [](auto& a, auto& b, auto& output, Notificator<T>& n) {
           a.for_each([&](const auto& cap, std::vector<uint64_t>&) { n.notify_at(cap.retain()); });
           b.for_each([&](const auto&, std::vector<uint64_t>&) {});
-          n.for_each([&](Capability<T> cap, uint64_t, auto&) { output.session(cap).give(1000000 + cap.time()); });
+          n.for_each([&](Capability<T> cap, uint64_t, auto&) {
+            output.session(cap).give(1000000 + cap.time());
+          });
         });
     return concatenate(s.scope(), std::vector{plain, frontiered, notified});
   });
@@ -328,7 +347,8 @@ TEST_P(OperatorsTest, UnorderedInputSendsAtAnyHeldTime) {
       auto [handle, initial, stream] = new_unordered_input<uint64_t>(scope);
       input.emplace(std::move(handle));
       cap.emplace(std::move(initial));
-      stream | inspect_time([&](const T& t, const uint64_t& x) { seen.emplace_back(t, x); }) | probe_with(probe);
+      stream | inspect_time([&](const T& t, const uint64_t& x) { seen.emplace_back(t, x); }) |
+          probe_with(probe);
     });
     auto at5 = cap->delayed(5);
     auto at3 = cap->delayed(3);
@@ -371,9 +391,11 @@ TEST_P(OperatorsTest, CaptureAndReplayReproduceDataAndProgress) {
                    ("weir-capture-" + std::to_string(::getpid()) + "-" + std::to_string(workers()));
   std::filesystem::create_directories(dir);
   std::vector<std::string> paths;
-  for (size_t w = 0; w < workers(); ++w) paths.push_back((dir / ("w" + std::to_string(w) + ".cap")).string());
+  for (size_t w = 0; w < workers(); ++w)
+    paths.push_back((dir / ("w" + std::to_string(w) + ".cap")).string());
   auto original = run([&](auto s) {
-    auto out = s | map([](uint64_t x) { return x + 1; }) | exchange([](const uint64_t& x) { return x; });
+    auto out =
+        s | map([](uint64_t x) { return x + 1; }) | exchange([](const uint64_t& x) { return x; });
     return capture_to_file(out, paths[out.scope().index()]);
   });
   // Replay on a different number of workers; the frontier must follow the captured one.
@@ -420,7 +442,8 @@ TEST_P(OperatorsTest, CaptureAndReplayReproduceDataAndProgress) {
 INSTANTIATE_TEST_SUITE_P(Workers, OperatorsTest, ::testing::Values(1, 2, 4));
 
 TEST(CodecTest, RoundTripsAndRejectsMalformedInput) {
-  using Rec = std::tuple<std::string, std::vector<uint64_t>, std::optional<std::pair<int, std::string>>>;
+  using Rec =
+      std::tuple<std::string, std::vector<uint64_t>, std::optional<std::pair<int, std::string>>>;
   Rec value{"hello", {1, 2, 3}, std::pair<int, std::string>{7, "seven"}};
   std::string bytes;
   Codec<Rec>::encode(value, bytes);

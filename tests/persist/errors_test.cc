@@ -5,8 +5,8 @@
 #include "gtest/gtest.h"
 #include "test_stores.h"
 
-#include "weir/persist/v1/state.pb.h"
 #include "weir/persist/client.h"
+#include "weir/persist/v1/state.pb.h"
 
 namespace weir::persist {
 namespace {

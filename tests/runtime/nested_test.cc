@@ -1,13 +1,13 @@
 // Nested scopes: iteration with product timestamps, regions, two levels, errors.
 
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <map>
 #include <utility>
 #include <vector>
 
 #include "testing/harness.h"
+#include <gtest/gtest.h>
+
 #include "weir/weir.h"
 
 namespace weir {
@@ -25,7 +25,8 @@ class NestedTest : public ::testing::TestWithParam<size_t> {
       ProbeHandle<uint64_t> probe;
       auto input = worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
         auto [handle, stream] = new_input<uint64_t>(scope);
-        build(scope, stream) | inspect_time([&](const uint64_t& t, const uint64_t& x) { seen.emplace_back(t, x); }) |
+        build(scope, stream) |
+            inspect_time([&](const uint64_t& t, const uint64_t& x) { seen.emplace_back(t, x); }) |
             probe_with(probe);
         return std::move(handle);
       });
@@ -66,22 +67,27 @@ TEST_P(NestedTest, IterativeLoopCountsRoundsPerEpoch) {
   auto out = run([](Scope<uint64_t>& scope, Stream<uint64_t, uint64_t> stream) {
     return scope.iterative<uint64_t>([&](auto& inner) {
       auto [loop, cycle] = loop_variable<std::pair<uint64_t, uint64_t>>(inner, uint64_t{1});
-      auto start = inner.enter(stream) | map([](uint64_t x) { return std::pair<uint64_t, uint64_t>{x, x}; });
-      auto step = start | concat(cycle) | exchange([](const std::pair<uint64_t, uint64_t>& p) { return p.second; });
-      auto [done, again] = step | branch([](const P&, const std::pair<uint64_t, uint64_t>& p) { return p.second != 1; });
+      auto start = inner.enter(stream) | map([](uint64_t x) {
+                     return std::pair<uint64_t, uint64_t>{x, x};
+                   });
+      auto step = start | concat(cycle) |
+                  exchange([](const std::pair<uint64_t, uint64_t>& p) { return p.second; });
+      auto [done, again] = step | branch([](const P&, const std::pair<uint64_t, uint64_t>& p) {
+                             return p.second != 1;
+                           });
       again | map([](std::pair<uint64_t, uint64_t> p) {
         p.second = p.second % 2 == 0 ? p.second / 2 : 3 * p.second + 1;
         return p;
       }) | connect_loop(loop);
       // Times inside are (epoch, round): record the round as the result.
       auto rounds = unary<uint64_t>(done, Pipeline{}, "Rounds", [](Capability<P>, OperatorInfo) {
-                      return [](auto& input, auto& output) {
-                        input.for_each([&](const InputCapability<P>& cap, auto& data) {
-                          auto session = output.session(cap);
-                          for (auto& p : data) session.give(p.first * 1000 + cap.time().inner);
-                        });
-                      };
-                    });
+        return [](auto& input, auto& output) {
+          input.for_each([&](const InputCapability<P>& cap, auto& data) {
+            auto session = output.session(cap);
+            for (auto& p : data) session.give(p.first * 1000 + cap.time().inner);
+          });
+        };
+      });
       return inner.leave(rounds);
     });
   });
@@ -117,17 +123,18 @@ TEST_P(NestedTest, TwoLevelsDeep) {
         auto [loop, cycle] = loop_variable<uint64_t>(inner, uint64_t{1});
         auto body = inner.enter(entered) | concat(cycle);
         auto [zero, positive] = body | branch([](const P2&, const uint64_t& x) { return x > 0; });
-        positive | map([](uint64_t x) { return x - 1; }) | exchange([](const uint64_t& x) { return x; }) |
-            connect_loop(loop);
+        positive | map([](uint64_t x) { return x - 1; }) |
+            exchange([](const uint64_t& x) { return x; }) | connect_loop(loop);
         // Leave with the inner round count as the value.
-        auto rounds = unary<uint64_t>(zero, Pipeline{}, "InnerRounds", [](Capability<P2>, OperatorInfo) {
-                        return [](auto& input, auto& output) {
-                          input.for_each([&](const InputCapability<P2>& cap, auto& data) {
-                            auto session = output.session(cap);
-                            for (size_t i = 0; i < data.size(); ++i) session.give(cap.time().inner);
-                          });
-                        };
-                      });
+        auto rounds =
+            unary<uint64_t>(zero, Pipeline{}, "InnerRounds", [](Capability<P2>, OperatorInfo) {
+              return [](auto& input, auto& output) {
+                input.for_each([&](const InputCapability<P2>& cap, auto& data) {
+                  auto session = output.session(cap);
+                  for (size_t i = 0; i < data.size(); ++i) session.give(cap.time().inner);
+                });
+              };
+            });
         return inner.leave(rounds);
       });
       // Each pass feeds the round count + 1 back, three passes in all.
@@ -149,7 +156,8 @@ TEST(NestedScopeTest, CycleWithoutAdvanceInsideIsRejected) {
       scope.iterative<uint64_t>([&](auto& inner) {
         // A feedback that advances neither coordinate.
         auto [loop, cycle] = loop_variable<uint64_t>(inner, uint64_t{0});
-        inner.enter(stream) | concat(cycle) | map([](uint64_t x) { return x; }) | connect_loop(loop);
+        inner.enter(stream) | concat(cycle) | map([](uint64_t x) { return x; }) |
+            connect_loop(loop);
       });
     });
   });
@@ -168,12 +176,13 @@ TEST(NestedScopeTest, IdleScopeIsNotScheduled) {
       auto [handle, stream] = new_input<uint64_t>(scope);
       auto [idle_handle, other] = new_input<uint64_t>(scope);
       scope.region([&](auto& inner) {
-        unary_frontier<uint64_t>(inner.enter(other), Pipeline{}, "Watcher", [&](auto, OperatorInfo) {
-          return [&](auto& in, auto&) {
-            ++runs;
-            in.for_each([](const auto&, auto&) {});
-          };
-        });
+        unary_frontier<uint64_t>(inner.enter(other), Pipeline{}, "Watcher",
+                                 [&](auto, OperatorInfo) {
+                                   return [&](auto& in, auto&) {
+                                     ++runs;
+                                     in.for_each([](const auto&, auto&) {});
+                                   };
+                                 });
       });
       stream | probe_with(probe);
       idle.emplace(std::move(idle_handle));

@@ -3,13 +3,13 @@
 // ordered times and for Product<uint64_t, uint64_t> (a partial order). The models recompute
 // everything from a std::map after every operation, so they are slow and obviously right.
 
-#include <gtest/gtest.h>
-
 #include <cstdint>
 #include <map>
 #include <random>
 #include <utility>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "weir/progress/antichain.h"
 #include "weir/progress/change_batch.h"
@@ -80,8 +80,7 @@ void check_change_batch(uint64_t seed) {
     } else if (r < 85) {
       auto got = batch.iter();
       const auto want = nonzero(model);
-      ASSERT_EQ(Updates(got.begin(), got.end()), want)
-          << "seed " << seed << " op " << op;
+      ASSERT_EQ(Updates(got.begin(), got.end()), want) << "seed " << seed << " op " << op;
     } else if (r < 93) {
       ASSERT_EQ(batch.is_empty(), nonzero(model).empty()) << "seed " << seed << " op " << op;
     } else if (r < 96) {

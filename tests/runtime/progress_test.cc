@@ -1,10 +1,10 @@
 // Unit tests of the progress types: timestamps, summaries, antichains, change batches,
 // capabilities.
 
-#include <gtest/gtest.h>
-
 #include <limits>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "weir/progress/antichain.h"
 #include "weir/progress/capability.h"
@@ -27,7 +27,8 @@ TEST(TimestampTest, IntSummaryAddsAndDropsOnOverflow) {
   EXPECT_EQ(plus_two.results_in(3), std::optional<uint64_t>(5));
   EXPECT_EQ(plus_two.results_in(std::numeric_limits<uint64_t>::max() - 1), std::nullopt);
   EXPECT_EQ(plus_two.followed_by(IntSummary<uint64_t>{3})->delta, 5u);
-  EXPECT_EQ(IntSummary<uint64_t>{std::numeric_limits<uint64_t>::max()}.followed_by(plus_two), std::nullopt);
+  EXPECT_EQ(IntSummary<uint64_t>{std::numeric_limits<uint64_t>::max()}.followed_by(plus_two),
+            std::nullopt);
   EXPECT_TRUE(less_equal(IntSummary<uint64_t>{1}, plus_two));
   EXPECT_FALSE(less_equal(plus_two, IntSummary<uint64_t>{1}));
 }
@@ -51,7 +52,7 @@ TEST(AntichainTest, InsertEvictsGreaterElements) {
   EXPECT_FALSE(frontier.insert({2, 2}));  // Dominated.
   EXPECT_TRUE(frontier.insert({0, 3}));   // Incomparable: both kept.
   EXPECT_EQ(frontier.size(), 2u);
-  EXPECT_TRUE(frontier.insert({0, 0}));   // Evicts both.
+  EXPECT_TRUE(frontier.insert({0, 0}));  // Evicts both.
   EXPECT_EQ(frontier, (Antichain<P>{{0, 0}}));
 }
 
@@ -162,7 +163,7 @@ TEST(CapabilityTest, CopiesAndDropsAreCounted) {
     later.downgrade(9);
     EXPECT_EQ(later.time(), 9u);
     auto moved = std::move(copy);
-    EXPECT_FALSE(copy.valid());  // NOLINT(bugprone-use-after-move)
+    EXPECT_FALSE(copy.valid());              // NOLINT(bugprone-use-after-move)
     EXPECT_EQ(internal->iter().size(), 2u);  // (3, +2) and (9, +1)
   }
   EXPECT_EQ(live_capabilities_on_this_thread(), live);

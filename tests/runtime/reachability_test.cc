@@ -1,11 +1,11 @@
 // Unit tests of the reachability tracker and its graph checks.
 
-#include <gtest/gtest.h>
+#include "weir/progress/reachability.h"
 
 #include <tuple>
 #include <vector>
 
-#include "weir/progress/reachability.h"
+#include <gtest/gtest.h>
 
 namespace weir {
 namespace {
@@ -42,7 +42,7 @@ TEST(TrackerTest, PropagatesCapabilitiesDownstream) {
   tracker.propagate_all();
   EXPECT_EQ(tracker.implications(Target{2, 0})[0], 4u);
   EXPECT_EQ(tracker.implications(Target{3, 0})[0], 4u);
-  // A message in flight to the op at 2 holds both inputs back at 2 ... 
+  // A message in flight to the op at 2 holds both inputs back at 2 ...
   tracker.update_target(Target{2, 0}, 2, 1);
   tracker.propagate_all();
   EXPECT_EQ(tracker.implications(Target{2, 0})[0], 2u);
@@ -54,7 +54,8 @@ TEST(TrackerTest, PropagatesCapabilitiesDownstream) {
   EXPECT_TRUE(tracker.implications(Target{3, 0}).empty());
   EXPECT_FALSE(tracker.tracking_anything());
   std::vector<std::tuple<Target, uint64_t, int64_t>> changes;
-  tracker.drain_target_changes([&](Target t, uint64_t time, int64_t d) { changes.emplace_back(t, time, d); });
+  tracker.drain_target_changes(
+      [&](Target t, uint64_t time, int64_t d) { changes.emplace_back(t, time, d); });
   EXPECT_FALSE(changes.empty());
 }
 

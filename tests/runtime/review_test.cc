@@ -3,20 +3,20 @@
 // hold the frontier too (it failed on d43cb62), and nested scopes without leave complete across
 // processes (held: kept as coverage, their progress travels encoded).
 
-#include <gtest/gtest.h>
-
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
-#include <mutex>
-#include <string>
-#include <chrono>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "testing/harness.h"
+#include <gtest/gtest.h>
+
 #include "weir/async/async_operator.h"
 #include "weir/weir.h"
 
@@ -147,7 +147,6 @@ class LoopbackHub {
   size_t opened_ = 0;  // Guarded by mu_.
 };
 
-
 class ReviewTest : public ::testing::TestWithParam<size_t> {};
 
 // The guide: "An InputCapability cannot be copied, only moved. [...] If you do move one out of
@@ -209,10 +208,10 @@ TEST_P(ReviewTest, AsyncKeptInputCapabilityHoldsTheFrontier) {
       << "a record was given at a time the downstream frontier had passed";
 }
 
-// HELD (passes on d43cb62). Nested-scope completion across processes: 2 processes (loopback transport) x 2 workers; a
-// region without leave, inside it an iterative scope without leave whose loop exchanges and
-// sleeps on one worker, and only inner sinks see the results. The nested progress batches travel
-// encoded (EncodedNestedBatch) and are decoded by the scope they are for.
+// HELD (passes on d43cb62). Nested-scope completion across processes: 2 processes (loopback
+// transport) x 2 workers; a region without leave, inside it an iterative scope without leave whose
+// loop exchanges and sleeps on one worker, and only inner sinks see the results. The nested
+// progress batches travel encoded (EncodedNestedBatch) and are decoded by the scope they are for.
 TEST(ReviewClusterTest, NestedScopesWithoutLeaveCompleteAcrossProcesses) {
   testing::Watchdog watchdog("NestedScopesWithoutLeaveCompleteAcrossProcesses");
   constexpr size_t kProcesses = 2;

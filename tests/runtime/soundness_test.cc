@@ -5,17 +5,17 @@
 // - an input capability kept past its delivery, and a session kept past its capability, hold
 //   the frontier back instead of sending behind it.
 
-#include <gtest/gtest.h>
-
 #include <atomic>
-#include <memory>
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <thread>
 #include <type_traits>
 #include <vector>
 
 #include "testing/harness.h"
+#include <gtest/gtest.h>
+
 #include "weir/weir.h"
 
 namespace weir {
@@ -139,8 +139,8 @@ TEST_P(NestedCompletionTest, InnerOperatorWaitingForAnEventKeepsTheDataflowAlive
           activator.activate();
         });
         builder.build([output = output, fired, timer](std::vector<Capability<uint64_t>> caps) {
-          return [output, fired, timer, caps = std::move(caps)](
-                     std::span<const MutableAntichain<uint64_t>>) mutable {
+          return [output, fired, timer,
+                  caps = std::move(caps)](std::span<const MutableAntichain<uint64_t>>) mutable {
             if (caps.empty() || !fired->load()) return;
             output.session(caps[0]).give(uint64_t{5});
             caps.clear();

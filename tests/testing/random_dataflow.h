@@ -277,8 +277,7 @@ Time outermost(const Product<A, B>& t) {
 // Passes records through, recording them (at their root time) and checking them against the
 // input frontier.
 template <Timestamp T>
-Stream<T, uint64_t> check(const Stream<T, uint64_t>& stream, Multiset* seen,
-                          uint64_t* violations) {
+Stream<T, uint64_t> check(const Stream<T, uint64_t>& stream, Multiset* seen, uint64_t* violations) {
   return unary_frontier<uint64_t>(
       stream, Pipeline{}, "Check", [seen, violations](Capability<T>, OperatorInfo) {
         return [seen, violations](auto& input, auto& output) {
@@ -300,8 +299,8 @@ inline Stream<Time, uint64_t> keep_node(const Stream<Time, uint64_t>& stream) {
   builder.build([input, output = output](std::vector<Capability<Time>> caps) mutable {
     caps.clear();
     std::deque<std::pair<InputCapability<Time>, std::vector<uint64_t>>> kept;
-    return [input, output, kept = std::move(kept)](
-               std::span<const MutableAntichain<Time>>) mutable -> bool {
+    return [input, output,
+            kept = std::move(kept)](std::span<const MutableAntichain<Time>>) mutable -> bool {
       for (; !kept.empty(); kept.pop_front()) {
         output.session(kept.front().first).give_vec(kept.front().second);
       }

@@ -15,8 +15,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "commands.h"
-#include "weir/ingest/ingest.h"
 #include <unistd.h>
+
+#include "weir/ingest/ingest.h"
 
 namespace weir::tools {
 namespace {

@@ -46,9 +46,9 @@ struct CheckVoidify {
 
 // Not parenthesized as a whole: `<<` must bind to the CheckFailure.
 // NOLINTNEXTLINE(bugprone-macro-parentheses)
-#define WEIR_CHECK(condition)                            \
-  (condition) ? (void)0                                  \
-              : ::weir::internal::CheckVoidify() &       \
+#define WEIR_CHECK(condition)                      \
+  (condition) ? (void)0                            \
+              : ::weir::internal::CheckVoidify() & \
                     ::weir::internal::CheckFailure(__FILE__, __LINE__, #condition)
 
 #ifdef NDEBUG

@@ -14,10 +14,10 @@
 #define WEIR_STATUS_CONCAT_(a, b) WEIR_STATUS_CONCAT_INNER_(a, b)
 
 // Returns the status from the enclosing function if `expr` is not OK.
-#define WEIR_RETURN_IF_ERROR(expr)                    \
-  do {                                                \
-    ::absl::Status weir_status_ = (expr);             \
-    if (!weir_status_.ok()) return weir_status_;      \
+#define WEIR_RETURN_IF_ERROR(expr)               \
+  do {                                           \
+    ::absl::Status weir_status_ = (expr);        \
+    if (!weir_status_.ok()) return weir_status_; \
   } while (false)
 
 // Declares/assigns `lhs` from the value of a StatusOr `expr`, or returns its error.
@@ -26,8 +26,8 @@
 
 // `lhs` is a declaration or an lvalue, so it cannot be parenthesized.
 // NOLINTBEGIN(bugprone-macro-parentheses)
-#define WEIR_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, expr) \
-  auto statusor = (expr);                                \
+#define WEIR_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, expr)   \
+  auto statusor = (expr);                                  \
   if (!statusor.ok()) return std::move(statusor).status(); \
   lhs = std::move(statusor).value()
 // NOLINTEND(bugprone-macro-parentheses)

@@ -1,7 +1,8 @@
 #include "weir/communication/allocator.h"
-#include "weir/mutex.h"
 
 #include "absl/strings/str_cat.h"
+
+#include "weir/mutex.h"
 
 namespace weir {
 
@@ -36,10 +37,10 @@ absl::Status ProcessShared::deliver(uint64_t channel, uint32_t from, uint32_t to
                          ", which carries no data between processes"));
       }
       if (pending_bytes_ + payload.size() > kMaxPendingBytes) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "frames from worker ", from, " for channel ", channel,
-            ", which no worker of this process has built, exceed ", kMaxPendingBytes,
-            " bytes: unknown channel id?"));
+        return absl::ResourceExhaustedError(
+            absl::StrCat("frames from worker ", from, " for channel ", channel,
+                         ", which no worker of this process has built, exceed ", kMaxPendingBytes,
+                         " bytes: unknown channel id?"));
       }
       entry.pending.push_back(PendingFrame{from, to, seq, std::string(payload)});
       entry.pending_bytes += payload.size();
@@ -54,9 +55,9 @@ absl::Status ProcessShared::deliver(uint64_t channel, uint32_t from, uint32_t to
 absl::Status ProcessShared::deliver_data(uint64_t channel, uint32_t from, uint32_t to,
                                          std::string_view payload) {
   if (from >= total_workers() || to >= total_workers() || !is_local(to) || is_local(from)) {
-    return absl::InvalidArgumentError(absl::StrCat("data frame from worker ", from, " to worker ", to,
-                                                   " does not fit this cluster (process ", process_,
-                                                   " of ", processes_, ", ", workers(), " workers each)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data frame from worker ", from, " to worker ", to, " does not fit this cluster (process ",
+        process_, " of ", processes_, ", ", workers(), " workers each)"));
   }
   return deliver(channel, from, to, 0, payload);
 }
@@ -64,8 +65,8 @@ absl::Status ProcessShared::deliver_data(uint64_t channel, uint32_t from, uint32
 absl::Status ProcessShared::deliver_progress(uint64_t channel, uint32_t from, uint64_t seq,
                                              std::string_view payload) {
   if (from >= total_workers() || is_local(from)) {
-    return absl::InvalidArgumentError(absl::StrCat("progress frame from worker ", from,
-                                                   " does not fit this cluster"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("progress frame from worker ", from, " does not fit this cluster"));
   }
   return deliver(channel, from, 0, seq, payload);
 }

@@ -20,9 +20,8 @@ void Activations::advance() {
   slices_.clear();
   bounds_.clear();
   if (current_.size() > 1) {
-    std::sort(current_.begin(), current_.end(), [this](const Bound& a, const Bound& b) {
-      return compare(path(a), path(b)) < 0;
-    });
+    std::sort(current_.begin(), current_.end(),
+              [this](const Bound& a, const Bound& b) { return compare(path(a), path(b)) < 0; });
     current_.erase(std::unique(current_.begin(), current_.end(),
                                [this](const Bound& a, const Bound& b) {
                                  return compare(path(a), path(b)) == 0;

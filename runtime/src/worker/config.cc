@@ -67,7 +67,9 @@ absl::StatusOr<Config> Config::from_args(std::vector<std::string>& args) {
       continue;
     }
     if (flag == "--tls-cert" || flag == "--tls-key" || flag == "--tls-ca") {
-      (flag == "--tls-cert" ? config.tls_cert : flag == "--tls-key" ? config.tls_key : config.tls_ca) = value;
+      (flag == "--tls-cert"  ? config.tls_cert
+       : flag == "--tls-key" ? config.tls_key
+                             : config.tls_ca) = value;
       continue;
     }
     auto count = parse_count(flag, value);

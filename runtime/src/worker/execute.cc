@@ -16,8 +16,8 @@ void run_one(Worker& worker, const std::function<void(Worker&)>& per_worker,
     per_worker(worker);
     while (worker.has_dataflows() && !worker.failed()) worker.step_or_park(std::nullopt);
   } catch (const std::exception& e) {
-    worker.fail(absl::InternalError("worker " + std::to_string(worker.index()) +
-                                    " failed: " + e.what()));
+    worker.fail(
+        absl::InternalError("worker " + std::to_string(worker.index()) + " failed: " + e.what()));
   } catch (...) {
     worker.fail(absl::InternalError("worker " + std::to_string(worker.index()) +
                                     " failed: unknown exception"));

@@ -179,8 +179,9 @@ class Cluster {
                                  std::vector<std::string> extra = {}) const {
     std::vector<std::string> args = {WEIR_CLUSTER_CHILD};
     args.insert(args.end(), mode.begin(), mode.end());
-    for (const std::string& flag : {std::string("-n"), std::to_string(processes_), std::string("-p"),
-                             std::to_string(p), std::string("-h"), hostfile()}) {
+    for (const std::string& flag :
+         {std::string("-n"), std::to_string(processes_), std::string("-p"), std::to_string(p),
+          std::string("-h"), hostfile()}) {
       args.push_back(flag);
     }
     args.insert(args.end(), extra.begin(), extra.end());

@@ -59,7 +59,9 @@ template <class Agg, Timestamp T, class K, class V, class Fold, class Emit, clas
 auto aggregate(const Stream<T, std::pair<K, V>>& stream, Fold fold, Emit emit, Hash hash) {
   using R = std::invoke_result_t<Emit&, K, Agg>;
   std::map<T, std::unordered_map<K, Agg>> aggregates;
-  auto key_hash = [hash](const std::pair<K, V>& kv) { return static_cast<uint64_t>(hash(kv.first)); };
+  auto key_hash = [hash](const std::pair<K, V>& kv) {
+    return static_cast<uint64_t>(hash(kv.first));
+  };
   return unary_notify<R>(
       stream, Exchange(key_hash), "Aggregate", {},
       [fold = std::move(fold), emit = std::move(emit), aggregates = std::move(aggregates)](
@@ -67,7 +69,8 @@ auto aggregate(const Stream<T, std::pair<K, V>>& stream, Fold fold, Emit emit, H
         input.for_each([&](const InputCapability<T>& cap, std::vector<std::pair<K, V>>& data) {
           auto [it, inserted] = aggregates.try_emplace(cap.time());
           if (inserted) notificator.notify_at(cap.retain());
-          for (auto& [key, value] : data) fold(std::as_const(key), std::move(value), it->second[key]);
+          for (auto& [key, value] : data)
+            fold(std::as_const(key), std::move(value), it->second[key]);
         });
         notificator.for_each([&](Capability<T> cap, uint64_t, auto&) {
           auto it = aggregates.find(cap.time());
@@ -81,16 +84,16 @@ auto aggregate(const Stream<T, std::pair<K, V>>& stream, Fold fold, Emit emit, H
 
 template <class A, class F>
 auto accumulate(A init, F f) {
-  return adaptor([init = std::move(init), f = std::move(f)](const auto& s) { return accumulate(s, init, f); });
+  return adaptor(
+      [init = std::move(init), f = std::move(f)](const auto& s) { return accumulate(s, init, f); });
 }
 inline auto count() {
   return adaptor([](const auto& s) { return count(s); });
 }
 template <class Agg, class Fold, class Emit, class Hash>
 auto aggregate(Fold fold, Emit emit, Hash hash) {
-  return adaptor([fold = std::move(fold), emit = std::move(emit), hash = std::move(hash)](const auto& s) {
-    return aggregate<Agg>(s, fold, emit, hash);
-  });
+  return adaptor([fold = std::move(fold), emit = std::move(emit), hash = std::move(hash)](
+                     const auto& s) { return aggregate<Agg>(s, fold, emit, hash); });
 }
 
 }  // namespace weir

@@ -1,8 +1,8 @@
 // Splitting a stream.
 //
-//   auto [odd, even] = stream | weir::branch([](const T&, const uint64_t& x) { return x % 2 == 0; });
-//   auto [before, after] = stream | weir::branch_when([](const uint64_t& t) { return t >= 10; });
-//   auto [oks, errs] = stream | weir::ok_err([](Row r) -> std::variant<Row, Error> { ... });
+//   auto [odd, even] = stream | weir::branch([](const T&, const uint64_t& x) { return x % 2 == 0;
+//   }); auto [before, after] = stream | weir::branch_when([](const uint64_t& t) { return t >= 10;
+//   }); auto [oks, errs] = stream | weir::ok_err([](Row r) -> std::variant<Row, Error> { ... });
 //   auto parts = weir::partition(stream, 4, [](uint64_t x) { return std::pair{x % 4, x}; });
 //
 // `branch` sends a record to the second stream when the predicate is true, else to the first.
@@ -30,8 +30,8 @@ std::pair<Stream<T, D>, Stream<T, D>> branch(const Stream<T, D>& stream, F predi
   auto [out_true, stream_true] = builder.template add_output<D>();
   builder.set_notify(false);
   builder.build([&](std::vector<Capability<T>>) {
-    return [input, out_false, out_true, predicate = std::move(predicate)](
-               std::span<const MutableAntichain<T>>) mutable {
+    return [input, out_false, out_true,
+            predicate = std::move(predicate)](std::span<const MutableAntichain<T>>) mutable {
       input.for_each([&](const InputCapability<T>& cap, std::vector<D>& data) {
         auto no = out_false.session(cap);
         auto yes = out_true.session(cap);
@@ -57,8 +57,8 @@ std::pair<Stream<T, D>, Stream<T, D>> branch_when(const Stream<T, D>& stream, F 
   auto [out_true, stream_true] = builder.template add_output<D>();
   builder.set_notify(false);
   builder.build([&](std::vector<Capability<T>>) {
-    return [input, out_false, out_true, predicate = std::move(predicate)](
-               std::span<const MutableAntichain<T>>) mutable {
+    return [input, out_false, out_true,
+            predicate = std::move(predicate)](std::span<const MutableAntichain<T>>) mutable {
       input.for_each([&](const InputCapability<T>& cap, std::vector<D>& data) {
         if (predicate(cap.time())) {
           out_true.session(cap).give_vec(data);
@@ -83,20 +83,21 @@ auto ok_err(const Stream<T, D>& stream, F f) {
   auto [out_err, stream_err] = builder.template add_output<Err>();
   builder.set_notify(false);
   builder.build([&](std::vector<Capability<T>>) {
-    return [input, out_ok, out_err, f = std::move(f)](std::span<const MutableAntichain<T>>) mutable {
-      input.for_each([&](const InputCapability<T>& cap, std::vector<D>& data) {
-        auto oks = out_ok.session(cap);
-        auto errs = out_err.session(cap);
-        for (D& record : data) {
-          Result r = f(std::move(record));
-          if (r.index() == 0) {
-            oks.give(std::get<0>(std::move(r)));
-          } else {
-            errs.give(std::get<1>(std::move(r)));
-          }
-        }
-      });
-    };
+    return
+        [input, out_ok, out_err, f = std::move(f)](std::span<const MutableAntichain<T>>) mutable {
+          input.for_each([&](const InputCapability<T>& cap, std::vector<D>& data) {
+            auto oks = out_ok.session(cap);
+            auto errs = out_err.session(cap);
+            for (D& record : data) {
+              Result r = f(std::move(record));
+              if (r.index() == 0) {
+                oks.give(std::get<0>(std::move(r)));
+              } else {
+                errs.give(std::get<1>(std::move(r)));
+              }
+            }
+          });
+        };
   });
   return std::pair<Stream<T, Ok>, Stream<T, Err>>{stream_ok, stream_err};
 }

@@ -29,8 +29,8 @@
 #include <vector>
 
 #include "weir/communication/codec.h"
-#include "weir/errno_message.h"
 #include "weir/dataflow/operator_builder.h"
+#include "weir/errno_message.h"
 #include "weir/operators/pipe.h"
 
 namespace weir {
@@ -106,7 +106,8 @@ class ReplayFile {
     if (offset_ == bytes_.size()) return false;
     std::string_view rest = std::string_view(bytes_).substr(offset_);
     uint64_t n = 0;
-    if (rest.size() < 1 + sizeof(n)) fail("truncated event header at byte " + std::to_string(offset_));
+    if (rest.size() < 1 + sizeof(n))
+      fail("truncated event header at byte " + std::to_string(offset_));
     tag = static_cast<uint8_t>(rest[0]);
     std::memcpy(&n, rest.data() + 1, sizeof(n));
     if (rest.size() - 1 - sizeof(n) < n) fail("truncated event at byte " + std::to_string(offset_));
@@ -135,8 +136,8 @@ Stream<T, D> capture_to_file(const Stream<T, D>& stream, std::string path) {
   builder.build([&](std::vector<Capability<T>>) {
     auto file = std::make_shared<internal::CaptureFile>(path);
     std::vector<T> recorded{minimum_time<T>()};
-    return [input, file, recorded, payload = std::string()](
-               std::span<const MutableAntichain<T>> frontiers) mutable {
+    return [input, file, recorded,
+            payload = std::string()](std::span<const MutableAntichain<T>> frontiers) mutable {
       input.for_each([&](const InputCapability<T>& cap, std::vector<D>& data) {
         payload.clear();
         Codec<T>::encode(cap.time(), payload);
@@ -179,8 +180,8 @@ Stream<T, D> replay_from_files(Scope<T>& scope, std::vector<std::string> paths) 
       frontier->update(minimum_time<T>(), static_cast<int64_t>(mine.size()));
     }
     std::vector<std::shared_ptr<internal::ReplayFile>> files;
-    return [output, mine, held = std::move(held), frontier, files](
-               std::span<const MutableAntichain<T>>) mutable {
+    return [output, mine, held = std::move(held), frontier,
+            files](std::span<const MutableAntichain<T>>) mutable {
       if (files.empty() && !mine.empty()) {
         for (const auto& path : mine) files.push_back(std::make_shared<internal::ReplayFile>(path));
       }
@@ -192,8 +193,8 @@ Stream<T, D> replay_from_files(Scope<T>& scope, std::vector<std::string> paths) 
         while (file->next(tag, payload)) {
           if (tag == internal::kEventMessages) {
             T time{};
-            if (!Codec<T>::decode(payload, time) || !Codec<std::vector<D>>::decode(payload, records) ||
-                !payload.empty()) {
+            if (!Codec<T>::decode(payload, time) ||
+                !Codec<std::vector<D>>::decode(payload, records) || !payload.empty()) {
               file->fail("corrupt messages event");
             }
             auto cap = held.try_delayed(time);
@@ -221,8 +222,7 @@ Stream<T, D> replay_from_files(Scope<T>& scope, std::vector<std::string> paths) 
         files.clear();
         mine.clear();
         held.clear();
-        throw std::runtime_error("capture files [" + names +
-                                 "] end before their stream completed");
+        throw std::runtime_error("capture files [" + names + "] end before their stream completed");
       }
       files.clear();
     };

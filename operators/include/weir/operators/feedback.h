@@ -31,18 +31,19 @@ class LoopHandle {
   // Connects `stream` as the records fed back. Call exactly once.
   void connect(const Stream<T, D>& stream) {
     WEIR_CHECK(builder_ != nullptr) << "feedback loop connected twice";
-    auto input = builder_->add_input_connection(stream, Pipeline{},
-                                                {Antichain<SummaryOf<T>>{summary_}});
+    auto input =
+        builder_->add_input_connection(stream, Pipeline{}, {Antichain<SummaryOf<T>>{summary_}});
     builder_->set_notify(false);
-    builder_->build([input, output = output_, summary = summary_](std::vector<Capability<T>>) mutable {
-      return [input, output, summary](std::span<const MutableAntichain<T>>) mutable {
-        input.for_each([&](const InputCapability<T>& cap, std::vector<D>& data) {
-          if (auto time = summary.results_in(cap.time())) {
-            output.session(cap.delayed(*time)).give_vec(data);
-          }
+    builder_->build(
+        [input, output = output_, summary = summary_](std::vector<Capability<T>>) mutable {
+          return [input, output, summary](std::span<const MutableAntichain<T>>) mutable {
+            input.for_each([&](const InputCapability<T>& cap, std::vector<D>& data) {
+              if (auto time = summary.results_in(cap.time())) {
+                output.session(cap.delayed(*time)).give_vec(data);
+              }
+            });
+          };
         });
-      };
-    });
     builder_.reset();
   }
 

@@ -39,13 +39,13 @@ struct OperatorInfo {
   std::vector<size_t> path;  // From the worker: dataflow, then scopes.
   size_t worker = 0;
   size_t peers = 1;
-  Activator activator;          // Schedules this operator (same thread).
+  Activator activator;           // Schedules this operator (same thread).
   SyncActivator sync_activator;  // Schedules this operator (any thread).
 };
 
 template <Timestamp T>
 OperatorInfo operator_info(const OperatorBuilder<T>& builder) {
-  return OperatorInfo{builder.index(), builder.path(), builder.scope().index(),
+  return OperatorInfo{builder.index(),         builder.path(),      builder.scope().index(),
                       builder.scope().peers(), builder.activator(), builder.sync_activator()};
 }
 
@@ -93,8 +93,8 @@ Stream<T, D2> unary_frontier(const Stream<T, D1>& stream, const Pact& pact, std:
   OperatorInfo info = operator_info(builder);
   builder.build([&](std::vector<Capability<T>> caps) {
     auto logic = constructor(std::move(caps[0]), std::move(info));
-    return [input, output, logic = std::move(logic)](
-               std::span<const MutableAntichain<T>> frontiers) mutable {
+    return [input, output,
+            logic = std::move(logic)](std::span<const MutableAntichain<T>> frontiers) mutable {
       FrontieredInput<T, D1> frontiered(input, frontiers[0]);
       logic(frontiered, output);
     };
@@ -151,8 +151,8 @@ Stream<T, D3> binary_frontier(const Stream<T, D1>& a, const Stream<T, D2>& b, co
   OperatorInfo info = operator_info(builder);
   builder.build([&](std::vector<Capability<T>> caps) {
     auto logic = constructor(std::move(caps[0]), std::move(info));
-    return [input1, input2, output, logic = std::move(logic)](
-               std::span<const MutableAntichain<T>> frontiers) mutable {
+    return [input1, input2, output,
+            logic = std::move(logic)](std::span<const MutableAntichain<T>> frontiers) mutable {
       FrontieredInput<T, D1> f1(input1, frontiers[0]);
       FrontieredInput<T, D2> f2(input2, frontiers[1]);
       logic(f1, f2, output);
@@ -172,8 +172,7 @@ Stream<T, D3> binary_notify(const Stream<T, D1>& a, const Stream<T, D2>& b, cons
   builder.build([&](std::vector<Capability<T>> caps) {
     FrontierNotificator<T> notificator;
     for (const T& time : initial) notificator.notify_at(caps[0].delayed(time));
-    return [input1, input2, output, logic = std::move(logic),
-            notificator = std::move(notificator)](
+    return [input1, input2, output, logic = std::move(logic), notificator = std::move(notificator)](
                std::span<const MutableAntichain<T>> frontiers) mutable {
       Notificator<T> bound(notificator, frontiers);
       logic(input1, input2, output, bound);
@@ -190,15 +189,16 @@ void sink(const Stream<T, D>& stream, const Pact& pact, std::string name, Logic 
   OperatorBuilder<T> builder(std::move(name), stream.scope());
   auto input = builder.add_input(stream, pact);
   builder.build([&](std::vector<Capability<T>>) {
-    return [input, logic = std::move(logic)](std::span<const MutableAntichain<T>> frontiers) mutable {
-      FrontieredInput<T, D> frontiered(input, frontiers[0]);
-      logic(frontiered);
-    };
+    return
+        [input, logic = std::move(logic)](std::span<const MutableAntichain<T>> frontiers) mutable {
+          FrontieredInput<T, D> frontiered(input, frontiers[0]);
+          logic(frontiered);
+        };
   });
 }
 
-// `constructor(Capability<T>, const OperatorInfo&)` returns `logic(OperatorOutput<T, D>&)`; the logic
-// may return bool (true: run again soon).
+// `constructor(Capability<T>, const OperatorInfo&)` returns `logic(OperatorOutput<T, D>&)`; the
+// logic may return bool (true: run again soon).
 template <class D, Timestamp T, class Constructor>
 Stream<T, D> source(Scope<T>& scope, std::string name, Constructor constructor) {
   OperatorBuilder<T> builder(std::move(name), scope);

@@ -18,21 +18,23 @@ namespace weir {
 
 template <Timestamp T, class D, class F>
 Stream<T, D> inspect_batch(const Stream<T, D>& stream, F f) {
-  return unary<D>(stream, Pipeline{}, "InspectBatch", [f = std::move(f)](Capability<T>, const OperatorInfo&) mutable {
-    return [f = std::move(f)](auto& input, auto& output) mutable {
-      input.for_each([&](const InputCapability<T>& cap, std::vector<D>& data) {
-        f(cap.time(), std::as_const(data));
-        output.session(cap).give_vec(data);
-      });
-    };
-  });
+  return unary<D>(stream, Pipeline{}, "InspectBatch",
+                  [f = std::move(f)](Capability<T>, const OperatorInfo&) mutable {
+                    return [f = std::move(f)](auto& input, auto& output) mutable {
+                      input.for_each([&](const InputCapability<T>& cap, std::vector<D>& data) {
+                        f(cap.time(), std::as_const(data));
+                        output.session(cap).give_vec(data);
+                      });
+                    };
+                  });
 }
 
 template <Timestamp T, class D, class F>
 Stream<T, D> inspect_time(const Stream<T, D>& stream, F f) {
-  return inspect_batch(stream, [f = std::move(f)](const T& time, const std::vector<D>& data) mutable {
-    for (const D& record : data) f(time, record);
-  });
+  return inspect_batch(stream,
+                       [f = std::move(f)](const T& time, const std::vector<D>& data) mutable {
+                         for (const D& record : data) f(time, record);
+                       });
 }
 
 template <Timestamp T, class D, class F>

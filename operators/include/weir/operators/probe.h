@@ -60,7 +60,8 @@ class ProbeContribution {
   ~ProbeContribution() { set({}); }
 
   void set(std::span<const T> frontier) {
-    if (frontier.size() == held_.size() && std::equal(frontier.begin(), frontier.end(), held_.begin())) {
+    if (frontier.size() == held_.size() &&
+        std::equal(frontier.begin(), frontier.end(), held_.begin())) {
       return;
     }
     scratch_.clear();

@@ -197,15 +197,14 @@ class OperatorOutput {
   // A session at `capability`'s time. REQUIRES: the capability is for this output.
   Session session(const Capability<T>& capability) const {
     WEIR_CHECK(capability.output_identity() == op_->progress().internals[index_].get())
-        << "capability for another output used with output " << index_ << " of "
-        << op_->name();
+        << "capability for another output used with output " << index_ << " of " << op_->name();
     return Session(port_, capability);
   }
   // A session at the time of input data. REQUIRES: that input is connected to this output with
   // a summary that keeps the time.
   Session session(const InputCapability<T>& capability) const {
-    WEIR_CHECK(capability.valid()) << "moved-from input capability used with output " << index_
-                                   << " of " << op_->name();
+    WEIR_CHECK(capability.valid())
+        << "moved-from input capability used with output " << index_ << " of " << op_->name();
     WEIR_CHECK(capability.operator_identity() == op_->progress().internals.data())
         << "input capability of another operator used with output " << index_ << " of "
         << op_->name();
@@ -290,8 +289,9 @@ class OperatorBuilder {
 
  private:
   template <class D, class Pact>
-  OperatorInput<T, D> add_input_impl(const Stream<T, D>& stream, const Pact& pact,
-                                     std::optional<std::vector<Antichain<SummaryOf<T>>>> connection) {
+  OperatorInput<T, D> add_input_impl(
+      const Stream<T, D>& stream, const Pact& pact,
+      std::optional<std::vector<Antichain<SummaryOf<T>>>> connection) {
     WEIR_CHECK(op_) << "operator already built";
     WEIR_CHECK(&stream.scope() == &scope_)
         << "stream from scope '" << stream.scope().name() << "' used in scope '" << scope_.name()

@@ -4,7 +4,8 @@
 // - Exchange(key): a record goes to worker `key(record) % peers`; key returns an integer (a hash).
 // - Broadcast: every record goes to every worker.
 //
-//   builder.add_input(stream, Exchange([](const Word& w) { return std::hash<std::string>{}(w.text); }));
+//   builder.add_input(stream, Exchange([](const Word& w) { return std::hash<std::string>{}(w.text);
+//   }));
 //
 // Thread safety: pushers are worker-local; inboxes between workers are thread-safe.
 
@@ -230,17 +231,19 @@ std::pair<std::shared_ptr<ChannelShared<T, D>>, std::shared_ptr<ChannelEnd<T, D>
       id, [&] { return std::make_shared<ChannelShared<T, D>>(process->workers()); },
       [process, id](std::shared_ptr<ChannelShared<T, D>> channel) -> RemoteSink {
         // Runs on a transport thread: decode the batch and hand it to the local worker.
-        return [process, id, channel](uint32_t from, uint32_t to, uint64_t, std::string_view payload) {
-          Message<T, D> message;
-          if (!Codec<T>::decode(payload, message.time) ||
-              !Codec<std::vector<D>>::decode(payload, message.data) || !payload.empty()) {
-            return absl::InvalidArgumentError("malformed batch from worker " + std::to_string(from) +
-                                              " on channel " + std::to_string(id));
-          }
-          message.from = from;
-          channel->inbox(to - process->first_worker()).push(std::move(message));
-          return absl::OkStatus();
-        };
+        return
+            [process, id, channel](uint32_t from, uint32_t to, uint64_t, std::string_view payload) {
+              Message<T, D> message;
+              if (!Codec<T>::decode(payload, message.time) ||
+                  !Codec<std::vector<D>>::decode(payload, message.data) || !payload.empty()) {
+                return absl::InvalidArgumentError("malformed batch from worker " +
+                                                  std::to_string(from) + " on channel " +
+                                                  std::to_string(id));
+              }
+              message.from = from;
+              channel->inbox(to - process->first_worker()).push(std::move(message));
+              return absl::OkStatus();
+            };
       });
   auto& inbox = shared->inbox(site.index - process->first_worker());
   inbox.set_activator(site.consumer_sync);

@@ -19,6 +19,7 @@
 
 #include "absl/container/btree_map.h"
 #include "absl/container/inlined_vector.h"
+
 #include "weir/progress/change_batch.h"
 #include "weir/progress/timestamp.h"
 
@@ -86,8 +87,7 @@ class Antichain {
 
   // Equal as sets.
   friend bool operator==(const Antichain& a, const Antichain& b) {
-    return a.size() == b.size() &&
-           std::all_of(a.begin(), a.end(), [&](const T& t) {
+    return a.size() == b.size() && std::all_of(a.begin(), a.end(), [&](const T& t) {
              return std::find(b.begin(), b.end(), t) != b.end();
            });
   }

@@ -108,7 +108,8 @@ class Capability {
   // Moves this capability to `time`. REQUIRES: time() <= time.
   void downgrade(const T& time) {
     WEIR_CHECK(valid()) << "downgrade of a moved-from capability";
-    WEIR_CHECK(time_le(time_, time)) << "cannot downgrade capability at " << time_ << " to " << time;
+    WEIR_CHECK(time_le(time_, time))
+        << "cannot downgrade capability at " << time_ << " to " << time;
     internal_->batch().update(time, 1);
     internal_->batch().update(time_, -1);
     time_ = time;
@@ -224,17 +225,15 @@ class InputCapability {
 
   // A capability for output 0 at time(). REQUIRES: the input is connected to output 0.
   Capability<T> retain() const { return delayed_for_output(time_, 0); }
-  Capability<T> retain_for_output(size_t output) const {
-    return delayed_for_output(time_, output);
-  }
+  Capability<T> retain_for_output(size_t output) const { return delayed_for_output(time_, output); }
   // A capability for output 0 at `time` >= time().
   Capability<T> delayed(const T& time) const { return delayed_for_output(time, 0); }
   Capability<T> delayed_for_output(const T& time, size_t output) const {
     WEIR_CHECK(valid()) << "input capability at " << time_ << " used after it was moved from";
     WEIR_CHECK(output < internals_.size()) << "output " << output << " out of range";
     WEIR_CHECK(can_produce(output, time))
-        << "input capability at " << time_ << " cannot produce output " << output << " at "
-        << time << ": not allowed by the input's connectivity";
+        << "input capability at " << time_ << " cannot produce output " << output << " at " << time
+        << ": not allowed by the input's connectivity";
     return Capability<T>::mint(time, internals_[output].get());
   }
 

@@ -36,7 +36,7 @@ struct Location {
 
   constexpr Location() = default;
   constexpr Location(uint32_t n, uint32_t p, bool source) : node(n), port(p), is_source(source) {}
-  constexpr Location(Source s) : node(s.node), port(s.port), is_source(true) {}  // NOLINT
+  constexpr Location(Source s) : node(s.node), port(s.port), is_source(true) {}   // NOLINT
   constexpr Location(Target t) : node(t.node), port(t.port), is_source(false) {}  // NOLINT
 
   constexpr Source source() const { return {node, port}; }

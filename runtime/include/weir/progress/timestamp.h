@@ -87,11 +87,10 @@ concept PathSummary = PartialOrder<S> && std::regular<S> && requires(const S& s,
 // A timestamp: regular, partially ordered, totally ordered by `<` (an extension of the partial
 // order), with a minimum and a path summary type.
 template <class T>
-concept Timestamp = std::regular<T> && std::totally_ordered<T> && PartialOrder<T> &&
-    requires {
-      typename TimestampTraits<T>::Summary;
-      { TimestampTraits<T>::minimum() } -> std::convertible_to<T>;
-    } && PathSummary<typename TimestampTraits<T>::Summary, T>;
+concept Timestamp = std::regular<T> && std::totally_ordered<T> && PartialOrder<T> && requires {
+  typename TimestampTraits<T>::Summary;
+  { TimestampTraits<T>::minimum() } -> std::convertible_to<T>;
+} && PathSummary<typename TimestampTraits<T>::Summary, T>;
 
 template <Timestamp T>
 using SummaryOf = typename TimestampTraits<T>::Summary;

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+
 #include "weir/communication/transport.h"
 
 namespace weir {

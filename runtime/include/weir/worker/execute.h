@@ -25,6 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+
 #include "weir/worker/config.h"
 #include "weir/worker/worker.h"
 
@@ -42,8 +43,9 @@ auto execute(const Config& config, F&& fn) {
     return internal::run_workers(config, [&](Worker& worker) { fn(worker); });
   } else {
     std::vector<std::optional<Result>> results(config.workers);
-    absl::Status status = internal::run_workers(
-        config, [&](Worker& worker) { results[worker.allocator().local_index()].emplace(fn(worker)); });
+    absl::Status status = internal::run_workers(config, [&](Worker& worker) {
+      results[worker.allocator().local_index()].emplace(fn(worker));
+    });
     absl::StatusOr<std::vector<Result>> out;
     if (!status.ok()) {
       out = status;
