@@ -208,6 +208,8 @@ TEST_P(ReviewTest, AsyncKeptInputCapabilityHoldsTheFrontier) {
       << "a record was given at a time the downstream frontier had passed";
 }
 
+INSTANTIATE_TEST_SUITE_P(Workers, ReviewTest, ::testing::Values(1, 2));
+
 // HELD (passes on d43cb62). Nested-scope completion across processes: 2 processes (loopback
 // transport) x 2 workers; a region without leave, inside it an iterative scope without leave whose
 // loop exchanges and sleeps on one worker, and only inner sinks see the results. The nested
