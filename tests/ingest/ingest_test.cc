@@ -106,7 +106,8 @@ TEST_P(IngestTest, StreamingKeepsShardStatesSmall) {
   auto client = persist::PersistClient::open(options.location);
   ASSERT_TRUE(client.ok()) << client.status();
   for (const auto& e : report->exports) {
-    EXPECT_GE(e.batches, 100u) << e.shard;  // Enough for maintenance to matter; fewer when steps are fast.
+    EXPECT_GE(e.batches, 100u)
+        << e.shard;  // Enough for maintenance to matter; fewer when steps are fast.
     auto description = (*client)->describe(e.shard);
     ASSERT_TRUE(description.ok()) << description.status();
     EXPECT_LT(description->batches.size(), e.batches / 4) << e.shard << ": " << e.batches;
