@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "testing/harness.h"
+#include "testing/loopback_hub.h"
 #include <gtest/gtest.h>
 
 #include "weir/async/async_operator.h"
@@ -23,110 +24,7 @@ namespace {
 using Caps = std::span<CapabilitySet<uint64_t>>;
 using testing::step_until;
 
-// Frames between the "processes" of one test, in order per receiver, delivered on one thread per
-// receiving process (as a real transport calls its receiver from its own threads).
-class LoopbackHub {
- public:
-  explicit LoopbackHub(size_t processes) : processes_(processes) {
-    for (size_t p = 0; p < processes; ++p) inboxes_.push_back(std::make_unique<Inbox>());
-  }
-  LoopbackHub(const LoopbackHub&) = delete;
-  LoopbackHub& operator=(const LoopbackHub&) = delete;
-  ~LoopbackHub() {
-    for (size_t p = 0; p < processes_; ++p) close(p);
-  }
-
-  TransportFactory factory() {
-    return [this](const Config& config,
-                  TransportReceiver& receiver) -> absl::StatusOr<std::unique_ptr<Transport>> {
-      open(config.process, &receiver);
-      return std::unique_ptr<Transport>(new Link(this, config.process));
-    };
-  }
-
- private:
-  struct Frame {
-    bool progress = false;
-    uint64_t channel = 0, seq = 0;
-    uint32_t from = 0, to = 0;
-    std::string payload;
-  };
-  struct Inbox {
-    std::mutex mu;
-    std::condition_variable cv;
-    std::deque<Frame> frames;  // Guarded by mu.
-    bool closed = false;       // Guarded by mu.
-    std::thread thread;
-  };
-
-  class Link final : public Transport {
-   public:
-    Link(LoopbackHub* hub, size_t process) : hub_(hub), process_(process) {}
-    void send_data(size_t process, uint64_t channel, uint32_t from, uint32_t to,
-                   std::string payload) override {
-      hub_->send(process, Frame{false, channel, 0, from, to, std::move(payload)});
-    }
-    void send_progress(size_t process, uint64_t channel, uint32_t from, uint64_t seq,
-                       std::string payload) override {
-      hub_->send(process, Frame{true, channel, seq, from, 0, std::move(payload)});
-    }
-    absl::Status close() override {
-      hub_->close(process_);
-      return absl::OkStatus();
-    }
-
-   private:
-    LoopbackHub* hub_;
-    size_t process_;
-  };
-
-  // Starts delivering to `receiver` and waits until every process has a receiver.
-  void open(size_t process, TransportReceiver* receiver) {
-    Inbox& inbox = *inboxes_[process];
-    inbox.thread = std::thread([&inbox, receiver] {
-      std::unique_lock lock(inbox.mu);
-      for (;;) {
-        inbox.cv.wait(lock, [&] { return inbox.closed || !inbox.frames.empty(); });
-        if (inbox.closed) return;
-        Frame frame = std::move(inbox.frames.front());
-        inbox.frames.pop_front();
-        lock.unlock();
-        absl::Status status =
-            frame.progress
-                ? receiver->deliver_progress(frame.channel, frame.from, frame.seq, frame.payload)
-                : receiver->deliver_data(frame.channel, frame.from, frame.to, frame.payload);
-        if (!status.ok()) receiver->link_failed(status);
-        lock.lock();
-      }
-    });
-    std::unique_lock lock(mu_);
-    ++opened_;
-    cv_.notify_all();
-    cv_.wait(lock, [&] { return opened_ == processes_; });
-  }
-  void send(size_t process, Frame frame) {
-    Inbox& inbox = *inboxes_[process];
-    std::lock_guard lock(inbox.mu);
-    if (inbox.closed) return;  // That process has finished.
-    inbox.frames.push_back(std::move(frame));
-    inbox.cv.notify_one();
-  }
-  void close(size_t process) {
-    Inbox& inbox = *inboxes_[process];
-    {
-      std::lock_guard lock(inbox.mu);
-      inbox.closed = true;
-    }
-    inbox.cv.notify_one();
-    if (inbox.thread.joinable()) inbox.thread.join();
-  }
-
-  size_t processes_;
-  std::vector<std::unique_ptr<Inbox>> inboxes_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  size_t opened_ = 0;  // Guarded by mu_.
-};
+using testing::LoopbackHub;
 
 // 2 processes × 2 workers: the workers press one after another, across processes; no fiber
 // unwinds before the last press, and then every one does and the dataflow completes.
