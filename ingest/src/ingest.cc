@@ -465,6 +465,9 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
   };
   WEIR_RETURN_IF_ERROR(open_shards(ingestion));
   WEIR_RETURN_IF_ERROR(run_epochs(ingestion));
+  // A run that reached its end leaves its shards maintained, however far the maintenance thread
+  // had fallen behind the appends; a stop asked for (Ctrl-C) does not wait for it.
+  if (!(options.stop && options.stop->load())) ingestion.maintenance->finish();
   return make_report(ingestion);
 }
 

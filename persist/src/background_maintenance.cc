@@ -31,6 +31,13 @@ void BackgroundMaintenance::request(const std::string& name) {
   changed_.notify_all();
 }
 
+void BackgroundMaintenance::finish() {
+  weir::MutexLock lock(mu_);
+  while (!stop_ && (busy_ || !waiting_.empty())) {
+    changed_.wait(mu_);
+  }
+}
+
 size_t BackgroundMaintenance::completed() const {
   weir::MutexLock lock(mu_);
   return completed_;
@@ -49,13 +56,18 @@ void BackgroundMaintenance::run() {
       }
       name = std::move(waiting_.front());
       waiting_.pop_front();
+      busy_ = true;
     }
     const absl::Status status = client_->maintain(name);
     if (!status.ok() && on_error_) {
       on_error_(status);
     }
-    weir::MutexLock lock(mu_);
-    ++completed_;
+    {
+      weir::MutexLock lock(mu_);
+      ++completed_;
+      busy_ = false;
+    }
+    changed_.notify_all();
   }
 }
 

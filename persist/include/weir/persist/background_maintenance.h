@@ -39,6 +39,11 @@ class BackgroundMaintenance {
   // shard already waiting is merged with it.
   void request(const std::string& name);
 
+  // Returns once every request made before the call has been carried out (the maintain under
+  // way, then those waiting). A writer that stops cleanly calls it, so that what it leaves behind
+  // is maintained however far the thread had fallen behind its appends.
+  void finish();
+
   // Maintains finished, successful or not (for tests).
   size_t completed() const;
 
@@ -52,6 +57,7 @@ class BackgroundMaintenance {
   std::deque<std::string> waiting_ ABSL_GUARDED_BY(mu_);  // No name twice.
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   size_t completed_ ABSL_GUARDED_BY(mu_) = 0;
+  bool busy_ ABSL_GUARDED_BY(mu_) = false;  // A maintain is under way.
   std::thread thread_;  // Last: starts once the rest is set.
 };
 
