@@ -58,7 +58,7 @@ class BackgroundMaintenance {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   size_t completed_ ABSL_GUARDED_BY(mu_) = 0;
   bool busy_ ABSL_GUARDED_BY(mu_) = false;  // A maintain is under way.
-  std::thread thread_;  // Last: starts once the rest is set.
+  std::thread thread_;                      // Last: starts once the rest is set.
 };
 
 }  // namespace weir::persist
