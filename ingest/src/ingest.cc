@@ -1,9 +1,7 @@
 #include "weir/ingest/ingest.h"
 
 #include <algorithm>
-#include <condition_variable>
 #include <map>
-#include <mutex>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
@@ -23,12 +21,12 @@ using sources::Offset;
 using Clock = std::chrono::steady_clock;
 
 uint64_t IngestMonitor::upstream_offset() const {
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   return source_ ? source_->upstream_offset() : 0;
 }
 
 std::vector<IngestMonitor::ExportView> IngestMonitor::exports() const {
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   std::vector<ExportView> views;
   for (size_t e = 0; e < tables_.size(); ++e) {
     ExportView v;
@@ -45,7 +43,7 @@ std::vector<IngestMonitor::ExportView> IngestMonitor::exports() const {
 }
 
 std::chrono::duration<double> IngestMonitor::lag(uint64_t persisted_upper) const {
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   if (!source_ || persisted_upper > source_->upstream_offset())
     return std::chrono::duration<double>(0);
   auto reached = source_->reached(persisted_upper);
@@ -57,7 +55,7 @@ void IngestMonitor::set_epoch(std::shared_ptr<sources::loadgen::SourceStats> sou
                               std::vector<std::string> tables,
                               std::vector<std::shared_ptr<sinks::SinkStats>> sinks,
                               std::vector<bool> snapshotting) {
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   source_ = std::move(source);
   tables_ = std::move(tables);
   sinks_ = std::move(sinks);
@@ -81,19 +79,19 @@ class Control {
   explicit Control(size_t workers) : workers_(workers) {}
 
   void publish(Plan plan) {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     plan_ = std::move(plan);
     cv_.notify_all();
   }
   // Waits for the plan of `epoch`.
   Plan plan(uint64_t epoch) {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return plan_.epoch == epoch || aborted_; });
+    weir::MutexLock lock(mu_);
+    while (plan_.epoch != epoch && !aborted_) cv_.wait(mu_);
     return aborted_ ? Plan{epoch, true, {}, nullptr, {}} : plan_;
   }
   // Every worker calls this after dropping or finishing `epoch`; returns true for the last one.
   bool arrive() {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     if (++arrived_ == workers_) {
       arrived_ = 0;
       return true;
@@ -101,7 +99,7 @@ class Control {
     return false;
   }
   void abort() {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     aborted_ = true;
     cv_.notify_all();
   }
@@ -113,11 +111,11 @@ class Control {
 
  private:
   size_t workers_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  Plan plan_;           // Guarded by mu_.
-  size_t arrived_ = 0;  // Guarded by mu_.
-  bool aborted_ = false;
+  weir::Mutex mu_;
+  weir::CondVar cv_;
+  Plan plan_ ABSL_GUARDED_BY(mu_);
+  size_t arrived_ ABSL_GUARDED_BY(mu_) = 0;
+  bool aborted_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<uint64_t> restart_{0};
 };
 
@@ -148,8 +146,8 @@ struct ExportHealth {
 // The last aggregated health of every export, shared by the health operator and the report.
 struct LastHealth {
   explicit LastHealth(size_t count) : exports(count) {}
-  std::mutex mu;
-  std::vector<ExportHealth> exports;  // Guarded by mu.
+  weir::Mutex mu;
+  std::vector<ExportHealth> exports ABSL_GUARDED_BY(mu);
 };
 
 // Where render_health writes, and what it stamps on each row.
@@ -192,7 +190,7 @@ void render_health(Scope<Offset>& scope, const Stream<Offset, sources::HealthUpd
         if (aggregator.status(e) == sources::Health::kStalled)
           absl::StrAppend(&row, " error=", aggregator.error(e));
         {
-          std::lock_guard lock(last->mu);
+          weir::MutexLock lock(last->mu);
           last->exports[e] = ExportHealth{
               aggregator.status(e),
               aggregator.status(e) == sources::Health::kStalled ? aggregator.error(e) : ""};
@@ -445,7 +443,7 @@ IngestReport make_report(Ingestion& in) {
     r.updates = in.updates[table];
     r.batches = in.batches[table];
     {
-      std::lock_guard lock(in.health->mu);
+      weir::MutexLock lock(in.health->mu);
       r.health = in.health->exports[e].status;
       r.error = in.health->exports[e].error;
     }

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "testing/checked_sink.h"
 #include "testing/harness.h"
 #include "testing/loopback_hub.h"
 #include <gtest/gtest.h>
@@ -24,24 +25,8 @@
 namespace weir {
 namespace {
 
-// Counts records, and records that arrive at a time the input frontier has already passed.
-struct Checked {
-  std::atomic<uint64_t> records{0};
-  std::atomic<uint64_t> sum{0};
-  std::atomic<uint64_t> violations{0};
-};
-template <Timestamp T>
-void check_into(const Stream<T, uint64_t>& stream, Checked& checked) {
-  sink<T, uint64_t>(stream, Pipeline{}, "CheckSink", [&checked](auto& input) {
-    input.for_each([&](const InputCapability<T>& cap, std::vector<uint64_t>& data) {
-      if (!input.frontier().less_equal(cap.time())) ++checked.violations;
-      for (uint64_t x : data) {
-        ++checked.records;
-        checked.sum += x;
-      }
-    });
-  });
-}
+using testing::check_into;
+using testing::Checked;
 
 using testing::LoopbackHub;
 

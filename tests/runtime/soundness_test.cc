@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "testing/checked_sink.h"
 #include "testing/harness.h"
 #include <gtest/gtest.h>
 
@@ -23,24 +24,8 @@ namespace {
 
 class NestedCompletionTest : public ::testing::TestWithParam<size_t> {};
 
-// Counts records, and records that arrive at a time the input frontier has already passed.
-struct Checked {
-  std::atomic<uint64_t> records{0};
-  std::atomic<uint64_t> sum{0};
-  std::atomic<uint64_t> violations{0};
-};
-template <Timestamp T>
-void check_into(const Stream<T, uint64_t>& stream, Checked& checked) {
-  sink<T, uint64_t>(stream, Pipeline{}, "CheckSink", [&checked](auto& input) {
-    input.for_each([&](const InputCapability<T>& cap, std::vector<uint64_t>& data) {
-      if (!input.frontier().less_equal(cap.time())) ++checked.violations;
-      for (uint64_t x : data) {
-        ++checked.records;
-        checked.sum += x;
-      }
-    });
-  });
-}
+using testing::check_into;
+using testing::Checked;
 
 // The case the review found: 2 workers, a region without `leave` whose inner work (a slow map
 // on worker 1, an exchange to worker 0, an accumulate, a sink) leads to no output of the region.

@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
-#include <mutex>
 #include <string>
 #include <thread>
 
@@ -18,6 +17,7 @@
 #include <unistd.h>
 
 #include "weir/ingest/ingest.h"
+#include "weir/mutex.h"
 
 namespace weir::tools {
 namespace {
@@ -67,7 +67,7 @@ class Display {
   }
   // Prints a line above the live display.
   void print(const std::string& line) {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     clear_locked();
     std::fprintf(stdout, "%s\n", line.c_str());
     std::fflush(stdout);
@@ -107,7 +107,7 @@ class Display {
         }
         lines.push_back(line);
       }
-      std::lock_guard lock(mu_);
+      weir::MutexLock lock(mu_);
       clear_locked();
       for (const auto& l : lines) std::fprintf(stdout, "%s\n", l.c_str());
       shown_ = lines.size();
@@ -115,10 +115,10 @@ class Display {
     }
   }
   void clear() {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     clear_locked();
   }
-  void clear_locked() {
+  void clear_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     for (size_t i = 0; i < shown_; ++i) std::fprintf(stdout, "\033[1A\033[2K");
     shown_ = 0;
   }
@@ -126,8 +126,8 @@ class Display {
   ingest::IngestMonitor& monitor_;
   bool terminal_;
   std::atomic<bool> stop_{false};
-  std::mutex mu_;
-  size_t shown_ = 0;
+  weir::Mutex mu_;
+  size_t shown_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread thread_;
 };
 

@@ -31,20 +31,20 @@ void Activations::advance() {
 }
 
 void Parker::park(std::optional<std::chrono::nanoseconds> timeout) {
-  std::unique_lock lock(mu_);
-  if (!notified_) {
-    if (timeout) {
-      cv_.wait_for(lock, *timeout, [this] { return notified_; });
-    } else {
-      cv_.wait(lock, [this] { return notified_; });
+  weir::MutexLock lock(mu_);
+  if (timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + *timeout;
+    while (!notified_ && cv_.wait_until(mu_, deadline)) {
     }
+  } else {
+    while (!notified_) cv_.wait(mu_);
   }
   notified_ = false;
 }
 
 void Parker::unpark() {
   {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     notified_ = true;
   }
   cv_.notify_one();
@@ -52,7 +52,7 @@ void Parker::unpark() {
 
 void SyncActivationQueue::activate(std::span<const size_t> path) {
   {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     slices_.insert(slices_.end(), path.begin(), path.end());
     lengths_.push_back(path.size());
     pending_.store(true);
@@ -65,7 +65,7 @@ void SyncActivationQueue::activate(std::span<const size_t> path) {
 bool SyncActivationQueue::drain_into(Activations& into) {
   if (!pending_.load()) return false;
   {
-    std::lock_guard lock(mu_);
+    weir::MutexLock lock(mu_);
     std::swap(slices_, scratch_slices_);
     std::swap(lengths_, scratch_lengths_);
     pending_.store(false);

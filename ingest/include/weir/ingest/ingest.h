@@ -27,6 +27,7 @@
 
 #include "absl/status/statusor.h"
 
+#include "weir/mutex.h"
 #include "weir/persist/config.h"
 #include "weir/sinks/persist_sink.h"
 #include "weir/sources/loadgen/loadgen_source.h"
@@ -86,11 +87,11 @@ class IngestMonitor {
                  std::vector<bool> snapshotting);
 
  private:
-  mutable std::mutex mu_;
-  std::shared_ptr<sources::loadgen::SourceStats> source_;
-  std::vector<std::string> tables_;
-  std::vector<std::shared_ptr<sinks::SinkStats>> sinks_;
-  std::vector<bool> snapshotting_;
+  mutable weir::Mutex mu_;
+  std::shared_ptr<sources::loadgen::SourceStats> source_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> tables_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<sinks::SinkStats>> sinks_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> snapshotting_ ABSL_GUARDED_BY(mu_);
 };
 
 absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options,

@@ -13,14 +13,14 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <utility>
 #include <vector>
+
+#include "weir/mutex.h"
 
 namespace weir {
 
@@ -104,9 +104,9 @@ class Parker {
   void unpark();
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool notified_ = false;  // Guarded by mu_.
+  weir::Mutex mu_;
+  weir::CondVar cv_;
+  bool notified_ ABSL_GUARDED_BY(mu_) = false;
   // Seq-cst flag read by unpark without the lock: true while the thread may be sleeping.
   std::atomic<bool> parked_{false};
   friend class SyncActivationQueue;
@@ -133,9 +133,9 @@ class SyncActivationQueue {
   }
 
  private:
-  std::mutex mu_;
-  std::vector<size_t> slices_;   // Guarded by mu_.
-  std::vector<size_t> lengths_;  // Guarded by mu_.
+  weir::Mutex mu_;
+  std::vector<size_t> slices_ ABSL_GUARDED_BY(mu_);
+  std::vector<size_t> lengths_ ABSL_GUARDED_BY(mu_);
   std::vector<size_t> scratch_slices_;
   std::vector<size_t> scratch_lengths_;
   std::atomic<bool> pending_{false};
