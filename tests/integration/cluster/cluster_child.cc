@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -47,11 +48,14 @@ int report(const char* mode, const absl::Status& status) {
 absl::Status spin(const weir::Config& config, double seconds, uint64_t fail_at) {
   return weir::cluster::execute(config, [&](weir::Worker& worker) {
     weir::ProbeHandle<uint64_t> probe;
-    uint64_t received = 0;
+    // The counter is shared with the operator: the worker keeps stepping the dataflow after this
+    // closure returns (a local captured by reference was read after its frame was gone: ASan's
+    // stack-buffer-overflow in the garbage-frames test once the frame layout changed).
+    auto received = std::make_shared<uint64_t>(0);
     auto input = worker.dataflow<uint64_t>([&](weir::Scope<uint64_t>& scope) {
       auto [handle, stream] = weir::new_input<uint64_t>(scope);
       stream | weir::exchange([](const uint64_t& x) { return x; }) |
-          weir::inspect([&received](const uint64_t&) { ++received; }) | weir::probe_with(probe);
+          weir::inspect([received](const uint64_t&) { ++*received; }) | weir::probe_with(probe);
       return std::move(handle);
     });
     const auto until = Clock::now() + std::chrono::duration<double>(seconds);
