@@ -4,10 +4,14 @@
 #include <string>
 #include <thread>
 
+#include "log_file.h"
+
 namespace weir::internal {
 namespace {
 
-void run_one(Worker& worker, const std::function<void(Worker&)>& per_worker) {
+void run_one(Worker& worker, const std::function<void(Worker&)>& per_worker,
+             const std::shared_ptr<LogFile>& log_file) {
+  if (log_file) worker.log_to(log_file->sink());
   try {
     per_worker(worker);
     while (worker.has_dataflows() && !worker.failed()) worker.step_or_park(std::nullopt);
@@ -24,6 +28,15 @@ void run_one(Worker& worker, const std::function<void(Worker&)>& per_worker) {
 
 absl::Status run_workers(const Config& config, const std::function<void(Worker&)>& per_worker) {
   if (absl::Status status = config.validate(); !status.ok()) return status;
+  // WEIR_LOG=FILE: this process's workers write their events to FILE (FILE.<process> in a
+  // cluster, so processes on one machine do not overwrite each other).
+  std::shared_ptr<LogFile> log_file;
+  if (std::string path = log_path_from_env(); !path.empty()) {
+    if (config.processes > 1) path += "." + std::to_string(config.process);
+    auto opened = LogFile::open(std::move(path));
+    if (!opened.ok()) return opened.status();
+    log_file = std::move(*opened);
+  }
   auto process = std::make_shared<ProcessShared>(config.workers, config.processes, config.process);
   std::unique_ptr<Transport> transport;
   if (config.processes > 1) {
@@ -37,17 +50,21 @@ absl::Status run_workers(const Config& config, const std::function<void(Worker&)
   for (size_t i = 1; i < config.workers; ++i) {
     threads.emplace_back([&, i] {
       Worker worker(i, process);
-      run_one(worker, per_worker);
+      run_one(worker, per_worker, log_file);
     });
   }
   {
     Worker worker(0, process);
-    run_one(worker, per_worker);
+    run_one(worker, per_worker, log_file);
   }
   for (auto& thread : threads) thread.join();
   if (transport) {
     absl::Status closed = transport->close();
     if (process->status().ok() && !closed.ok()) return closed;
+  }
+  if (log_file && process->status().ok()) {
+    // Every worker's sink is gone (flushed) with its worker.
+    if (absl::Status written = log_file->status(); !written.ok()) return written;
   }
   return process->status();
 }

@@ -31,7 +31,7 @@ inline void cpu_relax() {
 }  // namespace
 
 Worker::Worker(size_t index, std::shared_ptr<ProcessShared> process)
-    : allocator_(index, std::move(process)) {}
+    : allocator_(index, std::move(process)), logger_(allocator_.index()) {}
 
 Worker::~Worker() { drop_all(); }
 
@@ -41,9 +41,13 @@ std::vector<size_t> Worker::installed_dataflows() const {
   return result;
 }
 
-void Worker::drop_dataflow(size_t index) { dataflows_.erase(index); }
+void Worker::drop_dataflow(size_t index) {
+  if (dataflows_.erase(index) > 0 && logger_.active()) logger_.log(DataflowDropped{index});
+}
 
-void Worker::drop_all() { dataflows_.clear(); }
+void Worker::drop_all() {
+  while (!dataflows_.empty()) drop_dataflow(dataflows_.begin()->first);
+}
 
 void Worker::activate_after(std::vector<size_t> path, std::chrono::nanoseconds delay) {
   if (delay <= std::chrono::nanoseconds::zero()) {
@@ -80,7 +84,12 @@ bool Worker::step() {
     if (it == dataflows_.end()) continue;
     const bool incomplete = it->second->step();
     if (failed()) break;
-    if (!incomplete) dataflows_.erase(it);
+    if (!incomplete) {
+      dataflows_.erase(it);
+      if (logger_.active()) [[unlikely]] {
+        logger_.log(DataflowCompleted{index});
+      }
+    }
   }
   if (failed()) drop_all();
   return true;
@@ -107,7 +116,13 @@ bool Worker::step_or_park(std::optional<std::chrono::nanoseconds> timeout) {
     if (!park_for || until_timer < *park_for) park_for = until_timer;
   }
   if (park_for && *park_for <= std::chrono::nanoseconds::zero()) return has_dataflows();
+  if (logger_.active()) [[unlikely]] {
+    logger_.log(Park{park_for});
+  }
   queue->park_unless(park_for, [&] { return failed(); });
+  if (logger_.active()) [[unlikely]] {
+    logger_.log(Unpark{});
+  }
   return has_dataflows();
 }
 

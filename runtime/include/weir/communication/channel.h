@@ -27,6 +27,7 @@
 #include "weir/progress/change_batch.h"
 #include "weir/progress/timestamp.h"
 #include "weir/worker/activator.h"
+#include "weir/worker/logging.h"
 
 namespace weir {
 
@@ -42,6 +43,7 @@ template <class T, class D>
 struct Message {
   T time;
   std::vector<D> data;
+  uint32_t from = 0;  // The sending worker (for logging).
 };
 
 // A thread-safe FIFO of messages into one worker.
@@ -139,6 +141,9 @@ class ChannelEnd final : public InputEndBase {
       current_ = std::move(next_);
       has_next_ = false;
       has_current_ = true;
+      if (log_->active()) [[unlikely]] {
+        log_received();
+      }
       return &current_;
     }
     if (local_.empty()) {
@@ -147,7 +152,17 @@ class ChannelEnd final : public InputEndBase {
     current_ = std::move(local_.front());
     local_.pop_front();
     has_current_ = true;
+    if (log_->active()) [[unlikely]] {
+      log_received();
+    }
     return &current_;
+  }
+
+  // Logs pulled messages to `logger` as channel `channel` into worker `index`.
+  void set_logger(Logger& logger, uint64_t channel, size_t index) {
+    log_ = &logger;
+    channel_ = channel;
+    index_ = index;
   }
 
   // An empty buffer: a recycled one (with its capacity) if there is one. New buffers start
@@ -179,6 +194,10 @@ class ChannelEnd final : public InputEndBase {
  private:
   static constexpr size_t kMaxPool = 16;
 
+  void log_received() {
+    log_->log(Messages{false, channel_, current_.from, index_, current_.data.size()});
+  }
+
   LocalActivator* scope_;
   uint32_t consumer_;
   Inbox<Message<T, D>>* inbox_;       // Null for channels within one worker.
@@ -190,6 +209,9 @@ class ChannelEnd final : public InputEndBase {
   bool has_current_ = false;
   std::vector<D> spare_;
   std::vector<std::vector<D>> pool_;
+  Logger* log_ = &Logger::inactive();
+  uint64_t channel_ = 0;
+  size_t index_ = 0;
 };
 
 // The part of a channel shared by the workers of a process: one inbox per worker.

@@ -48,7 +48,14 @@ struct ChannelSite {
   LocalActivator* scope = nullptr;
   uint32_t consumer = 0;        // The consuming operator's index in its scope.
   SyncActivator consumer_sync;  // Activates the consumer from other threads.
+  Logger* logger = nullptr;     // This worker's; null: none.
 };
+
+namespace internal {
+inline Logger& logger_of(const ChannelSite& site) {
+  return site.logger != nullptr ? *site.logger : Logger::inactive();
+}
+}  // namespace internal
 
 template <class T, class D>
 struct ChannelPair {
@@ -62,20 +69,30 @@ namespace internal {
 template <class T, class D>
 class PipelinePusher final : public Pusher<T, D> {
  public:
-  explicit PipelinePusher(std::shared_ptr<ChannelEnd<T, D>> end, size_t capacity)
-      : end_(std::move(end)), capacity_(capacity) {}
+  PipelinePusher(const ChannelSite& site, std::shared_ptr<ChannelEnd<T, D>> end, size_t capacity)
+      : end_(std::move(end)),
+        capacity_(capacity),
+        log_(&logger_of(site)),
+        channel_(site.channel_id),
+        index_(static_cast<uint32_t>(site.index)) {}
   void push(const T& time, std::vector<D>& batch) override {
     if (batch.empty()) return;
     this->produced_.update(time, static_cast<int64_t>(batch.size()));
+    if (log_->active()) [[unlikely]] {
+      log_->log(Messages{true, channel_, index_, index_, batch.size()});
+    }
     std::vector<D> next = end_->take_buffer(capacity_);
     std::swap(next, batch);
-    end_->push_local(Message<T, D>{time, std::move(next)});
+    end_->push_local(Message<T, D>{time, std::move(next), index_});
   }
   void flush() override {}
 
  private:
   std::shared_ptr<ChannelEnd<T, D>> end_;
   size_t capacity_;
+  Logger* log_;
+  uint64_t channel_;
+  uint32_t index_;
 };
 
 // Delivers whole batches to any worker: within the process through its inbox, to other
@@ -88,10 +105,14 @@ class Router {
       : index_(site.index),
         channel_(site.channel_id),
         process_(site.process),
+        log_(&logger_of(site)),
         shared_(std::move(shared)),
         local_(std::move(local)) {}
 
   void send(size_t worker, const T& time, std::vector<D>& batch, size_t capacity) {
+    if (log_->active()) [[unlikely]] {
+      log_->log(Messages{true, channel_, index_, worker, batch.size()});
+    }
     if (!process_->is_local(worker)) {
       std::string payload;
       Codec<T>::encode(time, payload);
@@ -104,10 +125,12 @@ class Router {
     }
     std::vector<D> next = local_->take_buffer(capacity);
     std::swap(next, batch);
+    const auto from = static_cast<uint32_t>(index_);
     if (worker == index_) {
-      local_->push_local(Message<T, D>{time, std::move(next)});
+      local_->push_local(Message<T, D>{time, std::move(next), from});
     } else {
-      shared_->inbox(worker - process_->first_worker()).push(Message<T, D>{time, std::move(next)});
+      shared_->inbox(worker - process_->first_worker())
+          .push(Message<T, D>{time, std::move(next), from});
     }
   }
 
@@ -115,6 +138,7 @@ class Router {
   size_t index_;
   uint64_t channel_;
   ProcessShared* process_;
+  Logger* log_;
   std::shared_ptr<ChannelShared<T, D>> shared_;
   std::shared_ptr<ChannelEnd<T, D>> local_;
 };
@@ -216,6 +240,7 @@ std::pair<std::shared_ptr<ChannelShared<T, D>>, std::shared_ptr<ChannelEnd<T, D>
                                                   std::to_string(from) + " on channel " +
                                                   std::to_string(id));
               }
+              message.from = from;
               channel->inbox(to - process->first_worker()).push(std::move(message));
               return absl::OkStatus();
             };
@@ -223,6 +248,7 @@ std::pair<std::shared_ptr<ChannelShared<T, D>>, std::shared_ptr<ChannelEnd<T, D>
   auto& inbox = shared->inbox(site.index - process->first_worker());
   inbox.set_activator(site.consumer_sync);
   auto end = std::make_shared<ChannelEnd<T, D>>(site.scope, site.consumer, &inbox, shared);
+  end->set_logger(logger_of(site), site.channel_id, site.index);
   return {std::move(shared), std::move(end)};
 }
 
@@ -231,7 +257,8 @@ std::pair<std::shared_ptr<ChannelShared<T, D>>, std::shared_ptr<ChannelEnd<T, D>
 template <class T, class D>
 ChannelPair<T, D> make_channel(const Pipeline&, const ChannelSite& site, size_t capacity) {
   auto end = std::make_shared<ChannelEnd<T, D>>(site.scope, site.consumer, nullptr);
-  return {std::make_unique<internal::PipelinePusher<T, D>>(end, capacity), end};
+  end->set_logger(internal::logger_of(site), site.channel_id, site.index);
+  return {std::make_unique<internal::PipelinePusher<T, D>>(site, end, capacity), end};
 }
 
 template <class T, class D, class KeyFn>

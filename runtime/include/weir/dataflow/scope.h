@@ -145,6 +145,7 @@ class Scope : public LocalActivator {
   virtual ~Scope() {
     // Operators go first: their capabilities and handles point into ports and progress.
     for (auto& child : children_) child.reset();
+    if (built_) worker_.logger().operators_dropped(path_, op_ids_);
     for (uint64_t id : channels_) worker_.allocator().process().release_channel(id);
   }
 
@@ -199,6 +200,7 @@ class Scope : public LocalActivator {
     site.scope = this;
     site.consumer = target.node;
     site.consumer_sync = sync_activator_for(target.node);
+    site.logger = &worker_.logger();
     channels_.push_back(site.channel_id);
     auto& port = output_port<D>(source);
     ChannelPair<T, D> pair = make_channel<T, D>(pact, site, port.batch_capacity());
@@ -339,6 +341,7 @@ class Scope : public LocalActivator {
   std::vector<std::vector<std::unique_ptr<OutputPortBase<T>>>> ports_;  // [node][port]
   std::vector<std::unique_ptr<Operator<T>>> children_;                  // [node]; 0 is null
   std::vector<std::string> names_;
+  std::vector<uint64_t> op_ids_;  // [node]: ids in this worker's logging events.
   std::vector<std::pair<Source, Target>> edges_;
   std::vector<uint64_t> channels_;
   std::vector<uint8_t> notify_;
@@ -413,6 +416,7 @@ absl::Status Scope<T>::build_graph(uint32_t scope_inputs, uint32_t scope_outputs
   }
   tracker_.propagate_all();
   built_ = true;
+  worker_.logger().operators_built(path_, names_, op_ids_);
   active_.assign(children_.size(), 0);
   deliver_frontiers();
   for (uint32_t i = 1; i < children_.size(); ++i) activate_child(i);
@@ -522,10 +526,17 @@ void Scope<T>::dispatch_nested(std::span<const uint32_t> path,
 template <Timestamp T>
 void Scope<T>::run_child(uint32_t child) {
   Operator<T>& op = *children_[child];
+  Logger& log = worker_.logger();
+  if (log.active()) [[unlikely]] {
+    log.schedule_start(op_ids_[child]);
+  }
   bool again = false;
   try {
     again = op.schedule();
     for (auto& port : ports_[child]) port->flush();
+    if (log.active()) [[unlikely]] {
+      log.schedule_stop(op_ids_[child]);
+    }
   } catch (const std::exception& e) {
     fail(child, e.what());
     return;
@@ -584,6 +595,10 @@ void Scope<T>::receive_progress() {
       return;
     }
     apply(message.updates);
+    if (worker_.logger().active()) [[unlikely]] {
+      worker_.logger().log(ProgressBatch{false, progress_channel_, message.from,
+                                         message.updates.size(), message.nested.size()});
+    }
     for (auto& nested : message.nested) dispatch_nested(nested.path, std::move(nested.batch));
     // A step sends one vector per local worker and receives as many: keep that many, so that
     // steady-state exchange does not allocate.
@@ -611,6 +626,7 @@ void Scope<T>::send_progress() {
     }
     copy.assign(updates.begin(), updates.end());
     ProgressMessage message{std::move(copy), {}};
+    message.from = static_cast<uint32_t>(me);
     // Nested scopes apply their own changes at once; other workers get them here (sharing the
     // immutable batches).
     if (!nested_out_.empty() && w != me) message.nested = nested_out_;
@@ -632,6 +648,10 @@ void Scope<T>::send_progress() {
                                          progress_seq_, payload);
     }
     ++progress_seq_;
+  }
+  if (worker_.logger().active()) [[unlikely]] {
+    worker_.logger().log(
+        ProgressBatch{true, progress_channel_, me, updates.size(), nested_out_.size()});
   }
   local_.clear();
   nested_out_.clear();

@@ -39,6 +39,7 @@
 #include "weir/communication/allocator.h"
 #include "weir/progress/timestamp.h"
 #include "weir/worker/activator.h"
+#include "weir/worker/logging.h"
 
 namespace weir {
 
@@ -106,6 +107,11 @@ class Worker {
   // Activates `path` once `delay` has passed.
   void activate_after(std::vector<size_t> path, std::chrono::nanoseconds delay);
 
+  // Sends this worker's events to `sink` from now on (an empty sink turns logging off); see
+  // logging.h. WEIR_LOG=FILE registers a sink that writes JSON lines before `fn` runs.
+  void log_to(LogSink sink) { logger_.set_sink(std::move(sink)); }
+  Logger& logger() { return logger_; }
+
   // Fails the whole execution (every worker) with `status`.
   void fail(absl::Status status);
   bool failed() const { return allocator_.process().failed(); }
@@ -123,6 +129,7 @@ class Worker {
   void drop_all();
 
   Allocator allocator_;
+  Logger logger_;  // Declared before dataflows_: their operators log when dropped.
   Activations activations_;
   std::map<size_t, std::unique_ptr<DataflowBase>> dataflows_;
   size_t next_dataflow_ = 0;
@@ -162,6 +169,7 @@ template <Timestamp T, class F>
 decltype(auto) Worker::dataflow_named(std::string name, F&& build) {
   const size_t index = next_dataflow_++;
   auto scope = std::make_unique<Scope<T>>(*this, std::vector<size_t>{index}, std::move(name));
+  if (logger_.active()) logger_.log(DataflowCreated{index, scope->name()});
   using Result = std::invoke_result_t<F&, Scope<T>&>;
   if constexpr (std::is_void_v<Result>) {
     build(*scope);
