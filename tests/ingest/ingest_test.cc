@@ -94,7 +94,8 @@ TEST_P(IngestTest, ShardsEqualTheGeneratorAtEveryOffset) {
 }
 
 // A paced stream appends many small batches; they ask for maintenance as the shards grow, so a
-// shard's state keeps far fewer batches than were appended to it, and its contents are unchanged.
+// shard's state keeps no more batches than the maintenance threshold however many were appended
+// (a completed run waits for the maintenance it asked for), and its contents are unchanged.
 TEST_P(IngestTest, StreamingKeepsShardStatesSmall) {
   const fs::path dir = fresh_dir("maintained-" + std::to_string(GetParam()));
   const uint64_t until = 3000;
@@ -105,12 +106,13 @@ TEST_P(IngestTest, StreamingKeepsShardStatesSmall) {
   ASSERT_TRUE(report.ok()) << report.status();
   auto client = persist::PersistClient::open(options.location);
   ASSERT_TRUE(client.ok()) << client.status();
+  const size_t threshold = persist::PersistConfig{}.maintenance_batch_threshold;
   for (const auto& e : report->exports) {
-    EXPECT_GE(e.batches, 100u)
-        << e.shard;  // Enough for maintenance to matter; fewer when steps are fast.
+    // Enough appends for maintenance to be due (about 200 on an idle machine, 50 on a loaded one).
+    EXPECT_GT(e.batches, threshold) << e.shard;
     auto description = (*client)->describe(e.shard);
     ASSERT_TRUE(description.ok()) << description.status();
-    EXPECT_LT(description->batches.size(), e.batches / 4) << e.shard << ": " << e.batches;
+    EXPECT_LE(description->batches.size(), threshold) << e.shard << ": " << e.batches;
   }
   expect_matches_generator(options, until, {"users", "auctions"});
   fs::remove_all(dir);
