@@ -6,10 +6,20 @@
 //
 //   PROGRAM ARGS... -n N -p I -h HOSTFILE -w W
 //
-// Every line a process prints (stdout or stderr) is forwarded to the same stream with the prefix
-// "[I] ". When a process fails (non-zero exit or a signal), the others are stopped (SIGTERM,
-// then SIGKILL after a grace period) and weir-launch exits with the first failure's code (128 +
-// the signal for a signal); otherwise 0. SIGINT/SIGTERM to weir-launch are passed on.
+// in a process group of its own. Every line a process prints (stdout or stderr) is forwarded to
+// the same stream with the prefix "[I] ". When a process fails (non-zero exit or a signal), the
+// others are stopped (SIGTERM to each process group, then SIGKILL after a grace period) and
+// weir-launch exits with the first failure's code (128 + the signal for a signal); otherwise 0.
+// SIGINT, SIGTERM and SIGHUP to weir-launch are passed on to every process group as they came
+// (then SIGKILL after the grace period), and weir-launch exits with 128 + that signal. Once every
+// process has exited, what is left of their groups is stopped the same way, and weir-launch exits
+// as soon as the groups are empty: it does not wait for output streams that something outside
+// the groups still holds open.
+//
+// Ports are picked by binding port 0 and released before the processes start (a weir process
+// listens on its own; it cannot take a listening socket from us). If one is taken in between and
+// the first process to fail says it cannot listen on its address, the whole cluster is started
+// again on new ports, up to kMaxStarts times in all.
 
 #include <atomic>
 #include <cerrno>
@@ -19,8 +29,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -40,6 +52,13 @@ using Clock = std::chrono::steady_clock;
 // Between SIGTERM and SIGKILL when stopping the processes.
 constexpr auto kStopGrace = std::chrono::seconds(3);
 
+// Starts of the cluster, in all, when a picked port is taken before its process listens.
+constexpr int kMaxStarts = 3;
+
+// What a weir process prints when it cannot listen on its hostfile address, followed by the
+// address (protocol/src/grpc_transport.cc). The launch tests fail if the two drift apart.
+constexpr std::string_view kCannotListen = "cannot listen on ";
+
 std::atomic<int> g_signal{0};
 
 void on_signal(int sig) { g_signal.store(sig); }
@@ -53,7 +72,7 @@ void on_signal(int sig) { g_signal.store(sig); }
 std::vector<int> free_ports(size_t n) {
   std::vector<int> sockets, ports;
   for (size_t i = 0; i < n; ++i) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) die(std::string("socket: ") + std::strerror(errno));
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
@@ -87,25 +106,36 @@ struct Output {
   std::string partial;
 };
 
-// Forwards the complete lines in `out.partial` (all of it at end of stream) with the prefix.
-void forward(Output& out, bool at_end) {
+// One process of the cluster. Its pid is also its process group's id.
+struct Child {
+  pid_t pid = -1;
+  std::string address;            // Its line in the hostfile.
+  bool running = false;           // Not yet reaped.
+  bool group_open = true;         // Its process group may still have members.
+  bool could_not_listen = false;  // It said it cannot listen on `address`.
+};
+
+// Forwards the complete lines in `out.partial` (all of it at end of stream) with the prefix, and
+// notes whether `child` (the writer) says it cannot listen on its address.
+void forward(Output& out, bool at_end, Child& child) {
+  const std::string cannot_listen = std::string(kCannotListen) + child.address;
+  const auto note = [&](std::string_view line) {
+    if (line.find(cannot_listen) != std::string_view::npos) child.could_not_listen = true;
+  };
   size_t start = 0;
   for (size_t nl; (nl = out.partial.find('\n', start)) != std::string::npos; start = nl + 1) {
     std::fprintf(out.to, "[%zu] %.*s\n", out.process, static_cast<int>(nl - start),
                  out.partial.data() + start);
+    note(std::string_view(out.partial).substr(start, nl - start));
   }
   out.partial.erase(0, start);
   if (at_end && !out.partial.empty()) {
     std::fprintf(out.to, "[%zu] %s\n", out.process, out.partial.c_str());
+    note(out.partial);
     out.partial.clear();
   }
   std::fflush(out.to);
 }
-
-struct Child {
-  pid_t pid = -1;
-  bool running = false;
-};
 
 int exit_code(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
@@ -145,11 +175,12 @@ Options parse_options(int argc, char** argv) {
   return options;
 }
 
-// Writes one loopback address per port to DIR/hostfile; returns its path.
-std::string write_hostfile(const std::filesystem::path& dir, const std::vector<int>& ports) {
+// Writes `addresses`, one a line, to DIR/hostfile; returns its path.
+std::string write_hostfile(const std::filesystem::path& dir,
+                           const std::vector<std::string>& addresses) {
   const std::string hostfile = (dir / "hostfile").string();
   std::ofstream out(hostfile);
-  for (int port : ports) out << "127.0.0.1:" << port << "\n";
+  for (const std::string& address : addresses) out << address << "\n";
   if (!out) die("cannot write " + hostfile);
   return hostfile;
 }
@@ -160,10 +191,10 @@ struct Cluster {
   std::vector<Output> outputs;
 };
 
-// Starts process `index` of the cluster as PROGRAM ARGS... -n N -p I -h HOSTFILE -w W, its output
-// read through pipes.
-void spawn(const Options& options, size_t index, const std::string& hostfile,
-           const std::string& cluster_id, Cluster& cluster) {
+// Starts process `index` of the cluster as PROGRAM ARGS... -n N -p I -h HOSTFILE -w W, in a
+// process group of its own, its output read through pipes.
+void spawn(const Options& options, size_t index, const std::string& address,
+           const std::string& hostfile, const std::string& cluster_id, Cluster& cluster) {
   const pid_t parent = ::getpid();
   int out_pipe[2], err_pipe[2];
   if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) die("pipe failed");
@@ -179,6 +210,9 @@ void spawn(const Options& options, size_t index, const std::string& hostfile,
     // Die with weir-launch, whatever kills it.
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) _exit(1);
+    // Its own group, so that stopping it reaches what it started. (Set here and in the parent,
+    // so that it holds before either goes on.)
+    ::setpgid(0, 0);
     ::dup2(out_pipe[1], STDOUT_FILENO);
     ::dup2(err_pipe[1], STDERR_FILENO);
     ::setenv("WEIR_CLUSTER_ID", cluster_id.c_str(), 1);
@@ -193,84 +227,153 @@ void spawn(const Options& options, size_t index, const std::string& hostfile,
     std::fprintf(stderr, "weir-launch: cannot run %s: %s\n", argv_child[0], std::strerror(errno));
     _exit(127);
   }
+  ::setpgid(pid, pid);  // EACCES once the child has run exec: it has done this itself by then.
   ::close(out_pipe[1]);
   ::close(err_pipe[1]);
-  cluster.children.push_back({pid, true});
+  cluster.children.push_back({pid, address, true});
   cluster.outputs.push_back({out_pipe[0], index, stdout, {}});
   cluster.outputs.push_back({err_pipe[0], index, stderr, {}});
 }
 
+// Sends `sig` to every process group that may still have members (0: only finds out). Returns
+// true if some group had members.
+bool signal_groups(Cluster& cluster, int sig) {
+  bool any = false;
+  for (Child& child : cluster.children) {
+    if (!child.group_open) continue;
+    if (::kill(-child.pid, sig) == 0) {
+      any = true;
+    } else if (errno == ESRCH) {
+      // Empty: never signalled again, since its id may be reused.
+      child.group_open = false;
+    }
+  }
+  return any;
+}
+
+// Reads what `out` has ready (or its end) and forwards it. Returns false at the end of the stream.
+bool read_output(Output& out, Child& child) {
+  char buffer[65536];
+  const ssize_t n = ::read(out.fd, buffer, sizeof(buffer));
+  if (n > 0) {
+    out.partial.append(buffer, static_cast<size_t>(n));
+    forward(out, false, child);
+    return true;
+  }
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
+  forward(out, true, child);
+  ::close(out.fd);
+  out.fd = -1;
+  return false;
+}
+
 // Forwards what the processes wrote, waiting up to `timeout_ms` for some. Returns false (at once)
 // when every output stream has ended.
-bool pump(std::vector<Output>& outputs, int timeout_ms) {
+bool pump(Cluster& cluster, int timeout_ms) {
   std::vector<pollfd> fds;
-  for (const Output& out : outputs) {
+  for (const Output& out : cluster.outputs) {
     if (out.fd >= 0) fds.push_back({out.fd, POLLIN, 0});
   }
   if (fds.empty()) return false;
   if (::poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) die("poll failed");
-  for (Output& out : outputs) {
+  for (Output& out : cluster.outputs) {
     if (out.fd < 0) continue;
     for (const pollfd& p : fds) {
-      if (p.fd != out.fd || p.revents == 0) continue;
-      char buffer[65536];
-      const ssize_t n = ::read(out.fd, buffer, sizeof(buffer));
-      if (n > 0) {
-        out.partial.append(buffer, static_cast<size_t>(n));
-        forward(out, false);
-      } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-        forward(out, true);
-        ::close(out.fd);
-        out.fd = -1;
-      }
+      if (p.fd == out.fd && p.revents != 0) read_output(out, cluster.children[out.process]);
     }
   }
   return true;
 }
 
-// Forwards the processes' output until every process has exited and its output has ended. On the
-// first failure, or a signal to weir-launch, stops the rest (SIGTERM, then SIGKILL after the
-// grace period). Returns the first failure's exit code (128 + the signal for a signal), or 0.
-int wait_all(Cluster& cluster) {
-  int first_failure = 0;
-  bool stopping = false;
-  Clock::time_point kill_at;
-  auto stop_all = [&] {
-    if (stopping) return;
-    stopping = true;
-    kill_at = Clock::now() + kStopGrace;
-    for (const Child& child : cluster.children) {
-      if (child.running) ::kill(child.pid, SIGTERM);
+// Forwards what is left in the output streams, without waiting for more, and closes them. (Once
+// every process group is empty, whatever still holds a stream open has left the groups.)
+void drain(Cluster& cluster) {
+  for (Output& out : cluster.outputs) {
+    if (out.fd < 0) continue;
+    ::fcntl(out.fd, F_SETFL, ::fcntl(out.fd, F_GETFL) | O_NONBLOCK);
+    Child& child = cluster.children[out.process];
+    while (out.fd >= 0) {
+      char buffer[65536];
+      const ssize_t n = ::read(out.fd, buffer, sizeof(buffer));
+      if (n > 0) {
+        out.partial.append(buffer, static_cast<size_t>(n));
+        forward(out, false, child);
+      } else if (n < 0 && errno == EINTR) {
+        continue;
+      } else {
+        forward(out, true, child);
+        ::close(out.fd);
+        out.fd = -1;
+      }
     }
+  }
+}
+
+struct Outcome {
+  int code = 0;  // The first failure's exit code (128 + the signal for a signal), or 0.
+  // The process that failed first, because its port was taken (and no signal came).
+  std::optional<size_t> port_taken;
+};
+
+// Forwards the processes' output until every process has exited and its process group is empty.
+// On the first failure stops the rest (SIGTERM to every group, then SIGKILL after the grace
+// period); a signal to weir-launch is passed on as it came, then SIGKILL after the grace period.
+Outcome wait_all(Cluster& cluster) {
+  Outcome outcome;
+  std::optional<size_t> first_failed;
+  bool signalled = false;
+  std::optional<Clock::time_point> kill_at;
+  const auto stop = [&](int sig) {
+    if (!kill_at) kill_at = Clock::now() + kStopGrace;
+    signal_groups(cluster, sig);
   };
 
   size_t running = cluster.children.size();
   for (;;) {
     if (const int sig = g_signal.exchange(0); sig != 0) {
-      if (first_failure == 0) first_failure = 128 + sig;
-      stop_all();
+      if (outcome.code == 0) outcome.code = 128 + sig;
+      signalled = true;
+      stop(sig);
     }
-    if (stopping && Clock::now() >= kill_at) {
-      for (const Child& child : cluster.children) {
-        if (child.running) ::kill(child.pid, SIGKILL);
-      }
-    }
-    for (Child& child : cluster.children) {
-      int status = 0;
-      if (child.running && ::waitpid(child.pid, &status, WNOHANG) == child.pid) {
+    if (kill_at && Clock::now() >= *kill_at) signal_groups(cluster, SIGKILL);
+    // weir-launch is the subreaper of its processes' descendants: reap whatever has exited.
+    int status = 0;
+    for (pid_t pid; (pid = ::waitpid(-1, &status, WNOHANG)) > 0;) {
+      for (size_t i = 0; i < cluster.children.size(); ++i) {
+        Child& child = cluster.children[i];
+        if (child.pid != pid || !child.running) continue;
         child.running = false;
         --running;
-        if (exit_code(status) != 0 && first_failure == 0) {
-          first_failure = exit_code(status);
-          stop_all();
+        if (exit_code(status) != 0 && outcome.code == 0) {
+          outcome.code = exit_code(status);
+          first_failed = i;
+          stop(SIGTERM);
         }
       }
     }
-    const bool open = pump(cluster.outputs, 20);
-    if (!open && running == 0) break;
-    if (!open) ::usleep(20000);
+    if (running == 0) {
+      if (!signal_groups(cluster, 0)) break;
+      // Whatever they started and left running goes the same way.
+      if (!kill_at) stop(SIGTERM);
+      // Members that even SIGKILL does not end (or that are not ours to reap): not waited for.
+      if (Clock::now() >= *kill_at + kStopGrace) break;
+    }
+    if (!pump(cluster, 20)) ::usleep(20000);
   }
-  return first_failure;
+  drain(cluster);
+  if (first_failed && !signalled && cluster.children[*first_failed].could_not_listen) {
+    outcome.port_taken = first_failed;
+  }
+  return outcome;
+}
+
+// weir-launch may inherit an ignored SIGCHLD (then the kernel reaps its children and waitpid
+// fails) and blocked signals through exec: it needs neither.
+void reset_inherited_signals() {
+  ::signal(SIGCHLD, SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
 }
 
 void install_signal_handlers() {
@@ -287,21 +390,42 @@ void install_signal_handlers() {
 
 int main(int argc, char** argv) {
   const Options options = parse_options(argc, argv);
-  const std::vector<int> ports = free_ports(options.processes);
+  reset_inherited_signals();
+  install_signal_handlers();
+  // Orphaned descendants of the processes come to weir-launch (not to init), so that it can reap
+  // them and see their process groups empty.
+  if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
+    die(std::string("prctl(PR_SET_CHILD_SUBREAPER): ") + std::strerror(errno));
+  }
   std::error_code ec;
   const std::filesystem::path temp = std::filesystem::temp_directory_path(ec);
   std::string pattern = (ec ? std::filesystem::path("/tmp") : temp) / "weir-launch.XXXXXX";
   if (::mkdtemp(pattern.data()) == nullptr) die("cannot make a temporary directory");
   const std::filesystem::path dir = pattern;
-  const std::string hostfile = write_hostfile(dir, ports);
-  const std::string cluster_id = random_id();
-  install_signal_handlers();
 
-  Cluster cluster;
-  for (size_t i = 0; i < options.processes; ++i) {
-    spawn(options, i, hostfile, cluster_id, cluster);
+  Outcome outcome;
+  for (int start = 1;; ++start) {
+    std::vector<std::string> addresses;
+    for (int port : free_ports(options.processes)) {
+      addresses.push_back("127.0.0.1:" + std::to_string(port));
+    }
+    const std::string hostfile = write_hostfile(dir, addresses);
+    // A cluster secret (issue 14) would be made here too, one per start, and passed to the
+    // processes in the environment (not in argv, which other users can read).
+    const std::string cluster_id = random_id();
+    Cluster cluster;
+    for (size_t i = 0; i < options.processes; ++i) {
+      spawn(options, i, addresses[i], hostfile, cluster_id, cluster);
+    }
+    outcome = wait_all(cluster);
+    if (!outcome.port_taken || start == kMaxStarts) break;
+    std::fprintf(stderr,
+                 "weir-launch: process %zu could not listen on %s: the port was taken after "
+                 "weir-launch picked it; starting the cluster again on new ports (start %d of "
+                 "%d)\n",
+                 *outcome.port_taken, addresses[*outcome.port_taken].c_str(), start + 1,
+                 kMaxStarts);
   }
-  const int code = wait_all(cluster);
   std::filesystem::remove_all(dir, ec);
-  return code;
+  return outcome.code;
 }
