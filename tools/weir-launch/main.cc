@@ -251,19 +251,28 @@ bool signal_groups(Cluster& cluster, int sig) {
   return any;
 }
 
-// Reads what `out` has ready (or its end) and forwards it. Returns false at the end of the stream.
+// Forwards the rest of `out` (a last line without a newline) and closes it.
+void close_output(Output& out, Child& child) {
+  forward(out, true, child);
+  ::close(out.fd);
+  out.fd = -1;
+}
+
+// Reads once from `out` and forwards the whole lines; at the end of the stream (or on an error)
+// closes it. Returns true if it read something.
 bool read_output(Output& out, Child& child) {
   char buffer[65536];
-  const ssize_t n = ::read(out.fd, buffer, sizeof(buffer));
+  ssize_t n;
+  do {
+    n = ::read(out.fd, buffer, sizeof(buffer));
+  } while (n < 0 && errno == EINTR);
   if (n > 0) {
     out.partial.append(buffer, static_cast<size_t>(n));
     forward(out, false, child);
     return true;
   }
-  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
-  forward(out, true, child);
-  ::close(out.fd);
-  out.fd = -1;
+  if (n < 0 && errno == EAGAIN) return false;
+  close_output(out, child);
   return false;
 }
 
@@ -292,20 +301,9 @@ void drain(Cluster& cluster) {
     if (out.fd < 0) continue;
     ::fcntl(out.fd, F_SETFL, ::fcntl(out.fd, F_GETFL) | O_NONBLOCK);
     Child& child = cluster.children[out.process];
-    while (out.fd >= 0) {
-      char buffer[65536];
-      const ssize_t n = ::read(out.fd, buffer, sizeof(buffer));
-      if (n > 0) {
-        out.partial.append(buffer, static_cast<size_t>(n));
-        forward(out, false, child);
-      } else if (n < 0 && errno == EINTR) {
-        continue;
-      } else {
-        forward(out, true, child);
-        ::close(out.fd);
-        out.fd = -1;
-      }
+    while (read_output(out, child)) {
     }
+    if (out.fd >= 0) close_output(out, child);
   }
 }
 
