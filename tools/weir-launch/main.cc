@@ -178,7 +178,7 @@ Options parse_options(int argc, char** argv) {
 // Writes `addresses`, one a line, to DIR/hostfile; returns its path.
 std::string write_hostfile(const std::filesystem::path& dir,
                            const std::vector<std::string>& addresses) {
-  const std::string hostfile = (dir / "hostfile").string();
+  std::string hostfile = (dir / "hostfile").string();
   std::ofstream out(hostfile);
   for (const std::string& address : addresses) out << address << "\n";
   if (!out) die("cannot write " + hostfile);
