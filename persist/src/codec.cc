@@ -339,25 +339,41 @@ void DecodedPartPool::give(DecodedPart* part) {
   }
 }
 
-absl::StatusOr<std::shared_ptr<const DecodedPart>> decode_part(std::string_view shard_label,
-                                                               std::string_view shard_id,
-                                                               const PartRef& ref,
-                                                               std::string_view blob,
-                                                               DecodedPartPool* pool) {
-  const auto corrupt = [&](std::string_view why) {
+namespace {
+
+// Errors about one part, naming its shard and its key.
+struct PartErrors {
+  std::string_view shard_label;
+  std::string_view key;
+
+  absl::Status corrupt(std::string_view why) const {
     return absl::DataLossError(
-        str_cat(shard_label, ": part \"", ref.key, "\" is truncated or corrupt: ", why));
-  };
+        str_cat(shard_label, ": part \"", key, "\" is truncated or corrupt: ", why));
+  }
+};
+
+// Fills `slot` unless it is filled already: a field that occurs twice makes the part corrupt.
+template <class T>
+bool set_once(std::optional<T>& slot, T value) {
+  const bool first = !slot.has_value();
+  slot = value;
+  return first;
+}
+
+// The fields of a part's ProtoPart envelope, checked against the shard and this build.
+struct Envelope {
+  uint64_t version = 0;  // 1 .. kPartFormatVersion.
+  uint64_t uncompressed_bytes = 0;
+  std::string_view compressed;  // A zstd frame of a ProtoColumnarUpdates.
+};
+
+absl::StatusOr<Envelope> read_envelope(const PartErrors& errors, std::string_view shard_id,
+                                       std::string_view blob) {
   std::optional<uint64_t> version;
   std::optional<std::string_view> owner;
   std::optional<uint64_t> codec;
   std::optional<uint64_t> uncompressed_bytes;
   std::optional<std::string_view> payload;
-  const auto set_once = [](auto& slot, auto value) {
-    const bool first = !slot.has_value();
-    slot = value;
-    return first;
-  };
   const bool envelope_ok = for_each_field(
       blob.data(), blob.data() + blob.size(),
       [&](int number, uint32_t wire_type, uint64_t value, std::string_view bytes) {
@@ -378,44 +394,38 @@ absl::StatusOr<std::shared_ptr<const DecodedPart>> decode_part(std::string_view 
         }
       });
   if (!envelope_ok) {
-    return corrupt(str_cat("not a part encoding (", blob.size(), " bytes)"));
+    return errors.corrupt(str_cat("not a part encoding (", blob.size(), " bytes)"));
   }
   if (version.value_or(0) < 1 || *version > kPartFormatVersion) {
     return absl::FailedPreconditionError(
-        str_cat(shard_label, ": part \"", ref.key, "\" has format version ", version.value_or(0),
-                "; this build reads versions 1 to ", kPartFormatVersion));
+        str_cat(errors.shard_label, ": part \"", errors.key, "\" has format version ",
+                version.value_or(0), "; this build reads versions 1 to ", kPartFormatVersion));
   }
   if (owner.value_or("") != shard_id) {
-    return corrupt(str_cat("it belongs to shard \"", owner.value_or(""), "\""));
+    return errors.corrupt(str_cat("it belongs to shard \"", owner.value_or(""), "\""));
   }
   if (codec.value_or(Part::CODEC_UNSPECIFIED) != Part::CODEC_ZSTD) {
-    return corrupt(str_cat("unknown codec ", codec.value_or(Part::CODEC_UNSPECIFIED)));
+    return errors.corrupt(str_cat("unknown codec ", codec.value_or(Part::CODEC_UNSPECIFIED)));
   }
-  const std::string_view compressed = payload.value_or("");
-  const unsigned long long content_size =
-      ZSTD_getFrameContentSize(compressed.data(), compressed.size());
-  if (content_size == ZSTD_CONTENTSIZE_ERROR || content_size == ZSTD_CONTENTSIZE_UNKNOWN ||
-      content_size != uncompressed_bytes.value_or(0) || content_size > kMaxUncompressedPartBytes) {
-    return corrupt("bad zstd frame header");
-  }
-  std::unique_ptr<DecodedPart> part =
-      pool != nullptr ? pool->take() : std::make_unique<DecodedPart>();
-  if (part->capacity_ < content_size) {
-    part->plain_ = std::make_unique_for_overwrite<char[]>(content_size);
-    part->capacity_ = content_size;
-  }
-  part->size_ = 0;
-  thread_local std::unique_ptr<ZSTD_DCtx, DctxDeleter> dctx(ZSTD_createDCtx());
-  const size_t n = ZSTD_decompressDCtx(dctx.get(), part->plain_.get(), content_size,
-                                       compressed.data(), compressed.size());
-  if (ZSTD_isError(n)) {
-    return corrupt(str_cat("zstd: ", ZSTD_getErrorName(n)));
-  }
-  if (n != content_size) {
-    return corrupt("zstd: short frame");
-  }
+  return Envelope{*version, uncompressed_bytes.value_or(0), payload.value_or("")};
+}
 
-  // Read the ProtoColumnarUpdates fields in place.
+// The fields of a decompressed ProtoColumnarUpdates, in place. A column that protobuf left out
+// because it is empty reads as empty.
+struct UpdateColumns {
+  uint64_t count = 0;  // num_updates, as the state says.
+  uint64_t times_base = 0;
+  std::string_view lens;
+  std::string_view data;
+  std::string_view times;  // Version 1: fixed 8-byte times and diffs.
+  std::string_view diffs;
+  std::string_view time_offsets;  // Version 2: varint offsets from times_base, diff runs.
+  std::string_view run_values;
+  std::string_view run_lengths;
+};
+
+absl::StatusOr<UpdateColumns> read_columns(const PartErrors& errors, std::string_view plain,
+                                           uint64_t expected_updates) {
   std::optional<uint64_t> num_updates;
   std::optional<uint64_t> times_base;
   std::optional<std::string_view> lens;
@@ -426,7 +436,7 @@ absl::StatusOr<std::shared_ptr<const DecodedPart>> decode_part(std::string_view 
   std::optional<std::string_view> run_values;
   std::optional<std::string_view> run_lengths;
   const bool updates_ok =
-      for_each_field(part->plain_.get(), part->plain_.get() + content_size,
+      for_each_field(plain.data(), plain.data() + plain.size(),
                      [&](int number, uint32_t wire_type, uint64_t value, std::string_view bytes) {
                        const bool varint = wire_type == kVarint;
                        switch (number) {
@@ -453,78 +463,142 @@ absl::StatusOr<std::shared_ptr<const DecodedPart>> decode_part(std::string_view 
                        }
                      });
   if (!updates_ok) {
-    return corrupt("undecodable updates");
+    return errors.corrupt("undecodable updates");
   }
   const uint64_t count = num_updates.value_or(0);
-  if (count != ref.num_updates) {
-    return corrupt(str_cat("it holds ", count, " updates, the state says ", ref.num_updates));
+  if (count != expected_updates) {
+    return errors.corrupt(
+        str_cat("it holds ", count, " updates, the state says ", expected_updates));
   }
-  // A column that protobuf left out because it is empty reads as empty.
   const auto column = [](const std::optional<std::string_view>& field) {
     return field.value_or(std::string_view());
   };
-  const bool fixed_columns = *version == 1;
-  if (fixed_columns && (column(times).size() != 8 * count || column(diffs).size() != 8 * count)) {
-    return corrupt("columns of different lengths");
+  return UpdateColumns{
+      count,         times_base.value_or(0), column(lens),       column(data),       column(times),
+      column(diffs), column(time_offsets),   column(run_values), column(run_lengths)};
+}
+
+}  // namespace
+
+// The steps of decode_part that fill a DecodedPart (its friend).
+class PartDecoder {
+ public:
+  // Decompresses the envelope's payload into `part`'s buffer; returns the plain bytes.
+  static absl::StatusOr<std::string_view> decompress(const PartErrors& errors,
+                                                     const Envelope& envelope, DecodedPart& part) {
+    const std::string_view compressed = envelope.compressed;
+    const unsigned long long content_size =
+        ZSTD_getFrameContentSize(compressed.data(), compressed.size());
+    if (content_size == ZSTD_CONTENTSIZE_ERROR || content_size == ZSTD_CONTENTSIZE_UNKNOWN ||
+        content_size != envelope.uncompressed_bytes || content_size > kMaxUncompressedPartBytes) {
+      return errors.corrupt("bad zstd frame header");
+    }
+    if (part.capacity_ < content_size) {
+      part.plain_ = std::make_unique_for_overwrite<char[]>(content_size);
+      part.capacity_ = content_size;
+    }
+    part.size_ = 0;
+    thread_local std::unique_ptr<ZSTD_DCtx, DctxDeleter> dctx(ZSTD_createDCtx());
+    const size_t n = ZSTD_decompressDCtx(dctx.get(), part.plain_.get(), content_size,
+                                         compressed.data(), compressed.size());
+    if (ZSTD_isError(n)) {
+      return errors.corrupt(str_cat("zstd: ", ZSTD_getErrorName(n)));
+    }
+    if (n != content_size) {
+      return errors.corrupt("zstd: short frame");
+    }
+    return std::string_view(part.plain_.get(), content_size);
   }
-  const size_t data_size = column(data).size();
-  if (count > column(lens).size()) {  // Every update has a length of at least one byte.
-    return corrupt("fewer data lengths than updates");
-  }
-  if (part->row_capacity_ < count + 1) {
-    part->rows_ = std::make_unique_for_overwrite<DecodedPart::Row[]>(count + 1);
-    part->row_capacity_ = count + 1;
-  }
-  VarintColumn lens_in(column(lens));
-  VarintColumn offsets_in(column(time_offsets));
-  VarintColumn values_in(column(run_values));
-  VarintColumn lengths_in(column(run_lengths));
-  uint64_t offset = 0;
-  uint64_t run_left = 0;  // Updates left in the current diff run.
-  int64_t run_diff = 0;
-  for (uint64_t i = 0; i < count; ++i) {
-    uint64_t len;
-    if (!lens_in.next(len)) {
-      return corrupt("fewer data lengths than updates");
+
+  // Gathers each update's data offset, time and diff from `columns` (in `part`'s buffer) into
+  // `part`'s rows, checking that the columns agree.
+  static absl::Status gather_rows(const PartErrors& errors, uint64_t version,
+                                  const UpdateColumns& columns, DecodedPart& part) {
+    const uint64_t count = columns.count;
+    const bool fixed_columns = version == 1;
+    if (fixed_columns && (columns.times.size() != 8 * count || columns.diffs.size() != 8 * count)) {
+      return errors.corrupt("columns of different lengths");
     }
-    if (len > data_size - offset) {
-      return corrupt("data lengths exceed the data");
+    const size_t data_size = columns.data.size();
+    if (count > columns.lens.size()) {  // Every update has a length of at least one byte.
+      return errors.corrupt("fewer data lengths than updates");
     }
-    DecodedPart::Row& row = part->rows_[i];
-    row.offset = offset;
-    offset += len;
-    if (fixed_columns) {
-      std::memcpy(&row.time, times->data() + 8 * i, 8);
-      std::memcpy(&row.diff, diffs->data() + 8 * i, 8);
-      continue;
+    if (part.row_capacity_ < count + 1) {
+      part.rows_ = std::make_unique_for_overwrite<DecodedPart::Row[]>(count + 1);
+      part.row_capacity_ = count + 1;
     }
-    uint64_t time_offset;
-    if (!offsets_in.next(time_offset)) {
-      return corrupt("fewer times than updates");
-    }
-    row.time = times_base.value_or(0) + time_offset;
-    if (row.time < time_offset) {
-      return corrupt("a time past 2^64");
-    }
-    if (run_left == 0) {
-      uint64_t value;
-      if (!values_in.next(value) || !lengths_in.next(run_left) || run_left == 0) {
-        return corrupt("fewer diffs than updates");
+    const char* const times = columns.times.data();
+    const char* const diffs = columns.diffs.data();
+    const uint64_t times_base = columns.times_base;
+    VarintColumn lens_in(columns.lens);
+    VarintColumn offsets_in(columns.time_offsets);
+    VarintColumn values_in(columns.run_values);
+    VarintColumn lengths_in(columns.run_lengths);
+    uint64_t offset = 0;
+    uint64_t run_left = 0;  // Updates left in the current diff run.
+    int64_t run_diff = 0;
+    for (uint64_t i = 0; i < count; ++i) {
+      uint64_t len;
+      if (!lens_in.next(len)) {
+        return errors.corrupt("fewer data lengths than updates");
       }
-      run_diff = unzigzag(value);
+      if (len > data_size - offset) {
+        return errors.corrupt("data lengths exceed the data");
+      }
+      DecodedPart::Row& row = part.rows_[i];
+      row.offset = offset;
+      offset += len;
+      if (fixed_columns) {
+        std::memcpy(&row.time, times + 8 * i, 8);
+        std::memcpy(&row.diff, diffs + 8 * i, 8);
+        continue;
+      }
+      uint64_t time_offset;
+      if (!offsets_in.next(time_offset)) {
+        return errors.corrupt("fewer times than updates");
+      }
+      row.time = times_base + time_offset;
+      if (row.time < time_offset) {
+        return errors.corrupt("a time past 2^64");
+      }
+      if (run_left == 0) {
+        uint64_t value;
+        if (!values_in.next(value) || !lengths_in.next(run_left) || run_left == 0) {
+          return errors.corrupt("fewer diffs than updates");
+        }
+        run_diff = unzigzag(value);
+      }
+      row.diff = run_diff;
+      --run_left;
     }
-    row.diff = run_diff;
-    --run_left;
+    if (!lens_in.done() || offset != data_size) {
+      return errors.corrupt("data lengths do not add up");
+    }
+    part.rows_[count].offset = offset;
+    if (!offsets_in.done() || !values_in.done() || !lengths_in.done() || run_left != 0) {
+      return errors.corrupt("more times or diffs than updates");
+    }
+    part.data_ = columns.data.data();
+    part.size_ = count;
+    return absl::OkStatus();
   }
-  if (!lens_in.done() || offset != data_size) {
-    return corrupt("data lengths do not add up");
-  }
-  part->rows_[count].offset = offset;
-  if (!offsets_in.done() || !values_in.done() || !lengths_in.done() || run_left != 0) {
-    return corrupt("more times or diffs than updates");
-  }
-  part->data_ = data ? data->data() : nullptr;
-  part->size_ = count;
+};
+
+// Three steps: the envelope (is this a part of this shard, in a format this build reads), the
+// payload decompressed, and its columns gathered into rows.
+absl::StatusOr<std::shared_ptr<const DecodedPart>> decode_part(std::string_view shard_label,
+                                                               std::string_view shard_id,
+                                                               const PartRef& ref,
+                                                               std::string_view blob,
+                                                               DecodedPartPool* pool) {
+  const PartErrors errors{shard_label, ref.key};
+  WEIR_ASSIGN_OR_RETURN(const Envelope envelope, read_envelope(errors, shard_id, blob));
+  std::unique_ptr<DecodedPart> part =
+      pool != nullptr ? pool->take() : std::make_unique<DecodedPart>();
+  WEIR_ASSIGN_OR_RETURN(const std::string_view plain,
+                        PartDecoder::decompress(errors, envelope, *part));
+  WEIR_ASSIGN_OR_RETURN(const UpdateColumns columns, read_columns(errors, plain, ref.num_updates));
+  WEIR_RETURN_IF_ERROR(PartDecoder::gather_rows(errors, envelope.version, columns, *part));
   if (pool != nullptr) {
     return pool->share(std::move(part));
   }

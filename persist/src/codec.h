@@ -275,8 +275,7 @@ class DecodedPart {
   const void* row_address(size_t i) const { return rows_.get() + i; }
 
  private:
-  friend absl::StatusOr<std::shared_ptr<const DecodedPart>> decode_part(
-      std::string_view, std::string_view, const PartRef&, std::string_view, DecodedPartPool*);
+  friend class PartDecoder;  // decode_part's steps (codec.cc).
   struct Row {
     uint64_t offset;  // Into data_.
     uint64_t time;

@@ -6,10 +6,20 @@
 //
 //   PROGRAM ARGS... -n N -p I -h HOSTFILE -w W
 //
-// Every line a process prints (stdout or stderr) is forwarded to the same stream with the prefix
-// "[I] ". When a process fails (non-zero exit or a signal), the others are stopped (SIGTERM,
-// then SIGKILL after a grace period) and weir-launch exits with the first failure's code (128 +
-// the signal for a signal); otherwise 0. SIGINT/SIGTERM to weir-launch are passed on.
+// in a process group of its own. Every line a process prints (stdout or stderr) is forwarded to
+// the same stream with the prefix "[I] ". When a process fails (non-zero exit or a signal), the
+// others are stopped (SIGTERM to each process group, then SIGKILL after a grace period) and
+// weir-launch exits with the first failure's code (128 + the signal for a signal); otherwise 0.
+// SIGINT, SIGTERM and SIGHUP to weir-launch are passed on to every process group as they came
+// (then SIGKILL after the grace period), and weir-launch exits with 128 + that signal. Once every
+// process has exited, what is left of their groups is stopped the same way, and weir-launch exits
+// as soon as the groups are empty: it does not wait for output streams that something outside
+// the groups still holds open.
+//
+// Ports are picked by binding port 0 and released before the processes start (a weir process
+// listens on its own; it cannot take a listening socket from us). If one is taken in between and
+// the first process to fail says it cannot listen on its address, the whole cluster is started
+// again on new ports, up to kMaxStarts times in all.
 
 #include <atomic>
 #include <cerrno>
@@ -19,8 +29,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -40,6 +52,13 @@ using Clock = std::chrono::steady_clock;
 // Between SIGTERM and SIGKILL when stopping the processes.
 constexpr auto kStopGrace = std::chrono::seconds(3);
 
+// Starts of the cluster, in all, when a picked port is taken before its process listens.
+constexpr int kMaxStarts = 3;
+
+// What a weir process prints when it cannot listen on its hostfile address, followed by the
+// address (protocol/src/grpc_transport.cc). The launch tests fail if the two drift apart.
+constexpr std::string_view kCannotListen = "cannot listen on ";
+
 std::atomic<int> g_signal{0};
 
 void on_signal(int sig) { g_signal.store(sig); }
@@ -53,7 +72,7 @@ void on_signal(int sig) { g_signal.store(sig); }
 std::vector<int> free_ports(size_t n) {
   std::vector<int> sockets, ports;
   for (size_t i = 0; i < n; ++i) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) die(std::string("socket: ") + std::strerror(errno));
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
@@ -87,25 +106,36 @@ struct Output {
   std::string partial;
 };
 
-// Forwards the complete lines in `out.partial` (all of it at end of stream) with the prefix.
-void forward(Output& out, bool at_end) {
+// One process of the cluster. Its pid is also its process group's id.
+struct Child {
+  pid_t pid = -1;
+  std::string address;            // Its line in the hostfile.
+  bool running = false;           // Not yet reaped.
+  bool group_open = true;         // Its process group may still have members.
+  bool could_not_listen = false;  // It said it cannot listen on `address`.
+};
+
+// Forwards the complete lines in `out.partial` (all of it at end of stream) with the prefix, and
+// notes whether `child` (the writer) says it cannot listen on its address.
+void forward(Output& out, bool at_end, Child& child) {
+  const std::string cannot_listen = std::string(kCannotListen) + child.address;
+  const auto note = [&](std::string_view line) {
+    if (line.find(cannot_listen) != std::string_view::npos) child.could_not_listen = true;
+  };
   size_t start = 0;
   for (size_t nl; (nl = out.partial.find('\n', start)) != std::string::npos; start = nl + 1) {
     std::fprintf(out.to, "[%zu] %.*s\n", out.process, static_cast<int>(nl - start),
                  out.partial.data() + start);
+    note(std::string_view(out.partial).substr(start, nl - start));
   }
   out.partial.erase(0, start);
   if (at_end && !out.partial.empty()) {
     std::fprintf(out.to, "[%zu] %s\n", out.process, out.partial.c_str());
+    note(out.partial);
     out.partial.clear();
   }
   std::fflush(out.to);
 }
-
-struct Child {
-  pid_t pid = -1;
-  bool running = false;
-};
 
 int exit_code(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
@@ -113,38 +143,238 @@ int exit_code(int status) {
   return 1;
 }
 
-}  // namespace
+struct Options {
+  size_t processes = 2;
+  size_t workers = 1;
+  std::vector<std::string> command;  // PROGRAM ARGS...
+};
 
-int main(int argc, char** argv) {
+Options parse_options(int argc, char** argv) {
   CLI::App app{"weir-launch: runs a program as a local weir cluster on loopback"};
-  size_t processes = 2, workers = 1;
-  app.add_option("-n,--processes", processes, "processes in the cluster (default 2)")
+  Options options;
+  app.add_option("-n,--processes", options.processes, "processes in the cluster (default 2)")
       ->check(CLI::Range(1, 1024));
-  app.add_option("-w,--workers", workers, "worker threads per process (default 1)")
+  app.add_option("-w,--workers", options.workers, "worker threads per process (default 1)")
       ->check(CLI::Range(1, 4096));
   app.prefix_command();  // Everything from PROGRAM on belongs to the program.
   app.footer(
       "Each process runs as: PROGRAM ARGS... -n N -p I -h HOSTFILE -w W, with WEIR_CLUSTER_ID set "
       "to a fresh id. Output lines are prefixed with [I]. Exits with the first failure's code.");
-  CLI11_PARSE(app, argc, argv);
-  std::vector<std::string> command = app.remaining();
-  if (!command.empty() && command.front() == "--") command.erase(command.begin());
-  if (command.empty()) die("no program to run (usage: weir-launch -n N -w W [--] PROGRAM ARGS...)");
-
-  const std::vector<int> ports = free_ports(processes);
-  std::error_code ec;
-  const std::filesystem::path temp = std::filesystem::temp_directory_path(ec);
-  std::string pattern = (ec ? std::filesystem::path("/tmp") : temp) / "weir-launch.XXXXXX";
-  if (::mkdtemp(pattern.data()) == nullptr) die("cannot make a temporary directory");
-  const std::filesystem::path dir = pattern;
-  const std::string hostfile = (dir / "hostfile").string();
-  {
-    std::ofstream out(hostfile);
-    for (int port : ports) out << "127.0.0.1:" << port << "\n";
-    if (!out) die("cannot write " + hostfile);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::exit(app.exit(e));  // --help: 0 after the help text; a bad flag: its error.
   }
-  const std::string cluster_id = random_id();
+  options.command = app.remaining();
+  if (!options.command.empty() && options.command.front() == "--") {
+    options.command.erase(options.command.begin());
+  }
+  if (options.command.empty()) {
+    die("no program to run (usage: weir-launch -n N -w W [--] PROGRAM ARGS...)");
+  }
+  return options;
+}
 
+// Writes `addresses`, one a line, to DIR/hostfile; returns its path.
+std::string write_hostfile(const std::filesystem::path& dir,
+                           const std::vector<std::string>& addresses) {
+  std::string hostfile = (dir / "hostfile").string();
+  std::ofstream out(hostfile);
+  for (const std::string& address : addresses) out << address << "\n";
+  if (!out) die("cannot write " + hostfile);
+  return hostfile;
+}
+
+// The processes of the cluster and their output streams (stdout and stderr of each).
+struct Cluster {
+  std::vector<Child> children;
+  std::vector<Output> outputs;
+};
+
+// Starts process `index` of the cluster as PROGRAM ARGS... -n N -p I -h HOSTFILE -w W, in a
+// process group of its own, its output read through pipes.
+void spawn(const Options& options, size_t index, const std::string& address,
+           const std::string& hostfile, const std::string& cluster_id, Cluster& cluster) {
+  const pid_t parent = ::getpid();
+  int out_pipe[2], err_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) die("pipe failed");
+  std::vector<std::string> args = options.command;
+  for (const std::string& extra : {std::string("-n"), std::to_string(options.processes),
+                                   std::string("-p"), std::to_string(index), std::string("-h"),
+                                   hostfile, std::string("-w"), std::to_string(options.workers)}) {
+    args.push_back(extra);
+  }
+  const pid_t pid = ::fork();
+  if (pid < 0) die(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    // Die with weir-launch, whatever kills it.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) _exit(1);
+    // Its own group, so that stopping it reaches what it started. (Set here and in the parent,
+    // so that it holds before either goes on.)
+    ::setpgid(0, 0);
+    ::dup2(out_pipe[1], STDOUT_FILENO);
+    ::dup2(err_pipe[1], STDERR_FILENO);
+    ::setenv("WEIR_CLUSTER_ID", cluster_id.c_str(), 1);
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) sigaction(sig, &dfl, nullptr);
+    std::vector<char*> argv_child;
+    argv_child.reserve(args.size() + 1);
+    for (std::string& a : args) argv_child.push_back(a.data());
+    argv_child.push_back(nullptr);
+    ::execvp(argv_child[0], argv_child.data());
+    std::fprintf(stderr, "weir-launch: cannot run %s: %s\n", argv_child[0], std::strerror(errno));
+    _exit(127);
+  }
+  ::setpgid(pid, pid);  // EACCES once the child has run exec: it has done this itself by then.
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  cluster.children.push_back({pid, address, true});
+  cluster.outputs.push_back({out_pipe[0], index, stdout, {}});
+  cluster.outputs.push_back({err_pipe[0], index, stderr, {}});
+}
+
+// Sends `sig` to every process group that may still have members (0: only finds out). Returns
+// true if some group had members.
+bool signal_groups(Cluster& cluster, int sig) {
+  bool any = false;
+  for (Child& child : cluster.children) {
+    if (!child.group_open) continue;
+    if (::kill(-child.pid, sig) == 0) {
+      any = true;
+    } else if (errno == ESRCH) {
+      // Empty: never signalled again, since its id may be reused.
+      child.group_open = false;
+    }
+  }
+  return any;
+}
+
+// Forwards the rest of `out` (a last line without a newline) and closes it.
+void close_output(Output& out, Child& child) {
+  forward(out, true, child);
+  ::close(out.fd);
+  out.fd = -1;
+}
+
+// Reads once from `out` and forwards the whole lines; at the end of the stream (or on an error)
+// closes it. Returns true if it read something.
+bool read_output(Output& out, Child& child) {
+  char buffer[65536];
+  ssize_t n;
+  do {
+    n = ::read(out.fd, buffer, sizeof(buffer));
+  } while (n < 0 && errno == EINTR);
+  if (n > 0) {
+    out.partial.append(buffer, static_cast<size_t>(n));
+    forward(out, false, child);
+    return true;
+  }
+  if (n < 0 && errno == EAGAIN) return false;
+  close_output(out, child);
+  return false;
+}
+
+// Forwards what the processes wrote, waiting up to `timeout_ms` for some. Returns false (at once)
+// when every output stream has ended.
+bool pump(Cluster& cluster, int timeout_ms) {
+  std::vector<pollfd> fds;
+  for (const Output& out : cluster.outputs) {
+    if (out.fd >= 0) fds.push_back({out.fd, POLLIN, 0});
+  }
+  if (fds.empty()) return false;
+  if (::poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) die("poll failed");
+  for (Output& out : cluster.outputs) {
+    if (out.fd < 0) continue;
+    for (const pollfd& p : fds) {
+      if (p.fd == out.fd && p.revents != 0) read_output(out, cluster.children[out.process]);
+    }
+  }
+  return true;
+}
+
+// Forwards what is left in the output streams, without waiting for more, and closes them. (Once
+// every process group is empty, whatever still holds a stream open has left the groups.)
+void drain(Cluster& cluster) {
+  for (Output& out : cluster.outputs) {
+    if (out.fd < 0) continue;
+    ::fcntl(out.fd, F_SETFL, ::fcntl(out.fd, F_GETFL) | O_NONBLOCK);
+    Child& child = cluster.children[out.process];
+    while (read_output(out, child)) {
+    }
+    if (out.fd >= 0) close_output(out, child);
+  }
+}
+
+struct Outcome {
+  int code = 0;  // The first failure's exit code (128 + the signal for a signal), or 0.
+  // The process that failed first, because its port was taken (and no signal came).
+  std::optional<size_t> port_taken;
+};
+
+// Forwards the processes' output until every process has exited and its process group is empty.
+// On the first failure stops the rest (SIGTERM to every group, then SIGKILL after the grace
+// period); a signal to weir-launch is passed on as it came, then SIGKILL after the grace period.
+Outcome wait_all(Cluster& cluster) {
+  Outcome outcome;
+  std::optional<size_t> first_failed;
+  bool signalled = false;
+  std::optional<Clock::time_point> kill_at;
+  const auto stop = [&](int sig) {
+    if (!kill_at) kill_at = Clock::now() + kStopGrace;
+    signal_groups(cluster, sig);
+  };
+
+  size_t running = cluster.children.size();
+  for (;;) {
+    if (const int sig = g_signal.exchange(0); sig != 0) {
+      if (outcome.code == 0) outcome.code = 128 + sig;
+      signalled = true;
+      stop(sig);
+    }
+    if (kill_at && Clock::now() >= *kill_at) signal_groups(cluster, SIGKILL);
+    // weir-launch is the subreaper of its processes' descendants: reap whatever has exited.
+    int status = 0;
+    for (pid_t pid; (pid = ::waitpid(-1, &status, WNOHANG)) > 0;) {
+      for (size_t i = 0; i < cluster.children.size(); ++i) {
+        Child& child = cluster.children[i];
+        if (child.pid != pid || !child.running) continue;
+        child.running = false;
+        --running;
+        if (exit_code(status) != 0 && outcome.code == 0) {
+          outcome.code = exit_code(status);
+          first_failed = i;
+          stop(SIGTERM);
+        }
+      }
+    }
+    if (running == 0) {
+      if (!signal_groups(cluster, 0)) break;
+      // Whatever they started and left running goes the same way.
+      if (!kill_at) stop(SIGTERM);
+      // Members that even SIGKILL does not end (or that are not ours to reap): not waited for.
+      if (Clock::now() >= *kill_at + kStopGrace) break;
+    }
+    if (!pump(cluster, 20)) ::usleep(20000);
+  }
+  drain(cluster);
+  if (first_failed && !signalled && cluster.children[*first_failed].could_not_listen) {
+    outcome.port_taken = first_failed;
+  }
+  return outcome;
+}
+
+// weir-launch may inherit an ignored SIGCHLD (then the kernel reaps its children and waitpid
+// fails) and blocked signals through exec: it needs neither.
+void reset_inherited_signals() {
+  ::signal(SIGCHLD, SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+}
+
+void install_signal_handlers() {
   struct sigaction action {};
   action.sa_handler = on_signal;
   sigemptyset(&action.sa_mask);
@@ -152,107 +382,48 @@ int main(int argc, char** argv) {
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGHUP, &action, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
+}
 
-  const pid_t parent = ::getpid();
-  std::vector<Child> children(processes);
-  std::vector<Output> outputs;
-  for (size_t i = 0; i < processes; ++i) {
-    int out_pipe[2], err_pipe[2];
-    if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) die("pipe failed");
-    std::vector<std::string> args = command;
-    for (const std::string& extra :
-         {std::string("-n"), std::to_string(processes), std::string("-p"), std::to_string(i),
-          std::string("-h"), hostfile, std::string("-w"), std::to_string(workers)}) {
-      args.push_back(extra);
-    }
-    const pid_t pid = ::fork();
-    if (pid < 0) die(std::string("fork: ") + std::strerror(errno));
-    if (pid == 0) {
-      // Die with weir-launch, whatever kills it.
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) _exit(1);
-      ::dup2(out_pipe[1], STDOUT_FILENO);
-      ::dup2(err_pipe[1], STDERR_FILENO);
-      ::setenv("WEIR_CLUSTER_ID", cluster_id.c_str(), 1);
-      struct sigaction dfl {};
-      dfl.sa_handler = SIG_DFL;
-      for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) sigaction(sig, &dfl, nullptr);
-      std::vector<char*> argv_child;
-      argv_child.reserve(args.size() + 1);
-      for (std::string& a : args) argv_child.push_back(a.data());
-      argv_child.push_back(nullptr);
-      ::execvp(argv_child[0], argv_child.data());
-      std::fprintf(stderr, "weir-launch: cannot run %s: %s\n", argv_child[0], std::strerror(errno));
-      _exit(127);
-    }
-    ::close(out_pipe[1]);
-    ::close(err_pipe[1]);
-    children[i] = {pid, true};
-    outputs.push_back({out_pipe[0], i, stdout, {}});
-    outputs.push_back({err_pipe[0], i, stderr, {}});
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options options = parse_options(argc, argv);
+  reset_inherited_signals();
+  install_signal_handlers();
+  // Orphaned descendants of the processes come to weir-launch (not to init), so that it can reap
+  // them and see their process groups empty.
+  if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
+    die(std::string("prctl(PR_SET_CHILD_SUBREAPER): ") + std::strerror(errno));
   }
+  std::error_code ec;
+  const std::filesystem::path temp = std::filesystem::temp_directory_path(ec);
+  std::string pattern = (ec ? std::filesystem::path("/tmp") : temp) / "weir-launch.XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr) die("cannot make a temporary directory");
+  const std::filesystem::path dir = pattern;
 
-  int first_failure = 0;
-  bool stopping = false;
-  Clock::time_point kill_at;
-  auto stop_all = [&] {
-    if (stopping) return;
-    stopping = true;
-    kill_at = Clock::now() + kStopGrace;
-    for (const Child& child : children) {
-      if (child.running) ::kill(child.pid, SIGTERM);
+  Outcome outcome;
+  for (int start = 1;; ++start) {
+    std::vector<std::string> addresses;
+    for (int port : free_ports(options.processes)) {
+      addresses.push_back("127.0.0.1:" + std::to_string(port));
     }
-  };
-
-  size_t running = processes;
-  for (;;) {
-    if (const int sig = g_signal.exchange(0); sig != 0) {
-      if (first_failure == 0) first_failure = 128 + sig;
-      stop_all();
+    const std::string hostfile = write_hostfile(dir, addresses);
+    // A cluster secret (issue 14) would be made here too, one per start, and passed to the
+    // processes in the environment (not in argv, which other users can read).
+    const std::string cluster_id = random_id();
+    Cluster cluster;
+    for (size_t i = 0; i < options.processes; ++i) {
+      spawn(options, i, addresses[i], hostfile, cluster_id, cluster);
     }
-    if (stopping && Clock::now() >= kill_at) {
-      for (const Child& child : children) {
-        if (child.running) ::kill(child.pid, SIGKILL);
-      }
-    }
-    for (Child& child : children) {
-      int status = 0;
-      if (child.running && ::waitpid(child.pid, &status, WNOHANG) == child.pid) {
-        child.running = false;
-        --running;
-        if (exit_code(status) != 0 && first_failure == 0) {
-          first_failure = exit_code(status);
-          stop_all();
-        }
-      }
-    }
-    std::vector<pollfd> fds;
-    for (const Output& out : outputs) {
-      if (out.fd >= 0) fds.push_back({out.fd, POLLIN, 0});
-    }
-    if (fds.empty() && running == 0) break;
-    if (fds.empty()) {
-      ::usleep(20000);
-      continue;
-    }
-    if (::poll(fds.data(), fds.size(), 20) < 0 && errno != EINTR) die("poll failed");
-    for (Output& out : outputs) {
-      if (out.fd < 0) continue;
-      for (const pollfd& p : fds) {
-        if (p.fd != out.fd || p.revents == 0) continue;
-        char buffer[65536];
-        const ssize_t n = ::read(out.fd, buffer, sizeof(buffer));
-        if (n > 0) {
-          out.partial.append(buffer, static_cast<size_t>(n));
-          forward(out, false);
-        } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-          forward(out, true);
-          ::close(out.fd);
-          out.fd = -1;
-        }
-      }
-    }
+    outcome = wait_all(cluster);
+    if (!outcome.port_taken || start == kMaxStarts) break;
+    std::fprintf(stderr,
+                 "weir-launch: process %zu could not listen on %s: the port was taken after "
+                 "weir-launch picked it; starting the cluster again on new ports (start %d of "
+                 "%d)\n",
+                 *outcome.port_taken, addresses[*outcome.port_taken].c_str(), start + 1,
+                 kMaxStarts);
   }
   std::filesystem::remove_all(dir, ec);
-  return first_failure;
+  return outcome.code;
 }

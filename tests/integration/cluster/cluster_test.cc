@@ -9,13 +9,17 @@
 //   signed by the CA is refused;
 // - garbage, truncated frames and frames without a Hello sent to a process's port leave it
 //   running; malformed frames from an established peer close the link with an error;
-// - weir-launch returns the first failure's exit code and stops the other processes.
+// - weir-launch returns the first failure's exit code and stops the other processes; it stops
+//   each process with its process group (grandchildren included), exits once its processes are
+//   reaped, works when started with SIGCHLD ignored, passes SIGINT/SIGTERM/SIGHUP on as they
+//   came, and starts the cluster again when a port it picked is taken before its process listens.
 //
 // Every wait has a deadline that fails the test (and kills what is left) instead of hanging.
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -49,8 +53,10 @@ using std::chrono::seconds;
 // A process started by a test: its output is collected by a thread; killed when destroyed.
 class Process {
  public:
+  // `ignored` signals are set to SIG_IGN in the process (it inherits that through exec).
   explicit Process(std::vector<std::string> args,
-                   const std::vector<std::pair<std::string, std::string>>& env = {}) {
+                   const std::vector<std::pair<std::string, std::string>>& env = {},
+                   const std::vector<int>& ignored = {}) {
     int out[2], err[2];
     EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
     EXPECT_EQ(::pipe2(err, O_CLOEXEC), 0);
@@ -59,6 +65,7 @@ class Process {
       ::dup2(out[1], STDOUT_FILENO);
       ::dup2(err[1], STDERR_FILENO);
       for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
+      for (int sig : ignored) ::signal(sig, SIG_IGN);
       std::vector<char*> argv;
       argv.reserve(args.size() + 1);
       for (std::string& a : args) argv.push_back(a.data());
@@ -583,6 +590,186 @@ TEST(ClusterTest, LaunchStopsTheRestAndReturnsTheFirstFailure) {
   ASSERT_EQ(launch.wait_for(seconds(20)), 3) << launch.err();
   // Without being stopped, the others would wait 30 s for process 1 (the start-up timeout).
   EXPECT_LT(Clock::now() - start, seconds(20));
+}
+
+// weir-launch running `/bin/sh -c SCRIPT sh` as each of `processes` processes: the flags it adds
+// are the script's positional parameters, so the process index is $4 (-n N -p I -h FILE -w W).
+std::vector<std::string> launch_script(const std::string& processes, const std::string& script) {
+  return {WEIR_LAUNCH, "-n", processes, "-w", "1", "--", "/bin/sh", "-c", script, "sh"};
+}
+
+// True while `pid` exists and is not a zombie.
+bool is_alive(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const size_t name_end = line.rfind(") ");  // The state follows the command name.
+  return name_end != std::string::npos && name_end + 2 < line.size() && line[name_end + 2] != 'Z';
+}
+
+// A temporary directory for a launch test, and the grandchildren its scripts started (their pids
+// in files `grandchild.I`), killed at the end whatever happened.
+class LaunchDir {
+ public:
+  LaunchDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "weir-launch-test.XXXXXX");
+    EXPECT_NE(::mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+  }
+  ~LaunchDir() {
+    for (pid_t pid : pids_) {
+      if (is_alive(pid)) ::kill(pid, SIGKILL);
+    }
+    std::filesystem::remove_all(dir_);
+  }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  // Script lines that start `command` in the background and record its pid as this process's
+  // grandchild.
+  std::string start_grandchild(const std::string& command) const {
+    const std::string file = path("grandchild.$4");
+    return command + " &\necho $! > " + file + ".tmp && mv " + file + ".tmp " + file + "\n";
+  }
+  // The recorded grandchildren of processes 0 .. n-1.
+  std::vector<pid_t> grandchildren(size_t n) {
+    pids_.clear();
+    for (size_t i = 0; i < n; ++i) {
+      std::ifstream in(path("grandchild." + std::to_string(i)));
+      pid_t pid = 0;
+      EXPECT_TRUE(in >> pid) << "process " << i << " recorded no grandchild";
+      if (pid > 0) pids_.push_back(pid);
+    }
+    return pids_;
+  }
+
+ private:
+  std::filesystem::path dir_;
+  std::vector<pid_t> pids_;
+};
+
+// Every one of `pids` is gone (or a zombie) within `d`.
+void expect_gone(const std::vector<pid_t>& pids, Clock::duration d) {
+  const auto deadline = Clock::now() + d;
+  for (pid_t pid : pids) {
+    while (is_alive(pid) && Clock::now() < deadline) std::this_thread::sleep_for(milliseconds(5));
+    EXPECT_FALSE(is_alive(pid)) << "grandchild " << pid << " still runs";
+  }
+}
+
+TEST(ClusterTest, LaunchStopsEachProcessWithItsProcessGroup) {
+  LaunchDir dir;
+  // Each process starts a grandchild that holds its output; process 1 then fails (once process
+  // 0's grandchild runs) and process 0 waits. Stopping only process 0 would leave both
+  // grandchildren running, and weir-launch waiting for them to close its pipes.
+  const std::string script = dir.start_grandchild("sleep 600") +
+                             "if [ \"$4\" = 1 ]; then\n"
+                             "  while [ ! -e " +
+                             dir.path("grandchild.0") +
+                             " ]; do sleep 0.01; done\n"
+                             "  exit 3\n"
+                             "fi\n"
+                             "wait\n";
+  Process launch(launch_script("2", script));
+  const auto code = launch.wait_for(seconds(20));
+  const std::vector<pid_t> grandchildren = dir.grandchildren(2);
+  ASSERT_EQ(code, 3) << "weir-launch still runs 20 s after process 1 failed" << launch.err();
+  expect_gone(grandchildren, seconds(5));
+}
+
+TEST(ClusterTest, LaunchExitsOnceItsProcessesAreReaped) {
+  LaunchDir dir;
+  // Both processes succeed at once, leaving grandchildren that hold their output pipes open;
+  // process 1's ignores SIGTERM.
+  const std::string script =
+      "if [ \"$4\" = 1 ]; then trap '' TERM; fi\n" + dir.start_grandchild("sleep 600") + "exit 0\n";
+  const auto start = Clock::now();
+  Process launch(launch_script("2", script));
+  const auto code = launch.wait_for(seconds(20));
+  const std::vector<pid_t> grandchildren = dir.grandchildren(2);
+  ASSERT_EQ(code, 0) << "weir-launch still runs 20 s after its processes exited" << launch.err();
+  EXPECT_LT(Clock::now() - start, seconds(10));  // The SIGTERM grace is 3 s.
+  expect_gone(grandchildren, seconds(5));
+}
+
+TEST(ClusterTest, LaunchStartedWithSigchldIgnoredReturnsTheFirstFailure) {
+  // An ignored SIGCHLD is inherited through exec; with it, children are reaped by the kernel and
+  // waitpid fails (ECHILD).
+  Process launch({WEIR_LAUNCH, "-n", "3", "-w", "1", "--", WEIR_CLUSTER_CHILD, "exit-if", "1", "3"},
+                 {}, {SIGCHLD});
+  const auto code = launch.wait_for(seconds(20));
+  if (!code) {
+    launch.signal(SIGTERM);
+    EXPECT_TRUE(launch.wait_for(seconds(10)).has_value()) << "and it ignores SIGTERM";
+  }
+  ASSERT_EQ(code, 3) << "weir-launch started with SIGCHLD ignored still runs after 20 s"
+                     << launch.err();
+}
+
+TEST(ClusterTest, LaunchPassesSignalsOnAsTheyCame) {
+  for (const auto& [sig, name] :
+       {std::pair{SIGINT, "INT"}, std::pair{SIGTERM, "TERM"}, std::pair{SIGHUP, "HUP"}}) {
+    SCOPED_TRACE(name);
+    const std::string script =
+        "for s in INT TERM HUP; do trap \"echo got $s; exit 7\" $s; done\n"
+        "echo ready\n"
+        "while :; do sleep 1; done\n";
+    Process launch(launch_script("2", script));
+    ASSERT_TRUE(launch.wait_for_output("[0] ready", seconds(20))) << launch.err();
+    ASSERT_TRUE(launch.wait_for_output("[1] ready", seconds(20))) << launch.err();
+    launch.signal(sig);
+    ASSERT_EQ(launch.wait_for(seconds(20)), 128 + sig) << launch.err();
+    launch.drain();
+    for (const std::string process : {"[0] ", "[1] "}) {
+      EXPECT_TRUE(contains(launch.out(), process + "got " + name)) << launch.out();
+    }
+  }
+}
+
+TEST(ClusterTest, LaunchStartsAgainWhenAPortIsTakenBeforeItsProcessListens) {
+  LaunchDir dir;
+  // Each process waits for the test to take the ports of the first hostfile (as another program
+  // could between weir-launch choosing them and the process listening), then runs a round.
+  const std::string script = "while [ ! -e " + dir.path("taken") +
+                             " ]; do sleep 0.01; done\n"
+                             "exec " WEIR_CLUSTER_CHILD " spin 0 \"$@\"\n";
+  Process launch(launch_script("2", script), {{"TMPDIR", dir.path("")}});
+
+  // The first hostfile weir-launch writes (in a fresh directory under TMPDIR), once complete.
+  std::vector<int> ports;
+  const auto deadline = Clock::now() + seconds(20);
+  while (ports.size() < 2 && Clock::now() < deadline) {
+    ports.clear();
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir.path(""), ec)) {
+      std::ifstream in(entry.path() / "hostfile");
+      std::string line;
+      while (std::getline(in, line) && !in.eof()) {  // Only lines ended by a newline.
+        ports.push_back(std::stoi(line.substr(line.rfind(':') + 1)));
+      }
+    }
+    if (ports.size() < 2) std::this_thread::sleep_for(milliseconds(5));
+  }
+  ASSERT_EQ(ports.size(), 2u) << "no hostfile from weir-launch under " << dir.path("");
+  std::vector<int> taken;
+  for (int port : ports) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0)
+        << "port " << port << ": " << std::strerror(errno);
+    taken.push_back(fd);
+  }
+  std::ofstream(dir.path("taken")) << "\n";
+
+  const auto code = launch.wait_for(seconds(60));
+  for (int fd : taken) ::close(fd);
+  ASSERT_EQ(code, 0) << launch.err();
+  launch.drain();
+  EXPECT_TRUE(contains(launch.out(), "[0] running")) << launch.out();
+  EXPECT_TRUE(contains(launch.out(), "[1] running")) << launch.out();
+  EXPECT_TRUE(contains(launch.err(), "again")) << launch.err();
 }
 
 }  // namespace
