@@ -287,7 +287,7 @@ void Ingestion::collect(const Plan& plan) {
 // opened are in `in.writers` (and `in.status`) even when this fails part-way.
 absl::Status open_shards(Ingestion& in) {
   const IngestOptions& options = in.options;
-  WEIR_ASSIGN_OR_RETURN(in.client, persist::PersistClient::open(options.location));
+  WEIR_ASSIGN_OR_RETURN(in.client, persist::PersistClient::open(options.location, options.persist));
   WEIR_ASSIGN_OR_RETURN(auto generator,
                         sources::loadgen::Generator::make(options.source.generator));
   in.tables = options.tables;

@@ -283,7 +283,7 @@ EncodedPart finish_part(std::string_view shard_id, const char* plain, size_t pla
   // The header is written once the payload's size is known, ending where the payload starts.
   constexpr size_t kMaxShardIdBytes = 64;  // Ids are 37 bytes.
   WEIR_CHECK(shard_id.size() <= kMaxShardIdBytes) << "shard id too long: " << shard_id;
-  constexpr size_t header_max = 6 * 11 + kMaxShardIdBytes;
+  constexpr size_t header_max = size_t{6} * 11 + kMaxShardIdBytes;
   const size_t bound = ZSTD_compressBound(plain_size);
   ScratchBuffer buffer(header_max + bound);
   char* const payload = buffer.data() + header_max;

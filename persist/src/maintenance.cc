@@ -176,6 +176,7 @@ absl::StatusOr<std::vector<PartRef>> merge_runs(const Shard& shard, WriterCore& 
   ClientCore& core = shard.core();
   const PersistConfig& config = core.config();
   std::vector<RunCursor> cursors;
+  cursors.reserve(inputs.size());
   const PartFetcher fetcher = shard.part_fetcher();
   for (std::vector<PartRef>& run : inputs) {
     cursors.emplace_back(core.pool(), fetcher, std::move(run));

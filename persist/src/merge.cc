@@ -81,7 +81,7 @@ bool RunMerger::start() {
     }
   }
   // Play the matches bottom-up: winners[node] is the winner below `node`.
-  std::vector<uint32_t> winners(2 * leaves_);
+  std::vector<uint32_t> winners(size_t{2} * leaves_);
   for (uint32_t leaf = 0; leaf < leaves_; ++leaf) {
     winners[leaves_ + leaf] = leaf;
   }

@@ -32,7 +32,7 @@ using weir::testing::free_ports;
 
 std::string write_hostfile(size_t processes) {
   static int counter = 0;
-  const std::string path =
+  std::string path =
       (std::filesystem::temp_directory_path() /
        ("weir_transport_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++)))
           .string();
@@ -131,11 +131,11 @@ TEST(TransportTest, FramesArriveInOrderAndCloseEndsCleanly) {
   for (auto& t : transports) ASSERT_TRUE(t.ok()) << t.status();
 
   // Process 2 sends to 0 and 1 from two threads; each thread's frames must stay in order.
-  constexpr int kFrames = 2000;
+  constexpr size_t kFrames = 2000;
   std::vector<std::thread> senders;
   for (uint32_t channel : {1u, 2u}) {
     senders.emplace_back([&, channel] {
-      for (int i = 0; i < kFrames; ++i) {
+      for (size_t i = 0; i < kFrames; ++i) {
         (*transports[2])->send_data(0, channel, 2, 0, std::to_string(i));
         (*transports[2])->send_progress(1, channel, 2, i, std::string(i % 100, 'p'));
       }

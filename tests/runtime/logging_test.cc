@@ -371,7 +371,7 @@ TEST(LoggingTest, WeirLogWritesJsonLines) {
     EXPECT_EQ(kinds[w]["operator_built"], kinds[w]["operator_dropped"]);
   }
   EXPECT_EQ(sent, received);
-  EXPECT_GE(sent, 3 * 2 * kRecords * kRounds);
+  EXPECT_GE(sent, uint64_t{3} * 2 * kRecords * kRounds);
 }
 
 TEST(LoggingTest, BadWeirLogPathIsAnErrorNamingTheFile) {

@@ -90,7 +90,7 @@ inline Spec generate(uint64_t seed, size_t workers) {
   };
   Spec spec;
   spec.num_inputs = pick(1, 2);
-  for (size_t i = 0; i < spec.num_inputs; ++i) spec.nodes.push_back({Kind::kInput, 0, 0, i, 0});
+  for (size_t i = 0; i < spec.num_inputs; ++i) spec.nodes.emplace_back(Kind::kInput, 0, 0, i, 0);
   const size_t ops = pick(3, 12);
   for (size_t i = 0; i < ops; ++i) {
     const size_t n = spec.nodes.size();
@@ -103,37 +103,37 @@ inline Spec generate(uint64_t seed, size_t workers) {
     const size_t up = pick_up(), up2 = pick_up();
     switch (pick(0, 12)) {
       case 0:
-        spec.nodes.push_back({Kind::kMap, up, 0, pick(1, 7), pick(0, 5)});
+        spec.nodes.emplace_back(Kind::kMap, up, 0, pick(1, 7), pick(0, 5));
         break;
       case 1:
-        spec.nodes.push_back({Kind::kFilter, up, 0, pick(2, 5), pick(0, 1)});
+        spec.nodes.emplace_back(Kind::kFilter, up, 0, pick(2, 5), pick(0, 1));
         break;
       case 2:
-        spec.nodes.push_back({Kind::kExchange, up, 0, 0, 0});
+        spec.nodes.emplace_back(Kind::kExchange, up, 0, 0, 0);
         break;
       case 3:
-        spec.nodes.push_back({Kind::kConcat, up, up2, 0, 0});
+        spec.nodes.emplace_back(Kind::kConcat, up, up2, 0, 0);
         break;
       case 4:
-        spec.nodes.push_back({Kind::kDelay, up, 0, pick(1, 4), 0});
+        spec.nodes.emplace_back(Kind::kDelay, up, 0, pick(1, 4), 0);
         break;
       case 5: {
         const uint64_t p = pick(2, 4);
-        spec.nodes.push_back({Kind::kBranchFalse, up, 0, p, 0});
-        spec.nodes.push_back({Kind::kBranchTrue, up, n, p, 0});  // b: the matching false node
+        spec.nodes.emplace_back(Kind::kBranchFalse, up, 0, p, 0);
+        spec.nodes.emplace_back(Kind::kBranchTrue, up, n, p, 0);  // b: the matching false node
         break;
       }
       case 6:
-        spec.nodes.push_back({Kind::kLoop, up, 0, pick(0, 1), 0});
+        spec.nodes.emplace_back(Kind::kLoop, up, 0, pick(0, 1), 0);
         break;
       case 7:
-        spec.nodes.push_back({Kind::kAsync, up, 0, pick(1, 4), pick(0, 1)});
+        spec.nodes.emplace_back(Kind::kAsync, up, 0, pick(1, 4), pick(0, 1));
         break;
       case 8:
-        spec.nodes.push_back({Kind::kNestedLoop, up, 0, pick(0, 1), 0});
+        spec.nodes.emplace_back(Kind::kNestedLoop, up, 0, pick(0, 1), 0);
         break;
       case 9:
-        spec.nodes.push_back({Kind::kRegion, up, 0, pick(1, 7), pick(0, 5)});
+        spec.nodes.emplace_back(Kind::kRegion, up, 0, pick(1, 7), pick(0, 5));
         break;
       case 10:
       case 11: {
@@ -144,15 +144,15 @@ inline Spec generate(uint64_t seed, size_t workers) {
         }
         // A feedback loop needs the innermost scope to be iterative.
         if (flags & kDeepLoop) flags |= uint64_t{1} << (kDeepIterativeShift + depth - 1);
-        spec.nodes.push_back({Kind::kDeepInner, up, pick(0, workers - 1), depth, flags});
-        spec.nodes.push_back({Kind::kDeepOut, n, 0, 0, 0});  // a: the matching inner node
+        spec.nodes.emplace_back(Kind::kDeepInner, up, pick(0, workers - 1), depth, flags);
+        spec.nodes.emplace_back(Kind::kDeepOut, n, 0, 0, 0);  // a: the matching inner node
         break;
       }
       case 12:
-        spec.nodes.push_back({Kind::kKeep, up, 0, 0, 0});
+        spec.nodes.emplace_back(Kind::kKeep, up, 0, 0, 0);
         break;
       default:
-        spec.nodes.push_back({Kind::kExchange, up, 0, 0, 0});
+        spec.nodes.emplace_back(Kind::kExchange, up, 0, 0, 0);
         break;
     }
   }
@@ -164,7 +164,7 @@ inline Spec generate(uint64_t seed, size_t workers) {
       const size_t records = pick(0, 60);
       for (size_t r = 0; r < records; ++r) {
         if (pick(0, 5) == 0) t += pick(1, 3);
-        spec.inputs[w][i].push_back({t, pick(0, 999)});
+        spec.inputs[w][i].emplace_back(t, pick(0, 999));
       }
     }
   }
@@ -184,11 +184,11 @@ inline std::vector<Multiset> reference(const Spec& spec) {
         }
         break;
       case Kind::kMap:
-        for (auto [t, x] : out[n.a]) m.push_back({t, apply_map(n, x)});
+        for (auto [t, x] : out[n.a]) m.emplace_back(t, apply_map(n, x));
         break;
       case Kind::kFilter:
         for (auto [t, x] : out[n.a]) {
-          if (keep(n, x)) m.push_back({t, x});
+          if (keep(n, x)) m.emplace_back(t, x);
         }
         break;
       case Kind::kExchange:
@@ -199,32 +199,32 @@ inline std::vector<Multiset> reference(const Spec& spec) {
         m.insert(m.end(), out[n.b].begin(), out[n.b].end());
         break;
       case Kind::kDelay:
-        for (auto [t, x] : out[n.a]) m.push_back({delayed(n, t, x), x});
+        for (auto [t, x] : out[n.a]) m.emplace_back(delayed(n, t, x), x);
         break;
       case Kind::kBranchFalse:
         for (auto [t, x] : out[n.a]) {
-          if (!branch_pred(n, x)) m.push_back({t, x});
+          if (!branch_pred(n, x)) m.emplace_back(t, x);
         }
         break;
       case Kind::kBranchTrue:
         for (auto [t, x] : out[n.a]) {
-          if (branch_pred(n, x)) m.push_back({t, x});
+          if (branch_pred(n, x)) m.emplace_back(t, x);
         }
         break;
       case Kind::kNestedLoop: {
         // The same loop inside an iterative scope: rounds are inner times, so every iteration
         // leaves at the record's own time.
         for (auto [t, x] : out[n.a]) {
-          m.push_back({t, x});
-          for (x /= 2; x > 0; x /= 2) m.push_back({t, x});
+          m.emplace_back(t, x);
+          for (x /= 2; x > 0; x /= 2) m.emplace_back(t, x);
         }
         break;
       }
       case Kind::kRegion:
-        for (auto [t, x] : out[n.a]) m.push_back({t, apply_map(n, x)});
+        for (auto [t, x] : out[n.a]) m.emplace_back(t, apply_map(n, x));
         break;
       case Kind::kAsync:
-        for (auto [t, x] : out[n.a]) m.push_back({async_time(n, t, x), x});
+        for (auto [t, x] : out[n.a]) m.emplace_back(async_time(n, t, x), x);
         break;
       case Kind::kKeep:
         m = out[n.a];
@@ -232,9 +232,9 @@ inline std::vector<Multiset> reference(const Spec& spec) {
       case Kind::kDeepInner:
         for (auto [t, x] : out[n.a]) {
           uint64_t y = deep_map(x);
-          m.push_back({t, y});
+          m.emplace_back(t, y);
           if (n.q & kDeepLoop) {
-            for (y /= 2; y > 0; y /= 2) m.push_back({t, y});
+            for (y /= 2; y > 0; y /= 2) m.emplace_back(t, y);
           }
         }
         break;
@@ -250,7 +250,7 @@ inline std::vector<Multiset> reference(const Spec& spec) {
           m.insert(m.end(), current.begin(), current.end());
           Multiset next;
           for (auto [t, x] : current) {
-            if (x / 2 > 0) next.push_back({t + 1, x / 2});
+            if (x / 2 > 0) next.emplace_back(t + 1, x / 2);
           }
           current = std::move(next);
         }

@@ -46,10 +46,12 @@ struct CheckVoidify {
 
 // Not parenthesized as a whole: `<<` must bind to the CheckFailure.
 // NOLINTNEXTLINE(bugprone-macro-parentheses)
+// NOLINTBEGIN(bugprone-macro-parentheses): the expression stays open for the `<<` that follows.
 #define WEIR_CHECK(condition)                      \
   (condition) ? (void)0                            \
               : ::weir::internal::CheckVoidify() & \
                     ::weir::internal::CheckFailure(__FILE__, __LINE__, #condition)
+// NOLINTEND(bugprone-macro-parentheses)
 
 #ifdef NDEBUG
 #define WEIR_DCHECK(condition) \

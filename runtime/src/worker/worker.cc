@@ -37,6 +37,7 @@ Worker::~Worker() { drop_all(); }
 
 std::vector<size_t> Worker::installed_dataflows() const {
   std::vector<size_t> result;
+  result.reserve(dataflows_.size());
   for (const auto& [index, dataflow] : dataflows_) result.push_back(index);
   return result;
 }

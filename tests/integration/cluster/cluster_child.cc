@@ -100,7 +100,7 @@ int property(const weir::Config& config, uint64_t first, uint64_t last) {
                   " records arrived behind the frontier\n";
       }
       std::vector<Multiset> actual(spec.nodes.size());
-      for (const Gathered& g : all) actual[g[1]].push_back({g[2], g[3]});
+      for (const Gathered& g : all) actual[g[1]].emplace_back(g[2], g[3]);
       const std::vector<Multiset> expected = reference(spec);
       for (size_t node = 0; node < spec.nodes.size(); ++node) {
         std::sort(actual[node].begin(), actual[node].end());

@@ -38,6 +38,7 @@ namespace weir::ingest {
 
 struct IngestOptions {
   persist::PersistLocation location;
+  persist::PersistConfig persist;                // Tuning of the persist client (defaults).
   weir::Config workers;                          // -w
   sources::loadgen::LoadgenSourceConfig source;  // Generator, rate, until, mode, faults.
   std::vector<std::string> tables;               // Empty: every table of the generator.

@@ -130,7 +130,7 @@ class ReplayFile {
 
 // Writes `stream`'s records and progress on this worker to `path`; returns the stream.
 template <Timestamp T, class D>
-Stream<T, D> capture_to_file(const Stream<T, D>& stream, std::string path) {
+Stream<T, D> capture_to_file(const Stream<T, D>& stream, const std::string& path) {
   OperatorBuilder<T> builder("Capture", stream.scope());
   auto input = builder.add_input(stream, Pipeline{});
   builder.build([&](std::vector<Capability<T>>) {
@@ -147,6 +147,7 @@ Stream<T, D> capture_to_file(const Stream<T, D>& stream, std::string path) {
       auto frontier = frontiers[0].frontier();
       if (!std::equal(frontier.begin(), frontier.end(), recorded.begin(), recorded.end())) {
         std::vector<std::pair<T, int64_t>> changes;
+        changes.reserve(recorded.size() + frontier.size());
         for (const T& t : recorded) changes.emplace_back(t, -1);
         for (const T& t : frontier) changes.emplace_back(t, 1);
         payload.clear();

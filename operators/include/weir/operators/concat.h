@@ -17,6 +17,7 @@ template <Timestamp T, class D>
 Stream<T, D> concatenate(Scope<T>& scope, const std::vector<Stream<T, D>>& streams) {
   OperatorBuilder<T> builder("Concatenate", scope);
   std::vector<OperatorInput<T, D>> inputs;
+  inputs.reserve(streams.size());
   for (const auto& stream : streams) inputs.push_back(builder.add_input(stream, Pipeline{}));
   auto [output, out_stream] = builder.template add_output<D>();
   builder.set_notify(false);

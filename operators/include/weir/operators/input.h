@@ -188,6 +188,7 @@ class UnorderedInput {
     ActivateCapability(const ActivateCapability&) = default;
     ActivateCapability(ActivateCapability&&) noexcept = default;
     ActivateCapability& operator=(const ActivateCapability& other) {
+      if (this == &other) return *this;
       capability_ = other.capability_;
       state_ = other.state_;
       activate();

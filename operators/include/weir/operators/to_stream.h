@@ -16,15 +16,16 @@ namespace weir {
 
 template <Timestamp T, class D>
 Stream<T, D> to_stream(Scope<T>& scope, std::vector<D> records) {
-  return source<D>(
-      scope, "ToStream", [records = std::move(records)](Capability<T> cap, OperatorInfo) mutable {
-        std::optional<Capability<T>> held(std::move(cap));
-        return [records = std::move(records), held = std::move(held)](auto& output) mutable {
-          if (!held) return;
-          output.session(*held).give_vec(records);
-          held.reset();
-        };
-      });
+  return source<D>(scope, "ToStream",
+                   [records = std::move(records)](Capability<T> cap, const OperatorInfo&) mutable {
+                     std::optional<Capability<T>> held(std::move(cap));
+                     return [records = std::move(records),
+                             held = std::move(held)](auto& output) mutable {
+                       if (!held) return;
+                       output.session(*held).give_vec(records);
+                       held.reset();
+                     };
+                   });
 }
 
 }  // namespace weir

@@ -42,7 +42,8 @@ class ChangeBatch {
     // A change to the time updated last (a session's capability released in the run that made
     // it, a downgrade undone) folds into that entry instead of growing the batch.
     if (!updates_.empty() && updates_.back().first == time) {
-      if ((updates_.back().second += diff) == 0) {
+      updates_.back().second += diff;
+      if (updates_.back().second == 0) {
         updates_.pop_back();
         if (clean_ > updates_.size()) clean_ = updates_.size();
       }
