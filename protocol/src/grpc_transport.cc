@@ -49,6 +49,9 @@ constexpr size_t kMaxFrameBytes = size_t{kMaxMessageBytes} - 1024;
 // callers may be in it at once; more are refused at once.
 constexpr milliseconds kHandshakeTimeout{2000};
 constexpr size_t kMaxHandshakes = 16;
+// The largest Hello or Proof message read (a dialer's Proof may share its message with a few
+// frames queued after it).
+constexpr size_t kMaxHandshakeMessageBytes = size_t{64} << 10;
 // The cluster secret, if given, has at least this many bytes.
 constexpr size_t kMinSecretBytes = 16;
 // Between attempts to dial a peer that is not up yet.
@@ -661,7 +664,12 @@ void GrpcTransport::on_read(Connection* c, bool ok) {
   absl::Status parsed = absl::OkStatus();
   google::protobuf::Arena arena;
   auto* batch = google::protobuf::Arena::CreateMessage<v1::FrameBatch>(&arena);
-  if (!buffer.DumpToSingleSlice(&slice).ok()) {
+  const bool handshake = phase == Connection::Phase::kHello || phase == Connection::Phase::kProof;
+  if (handshake && buffer.Length() > kMaxHandshakeMessageBytes) {
+    // A Hello or a Proof is a few dozen bytes: not copied or parsed.
+    parsed = absl::InvalidArgumentError(
+        absl::StrCat("malformed frame: a handshake message of ", buffer.Length(), " bytes"));
+  } else if (!buffer.DumpToSingleSlice(&slice).ok()) {
     parsed = absl::InvalidArgumentError("malformed frame: an unreadable message");
   } else {
     parsed = parse_batch(

@@ -3,6 +3,8 @@
 // struct holding a bad bool are refused; pointer-like types have no codec at all; a struct with
 // padding is encoded field by field, so whatever its padding bytes hold never crosses.
 
+#include "weir/communication/codec.h"
+
 #include <array>
 #include <cstdint>
 #include <cstring>
@@ -17,7 +19,6 @@
 
 #include <gtest/gtest.h>
 
-#include "weir/communication/codec.h"
 #include "weir/progress/timestamp.h"
 
 namespace weir_codec_test {

@@ -268,8 +268,8 @@ std::string progress_with_nested(const std::vector<uint32_t>& path) {
 // On main: dispatch_nested aborted the process (WEIR_CHECK) on a path to no scope.
 TEST(RemoteFrameTest, NestedPathToNoScopeIsRefused) {
   testing::Watchdog watchdog("NestedPathToNoScopeIsRefused");
-  for (const std::vector<uint32_t>& path : std::vector<std::vector<uint32_t>>{
-           {99}, {1}, {std::numeric_limits<uint32_t>::max()}}) {
+  for (const std::vector<uint32_t>& path :
+       std::vector<std::vector<uint32_t>>{{99}, {1}, {std::numeric_limits<uint32_t>::max()}}) {
     const absl::Status why = process_failure_after(progress_with_nested(path), /*nested=*/true);
     EXPECT_FALSE(why.ok());
     EXPECT_TRUE(mentions(why, "nested")) << why;
