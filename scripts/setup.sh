@@ -8,7 +8,7 @@ PACKAGES=(
   clang-16 libclang-rt-16-dev clang-tidy-16 clang-format-14
   libboost-context-dev libtbb-dev libprotobuf-dev protobuf-compiler libgrpc++-dev
   protobuf-compiler-grpc libabsl-dev libfmt-dev libspdlog-dev libcli11-dev libzstd-dev
-  libsqlite3-dev libpq-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libsqlite3-dev libpq-dev libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
   postgresql-15 postgresql-client-15 openssl
 )
 

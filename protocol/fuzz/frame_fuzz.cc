@@ -2,7 +2,8 @@
 // them. Each input is taken as one stream message (a serialized FrameBatch):
 //
 //   - parse_batch (the generated parser);
-//   - read_hello and check_hello, as on a link's first batch, with the Hello checked both ways;
+//   - read_hello and check_hello, as on a link's first batch, with the Hello checked both ways,
+//     and the handshake's read_proof and MACs;
 //   - a FrameReader on an open link, as every later batch, delivering to a receiver that decodes
 //     payloads the way the runtime does: Data as `Codec<T>` time + `Codec<std::vector<D>>` batch
 //     (the record type chosen by the channel), Progress as a root scope's progress message
@@ -17,6 +18,7 @@
 //
 // Build and run: protocol/fuzz/run.sh [SECONDS].
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -26,6 +28,7 @@
 #include <string_view>
 #include <tuple>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -78,9 +81,27 @@ bool decode_batch(std::string_view in) {
 
 using Product = weir::Product<uint64_t, uint32_t>;
 
+enum class Kind : uint8_t { kA, kB, kC };
+// A struct with padding (after `tag`), a bool and an enum: encoded field by field.
+struct Padded {
+  uint8_t tag = 0;
+  uint64_t value = 0;
+  bool flag = false;
+  Kind kind = Kind::kA;
+};
+
+}  // namespace
+
+template <>
+struct weir::EnumRange<Kind> {
+  static constexpr Kind kFirst = Kind::kA, kLast = Kind::kC;
+};
+
+namespace {
+
 // The record types the fuzzer tries, by channel.
 bool decode_data(uint64_t channel, std::string_view payload) {
-  switch (channel % 6) {
+  switch (channel % 10) {
     case 0:
       return decode_batch<uint64_t, uint64_t>(payload);
     case 1:
@@ -92,8 +113,17 @@ bool decode_data(uint64_t channel, std::string_view payload) {
           payload);
     case 4:
       return decode_batch<uint64_t, std::vector<std::pair<uint64_t, std::string>>>(payload);
-    default:
+    case 5:
       return decode_batch<Product, std::pair<std::optional<std::string>, double>>(payload);
+    case 6:
+      return decode_batch<uint64_t, std::variant<uint32_t, std::string, bool>>(payload);
+    case 7:
+      return decode_batch<uint64_t, Padded>(payload);
+    case 8:
+      return decode_batch<uint64_t, std::pair<std::array<int16_t, 3>, std::optional<Kind>>>(
+          payload);
+    default:
+      return decode_batch<Product, std::tuple<bool, Kind, std::byte, float>>(payload);
   }
 }
 
@@ -116,7 +146,8 @@ class Decoder final : public weir::TransportReceiver {
 
 bool same(const Hello& a, const Hello& b) {
   return a.cluster_id == b.cluster_id && a.process == b.process && a.incarnation == b.incarnation &&
-         a.workers == b.workers && a.processes == b.processes && a.version == b.version;
+         a.workers == b.workers && a.processes == b.processes && a.version == b.version &&
+         a.nonce == b.nonce && a.proof == b.proof;
 }
 
 // The process this input arrives at: process 1 of 3, with 2 workers each.
@@ -137,6 +168,16 @@ void hello_path(const v1::FrameBatch& batch) {
   (void)weir::protocol::check_hello(mine, *hello);
   (void)weir::protocol::check_hello(*hello, mine);
   (void)weir::protocol::check_hello(*hello, *hello);
+  // The handshake's MACs over what a caller sent, both ways, and the proof a batch may carry.
+  const std::string mac =
+      weir::protocol::handshake_mac("secret", weir::protocol::Role::kAcceptor, *hello, mine);
+  if (!weir::protocol::mac_matches(
+          mac,
+          weir::protocol::handshake_mac("secret", weir::protocol::Role::kAcceptor, *hello, mine)) ||
+      weir::protocol::mac_matches(mac, hello->proof + "x")) {
+    broken("handshake MACs are not deterministic, or a longer proof matched");
+  }
+  (void)weir::protocol::read_proof(batch);
 
   std::string bytes;
   weir::protocol::append_hello(*hello, bytes);
@@ -155,8 +196,8 @@ void encoder_agrees(const v1::FrameBatch& batch) {
     switch (frame.kind_case()) {
       case v1::Frame::kHello: {
         const v1::Hello& h = frame.hello();
-        Hello hello{h.cluster_id(), h.process(),   h.incarnation(),
-                    h.workers(),    h.processes(), h.version()};
+        Hello hello{h.cluster_id(), h.process(), h.incarnation(), h.workers(),
+                    h.processes(),  h.version(), h.nonce(),       h.proof()};
         weir::protocol::append_hello(hello, ours);
         v1::Hello& c = *copy.mutable_hello();
         c.set_cluster_id(h.cluster_id());
@@ -165,8 +206,14 @@ void encoder_agrees(const v1::FrameBatch& batch) {
         c.set_workers(h.workers());
         c.set_processes(h.processes());
         c.set_version(h.version());
+        c.set_nonce(h.nonce());
+        c.set_proof(h.proof());
         break;
       }
+      case v1::Frame::kProof:
+        weir::protocol::append_proof(frame.proof().mac(), ours);
+        copy.mutable_proof()->set_mac(frame.proof().mac());
+        break;
       case v1::Frame::kData: {
         const v1::Data& d = frame.data();
         weir::protocol::append_data(d.channel(), d.from(), d.to(), d.payload(), ours);
@@ -229,7 +276,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
 
   // The payload decoders on their own, on the raw bytes.
-  for (uint64_t channel = 0; channel < 6; ++channel) (void)decode_data(channel, bytes);
+  for (uint64_t channel = 0; channel < 10; ++channel) (void)decode_data(channel, bytes);
   (void)decode_progress(bytes);
 
   v1::FrameBatch batch;

@@ -110,10 +110,22 @@ int main(int argc, char** argv) {
   write("hello-refused", batch);
   other = peer_hello();
   other.process = 1;
-  other.version = 2;
+  other.version = 1;
   batch.clear();
   weir::protocol::append_hello(other, batch);
   write("hello-refused-2", batch);
+  // The handshake: a Hello with a nonce and the acceptor's proof, and the dialer's Proof with
+  // the frames that may follow it in the same batch.
+  other = peer_hello();
+  other.nonce = std::string(weir::protocol::kNonceBytes, 'n');
+  other.proof = weir::protocol::handshake_mac("", weir::protocol::Role::kAcceptor, other, other);
+  batch.clear();
+  weir::protocol::append_hello(other, batch);
+  write("hello-proof", batch);
+  batch.clear();
+  weir::protocol::append_proof(other.proof, batch);
+  weir::protocol::append_heartbeat(batch);
+  write("proof", batch);
 
   // Process 0's workers (0, 1) to this process's (2, 3).
   std::string all;

@@ -3,7 +3,12 @@
 #include <climits>
 
 #include "absl/strings/str_cat.h"
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
 
+#include "weir/check.h"
 #include "weir/status.h"
 
 namespace weir::protocol {
@@ -54,7 +59,7 @@ void put_bytes_field(uint32_t field, std::string_view bytes, std::string& out) {
 // Frame field numbers (the oneof) and FrameBatch.frames.
 constexpr uint32_t kFrames = 1;
 constexpr uint32_t kHelloField = 1, kDataField = 2, kProgressField = 3, kHeartbeatField = 4,
-                   kGoodbyeField = 5;
+                   kGoodbyeField = 5, kProofField = 6;
 
 // Appends the header of one FrameBatch.frames entry holding a frame whose `kind` field is a
 // message of `body` bytes; the caller then appends the body.
@@ -76,7 +81,8 @@ absl::Status malformed(absl::string_view what) {
 void append_hello(const Hello& hello, std::string& batch) {
   const size_t body = bytes_field_size(hello.cluster_id) + varint_field_size(hello.process) +
                       varint_field_size(hello.incarnation) + varint_field_size(hello.workers) +
-                      varint_field_size(hello.processes) + varint_field_size(hello.version);
+                      varint_field_size(hello.processes) + varint_field_size(hello.version) +
+                      bytes_field_size(hello.nonce) + bytes_field_size(hello.proof);
   begin_frame(kHelloField, body, batch);
   put_bytes_field(1, hello.cluster_id, batch);
   put_varint_field(2, hello.process, batch);
@@ -84,6 +90,13 @@ void append_hello(const Hello& hello, std::string& batch) {
   put_varint_field(4, hello.workers, batch);
   put_varint_field(5, hello.processes, batch);
   put_varint_field(6, hello.version, batch);
+  put_bytes_field(7, hello.nonce, batch);
+  put_bytes_field(8, hello.proof, batch);
+}
+
+void append_proof(std::string_view mac, std::string& batch) {
+  begin_frame(kProofField, bytes_field_size(mac), batch);
+  put_bytes_field(1, mac, batch);
 }
 
 void append_data(uint64_t channel, uint32_t from, uint32_t to, std::string_view payload,
@@ -140,10 +153,53 @@ absl::StatusOr<Hello> read_hello(const v1::FrameBatch& batch) {
   hello.workers = h.workers();
   hello.processes = h.processes();
   hello.version = h.version();
+  hello.nonce = h.nonce();
+  hello.proof = h.proof();
   return hello;
 }
 
-absl::Status check_hello(const Hello& mine, const Hello& theirs) {
+absl::StatusOr<std::string> read_proof(const v1::FrameBatch& batch) {
+  if (batch.frames_size() == 0 || !batch.frames(0).has_proof()) {
+    return absl::InvalidArgumentError(
+        "the dialer's second message on a link must start with a Proof frame");
+  }
+  return batch.frames(0).proof().mac();
+}
+
+std::string handshake_mac(std::string_view secret, Role role, const Hello& dialer,
+                          const Hello& acceptor) {
+  std::string transcript =
+      role == Role::kDialer ? "weir link v2: dialer" : "weir link v2: acceptor";
+  Hello d = dialer, a = acceptor;
+  d.proof.clear();
+  a.proof.clear();
+  append_hello(d, transcript);
+  append_hello(a, transcript);
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  // A key of length 0 (no secret configured) is valid for HMAC; the pointer must not be null.
+  static const char kEmpty = 0;
+  HMAC(EVP_sha256(), secret.empty() ? &kEmpty : secret.data(), static_cast<int>(secret.size()),
+       reinterpret_cast<const unsigned char*>(transcript.data()), transcript.size(), mac, &size);
+  return std::string(reinterpret_cast<const char*>(mac), size);
+}
+
+bool mac_matches(std::string_view expected, std::string_view got) {
+  return expected.size() == got.size() &&
+         CRYPTO_memcmp(expected.data(), got.data(), expected.size()) == 0;
+}
+
+std::string make_nonce() {
+  std::string nonce(kNonceBytes, '\0');
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(nonce.data()), static_cast<int>(nonce.size())) !=
+      1) {
+    // The system's random source failed: no link can be made safely.
+    WEIR_CHECK(false) << "OpenSSL's RAND_bytes failed: no random nonce for the link handshake";
+  }
+  return nonce;
+}
+
+absl::Status check_membership(const Hello& mine, const Hello& theirs) {
   auto refuse = [](auto&&... parts) {
     return absl::FailedPreconditionError(absl::StrCat(parts...));
   };
@@ -165,14 +221,6 @@ absl::Status check_hello(const Hello& mine, const Hello& theirs) {
     return refuse("it was started with -w ", theirs.workers, ", this process with -w ",
                   mine.workers);
   }
-  if (theirs.incarnation < mine.incarnation) {
-    return refuse("it is of incarnation ", theirs.incarnation, ", older than this process's ",
-                  mine.incarnation, ": it is a stale process");
-  }
-  if (theirs.incarnation > mine.incarnation) {
-    return refuse("it is of incarnation ", theirs.incarnation, ", newer than this process's ",
-                  mine.incarnation, ": this process is stale");
-  }
   if (theirs.process >= mine.processes) {
     return refuse("it claims to be process ", theirs.process, " of ", mine.processes);
   }
@@ -183,8 +231,34 @@ absl::Status check_hello(const Hello& mine, const Hello& theirs) {
   return absl::OkStatus();
 }
 
-absl::Status FrameReader::on_batch(const v1::FrameBatch& batch) {
-  for (const v1::Frame& frame : batch.frames()) WEIR_RETURN_IF_ERROR(on_frame(frame));
+std::string refusal_for_peer(const Hello& theirs) {
+  return absl::StrCat("refused: its Hello (cluster '", theirs.cluster_id, "', process ",
+                      theirs.process, ", -n ", theirs.processes, ", -w ", theirs.workers,
+                      ", protocol version ", theirs.version,
+                      ") does not match this cluster, or it did not prove the cluster secret");
+}
+
+absl::Status check_incarnation(const Hello& mine, const Hello& theirs) {
+  if (theirs.incarnation < mine.incarnation) {
+    return absl::FailedPreconditionError(absl::StrCat("it is of incarnation ", theirs.incarnation,
+                                                      ", older than this process's ",
+                                                      mine.incarnation, ": it is a stale process"));
+  }
+  if (theirs.incarnation > mine.incarnation) {
+    return absl::FailedPreconditionError(absl::StrCat("it is of incarnation ", theirs.incarnation,
+                                                      ", newer than this process's ",
+                                                      mine.incarnation, ": this process is stale"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status check_hello(const Hello& mine, const Hello& theirs) {
+  WEIR_RETURN_IF_ERROR(check_membership(mine, theirs));
+  return check_incarnation(mine, theirs);
+}
+
+absl::Status FrameReader::on_batch(const v1::FrameBatch& batch, int first) {
+  for (int i = first; i < batch.frames_size(); ++i) WEIR_RETURN_IF_ERROR(on_frame(batch.frames(i)));
   return absl::OkStatus();
 }
 
@@ -224,6 +298,8 @@ absl::Status FrameReader::on_frame(const v1::Frame& frame) {
       return absl::OkStatus();
     case v1::Frame::kHello:
       return malformed("a second Hello");
+    case v1::Frame::kProof:
+      return malformed("a Proof after the handshake");
     case v1::Frame::KIND_NOT_SET:
       break;
   }

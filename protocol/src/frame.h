@@ -22,7 +22,10 @@
 
 namespace weir::protocol {
 
-inline constexpr uint32_t kProtocolVersion = 1;
+// 2: the handshake proves the cluster secret (nonce, proof, Proof frame).
+inline constexpr uint32_t kProtocolVersion = 2;
+inline constexpr size_t kNonceBytes = 16;
+inline constexpr size_t kMacBytes = 32;  // HMAC-SHA256.
 
 // The first frame on a link, in both directions.
 struct Hello {
@@ -32,10 +35,13 @@ struct Hello {
   uint32_t workers = 0;
   uint32_t processes = 0;
   uint32_t version = kProtocolVersion;
+  std::string nonce;  // kNonceBytes random bytes.
+  std::string proof;  // The acceptor's MAC; empty from the dialer.
 };
 
 // Appending one frame to `batch` (a serialized FrameBatch, possibly empty) keeps it one.
 void append_hello(const Hello& hello, std::string& batch);
+void append_proof(std::string_view mac, std::string& batch);
 void append_data(uint64_t channel, uint32_t from, uint32_t to, std::string_view payload,
                  std::string& batch);
 void append_progress(uint64_t channel, uint32_t from, uint64_t seq, std::string_view updates,
@@ -49,12 +55,34 @@ absl::Status parse_batch(std::string_view bytes, v1::FrameBatch& batch);
 // The Hello of a link's first batch, which must hold exactly that one frame.
 absl::StatusOr<Hello> read_hello(const v1::FrameBatch& batch);
 
-// Whether a peer that said `theirs` may join this process (`mine`): the same protocol version,
-// cluster id, process count, worker count and incarnation, and a process index in range other
-// than this one. The error (FailedPrecondition) says what differs, in words for the person who
-// started the process; a peer of an older incarnation is a stale process, and one of a newer
-// incarnation means this process is the stale one.
+// The dialer's Proof: the first frame of its second batch, which must start with one.
+absl::StatusOr<std::string> read_proof(const v1::FrameBatch& batch);
+
+// Whether a peer that said `theirs` may be a member of this process's (`mine`) cluster: the
+// same protocol version, cluster id, process count and worker count, a process index in range
+// other than this one. The error (FailedPrecondition) says what differs, in words
+// for the person who started the process: it names this process's settings, so it is for the
+// local log, never for the peer (see refusal_for_peer).
+absl::Status check_membership(const Hello& mine, const Hello& theirs);
+
+// Between members (each proved the secret): the same incarnation. The error says which of the
+// two is stale.
+absl::Status check_incarnation(const Hello& mine, const Hello& theirs);
+
+// check_membership, then check_incarnation.
 absl::Status check_hello(const Hello& mine, const Hello& theirs);
+
+// What a refused caller is told: its own Hello's settings, nothing about this process.
+std::string refusal_for_peer(const Hello& theirs);
+
+// The MACs of the handshake (see link.proto): over both Hellos, without proofs, dialer's first.
+enum class Role { kDialer, kAcceptor };
+std::string handshake_mac(std::string_view secret, Role role, const Hello& dialer,
+                          const Hello& acceptor);
+// Compares in constant time.
+bool mac_matches(std::string_view expected, std::string_view got);
+// kNonceBytes from the system's random source.
+std::string make_nonce();
 
 // The receiving side of an established link to process `peer`: checks each frame (worker
 // indices belong to the peer and to this process, nothing but heartbeats after Goodbye) and
@@ -66,10 +94,10 @@ class FrameReader {
   FrameReader(uint32_t peer, const Hello& mine, TransportReceiver& receiver)
       : peer_(peer), me_(mine.process), workers_(mine.workers), receiver_(&receiver) {}
 
-  // Handles every frame of `batch` in order. An error means the link must close: a malformed or
-  // unexpected frame (InvalidArgument), one the runtime refused (its error), or a Goodbye that
-  // reports the peer failed (Aborted, with the peer's error).
-  absl::Status on_batch(const v1::FrameBatch& batch);
+  // Handles the frames of `batch` from the `first`th on, in order. An error means the link must
+  // close: a malformed or unexpected frame (InvalidArgument), one the runtime refused (its error),
+  // or a Goodbye that reports the peer failed (Aborted, with the peer's error).
+  absl::Status on_batch(const v1::FrameBatch& batch, int first = 0);
 
   // True once the peer said Goodbye: it sends no more data or progress, and the link may end.
   bool goodbye_received() const { return goodbye_; }

@@ -1,7 +1,9 @@
 #include "grpc_transport.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <fstream>
 #include <list>
 #include <mutex>
@@ -38,6 +40,20 @@ using std::chrono::milliseconds;
 constexpr char kConnectMethod[] = "/weir.protocol.v1.Link/Connect";
 // Queued bytes on one link beyond which send_* waits for writes to complete.
 constexpr size_t kMaxQueuedBytes = size_t{64} << 20;
+// The largest message a link accepts (gRPC refuses a larger one before buffering it), the size
+// at which writes are split (at frame boundaries), and so the largest frame a sender may queue.
+constexpr int kMaxMessageBytes = 8 << 20;
+constexpr size_t kWriteChunkBytes = size_t{4} << 20;
+constexpr size_t kMaxFrameBytes = size_t{kMaxMessageBytes} - 1024;
+// A caller must finish the handshake (Hello, then Proof) within this, and at most this many
+// callers may be in it at once; more are refused at once.
+constexpr milliseconds kHandshakeTimeout{2000};
+constexpr size_t kMaxHandshakes = 16;
+// The largest Hello or Proof message read (a dialer's Proof may share its message with a few
+// frames queued after it).
+constexpr size_t kMaxHandshakeMessageBytes = size_t{64} << 10;
+// The cluster secret, if given, has at least this many bytes.
+constexpr size_t kMinSecretBytes = 16;
 // Between attempts to dial a peer that is not up yet.
 constexpr milliseconds kRetryInterval{100};
 // How long a failing process tries to get its Goodbye (with the error) out before cancelling.
@@ -95,7 +111,9 @@ struct Tag {
 // One gRPC call: a link to a peer once both Hellos went through, before that a handshake.
 struct Connection {
   enum class Side { kDialer, kAcceptor };
-  enum class Phase { kStarting, kHello, kOpen, kEnding, kDone };
+  // kHello: waiting for the peer's Hello; kProof: an acceptor that answered, waiting for the
+  // dialer's Proof; a dialer whose peer is stale stays in kHello until the call ends.
+  enum class Phase { kStarting, kHello, kProof, kOpen, kEnding, kDone };
 
   Connection(Side s, uint32_t p, std::string a) : side(s), peer(p), address(std::move(a)) {}
 
@@ -111,6 +129,9 @@ struct Connection {
   grpc::ByteBuffer read_buffer;
   grpc::Status finish_status;
   std::optional<FrameReader> reader;  // Once open; used only by the poller thread.
+  // The handshake's Hellos (used only by the poller thread): what this side sent and received.
+  Hello hello_sent, hello_received;
+  std::string handshake_error;  // Why a dialer gave up on this call (it then dials again).
 
   Tag accept_tag, start_tag, read_tag, write_tag, writes_done_tag, finish_tag;
   std::atomic<int> ops{0};  // Operations in flight.
@@ -118,7 +139,10 @@ struct Connection {
   weir::Mutex mu;
   weir::CondVar space;  // Signalled when `pending` shrinks or writes close.
   Phase phase ABSL_GUARDED_BY(mu) = Phase::kStarting;
-  std::string pending ABSL_GUARDED_BY(mu);        // Frames for the next write.
+  // Frames for the next writes: one message each, of at most kWriteChunkBytes unless one frame
+  // is larger.
+  std::deque<std::string> pending ABSL_GUARDED_BY(mu);
+  size_t pending_bytes ABSL_GUARDED_BY(mu) = 0;
   bool writing ABSL_GUARDED_BY(mu) = false;       // A write is in flight.
   bool write_closed ABSL_GUARDED_BY(mu) = false;  // No more writes (broken, failed, shut down).
   bool goodbye_queued ABSL_GUARDED_BY(mu) = false;
@@ -176,14 +200,14 @@ class GrpcTransport final : public Transport {
   void send_data(size_t process, uint64_t channel, uint32_t from, uint32_t to,
                  std::string payload) override {
     Connection* link = links_[process];
-    if (link == nullptr) return;
+    if (link == nullptr || !fits(payload, "data batch", channel)) return;
     enqueue(link, Frame::kData,
             [&](std::string& batch) { append_data(channel, from, to, payload, batch); });
   }
   void send_progress(size_t process, uint64_t channel, uint32_t from, uint64_t seq,
                      std::string payload) override {
     Connection* link = links_[process];
-    if (link == nullptr) return;
+    if (link == nullptr || !fits(payload, "progress batch", channel)) return;
     enqueue(link, Frame::kProgress,
             [&](std::string& batch) { append_progress(channel, from, seq, payload, batch); });
   }
@@ -198,7 +222,16 @@ class GrpcTransport final : public Transport {
   void on_finish(Connection* c, bool ok);
 
  private:
-  enum class Frame { kHello, kData, kProgress, kHeartbeat, kGoodbye };
+  enum class Frame { kHello, kProof, kData, kProgress, kHeartbeat, kGoodbye };
+  // False (and the execution fails) if a frame of `payload` would not fit a message.
+  bool fits(const std::string& payload, const char* what, uint64_t channel) {
+    if (payload.size() <= kMaxFrameBytes) return true;
+    set_fatal(absl::ResourceExhaustedError(
+        absl::StrCat("process ", mine_.process, " cannot send a ", what, " of ", payload.size(),
+                     " bytes on channel ", channel, ": a link carries messages of at most ",
+                     kMaxMessageBytes, " bytes")));
+    return false;
+  }
   struct Dial {
     bool active = false;
     Clock::time_point next;
@@ -216,7 +249,16 @@ class GrpcTransport final : public Transport {
   void enqueue(Connection* c, Frame kind, Append&& append);
   void write(Connection* c, std::string bytes);
   void on_hello(Connection* c, absl::Status parsed, const v1::FrameBatch& batch);
-  void refuse(Connection* c, const absl::Status& why);
+  void on_proof(Connection* c, absl::Status parsed, const v1::FrameBatch& batch);
+  // Registers an established link and starts reading; frames of `batch` from the `first`th on
+  // are the first the link delivers.
+  void open_link(Connection* c, const v1::FrameBatch* batch, int first);
+  // After frames were delivered: the next read, Goodbye, or the failure of the link.
+  void after_frames(Connection* c, absl::Status status);
+  // Ends a handshake: `local` (what differs, naming this process's settings) is kept for this
+  // process's errors; the caller is told only `for_peer`.
+  void refuse(Connection* c, const absl::Status& local, absl::string_view for_peer,
+              grpc::StatusCode code = grpc::StatusCode::FAILED_PRECONDITION);
   void on_read_ended(Connection* c);
   void maybe_finish(Connection* c);
   void fail_link(Connection* c, absl::Status status);
@@ -229,6 +271,7 @@ class GrpcTransport final : public Transport {
 
   const std::vector<std::string> addresses_;
   const Hello mine_;
+  std::string secret_;  // The cluster secret (may be empty); set by start().
   const milliseconds heartbeat_timeout_, startup_timeout_, heartbeat_interval_, tick_;
   TransportReceiver& receiver_;
 
@@ -270,6 +313,25 @@ absl::Status GrpcTransport::start(const Config& config) {
   grpc_init();
   grpc_initialized_ = true;
   run_grpc_executor_inline();
+  if (!config.cluster_secret.empty() && !config.cluster_secret_file.empty()) {
+    return absl::InvalidArgumentError(
+        "the cluster secret is given twice ($WEIR_CLUSTER_SECRET, and --cluster-secret-file or "
+        "$WEIR_CLUSTER_SECRET_FILE): give it once");
+  }
+  secret_ = config.cluster_secret;
+  if (!config.cluster_secret_file.empty()) {
+    WEIR_ASSIGN_OR_RETURN(secret_, read_file(config.cluster_secret_file, "--cluster-secret-file"));
+    if (!secret_.empty() && secret_.back() == '\n') secret_.pop_back();
+    if (secret_.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--cluster-secret-file ", config.cluster_secret_file, " is empty"));
+    }
+  }
+  if (!secret_.empty() && secret_.size() < kMinSecretBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("the cluster secret has ", secret_.size(),
+                                                   " bytes; it needs at least ", kMinSecretBytes,
+                                                   " (for example 32 random bytes, hex-encoded)"));
+  }
   std::shared_ptr<grpc::ServerCredentials> server_credentials = grpc::InsecureServerCredentials();
   std::shared_ptr<grpc::ChannelCredentials> channel_credentials =
       grpc::InsecureChannelCredentials();
@@ -302,8 +364,10 @@ absl::Status GrpcTransport::start(const Config& config) {
   int port = 0;
   builder.AddListeningPort(address, server_credentials, &port);
   builder.RegisterService(&service_);
-  builder.SetMaxReceiveMessageSize(-1);
-  builder.SetMaxSendMessageSize(-1);
+  // Bounded: a caller cannot make this process buffer a message larger than this, whatever
+  // it says (senders split their writes well below it).
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxMessageBytes);
   // Without this, gRPC listens with SO_REUSEPORT, and a second process on the same port would
   // silently share it instead of failing.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -324,8 +388,8 @@ absl::Status GrpcTransport::start(const Config& config) {
   stubs_.resize(mine_.process);
   for (uint32_t p = 0; p < mine_.process; ++p) {
     grpc::ChannelArguments args;
-    args.SetMaxReceiveMessageSize(-1);
-    args.SetMaxSendMessageSize(-1);
+    args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+    args.SetMaxSendMessageSize(kMaxMessageBytes);
     // Retry quickly while the peer is starting (gRPC's default backoff starts at 1 s).
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
@@ -451,16 +515,28 @@ void GrpcTransport::enqueue(Connection* c, Frame kind, Append&& append) {
     weir::MutexLock lock(c->mu);
     if (kind == Frame::kData || kind == Frame::kProgress) {
       // Backpressure: wait while the peer is behind (a lost peer closes the link's writes).
-      while (c->pending.size() >= kMaxQueuedBytes && !c->write_closed) c->space.wait(c->mu);
+      while (c->pending_bytes >= kMaxQueuedBytes && !c->write_closed) c->space.wait(c->mu);
     }
     // After Goodbye only the orderly end follows; frames for a peer that is gone are dropped.
     if (c->write_closed || (c->goodbye_queued && kind != Frame::kHello)) return;
     if (kind == Frame::kGoodbye) c->goodbye_queued = true;
-    append(c->pending);
+    if (c->pending.empty()) c->pending.emplace_back();
+    std::string& chunk = c->pending.back();
+    const size_t before = chunk.size();
+    append(chunk);
+    c->pending_bytes += chunk.size() - before;
+    if (chunk.size() > kWriteChunkBytes && before > 0) {
+      // Messages stay below the receivers' limit: this frame starts the next one.
+      std::string next = chunk.substr(before);
+      chunk.resize(before);
+      c->pending.push_back(std::move(next));
+    }
     c->last_queued = Clock::now();
     if (c->writing) return;  // Goes out with the next write: coalesced.
     c->writing = true;
-    bytes.swap(c->pending);
+    bytes.swap(c->pending.front());
+    c->pending.pop_front();
+    c->pending_bytes -= bytes.size();
   }
   write(c, std::move(bytes));
 }
@@ -496,11 +572,14 @@ void GrpcTransport::on_write(Connection* c, bool ok) {
       c->writing = false;
       c->write_closed = true;
       c->pending.clear();
+      c->pending_bytes = 0;
     } else if (c->pending.empty()) {
       c->writing = false;
       if (c->goodbye_queued) c->goodbye_written = notify = true;
     } else {
-      next.swap(c->pending);
+      next.swap(c->pending.front());
+      c->pending.pop_front();
+      c->pending_bytes -= next.size();
     }
     c->space.notify_all();
   }
@@ -521,11 +600,31 @@ void GrpcTransport::on_accept(Connection* c, bool ok) {
     return;
   }
   accept_next();
+  size_t handshakes = 0;
+  {
+    weir::MutexLock lock(mu_);
+    for (const auto& other : connections_) {
+      if (other.get() == c || other->side != Connection::Side::kAcceptor) continue;
+      weir::MutexLock link_lock(other->mu);
+      if (other->phase == Connection::Phase::kHello || other->phase == Connection::Phase::kProof) {
+        ++handshakes;
+      }
+    }
+  }
   {
     weir::MutexLock lock(c->mu);
     c->address = c->server_context.peer();
     c->phase = Connection::Phase::kHello;
     c->since = Clock::now();
+  }
+  if (handshakes >= kMaxHandshakes) {
+    // Each caller in the handshake may hold a message's worth of memory: a bounded number.
+    refuse(c,
+           absl::ResourceExhaustedError(
+               absl::StrCat("process ", mine_.process, " refused a link from ", c->address, ": ",
+                            kMaxHandshakes, " other callers were in the handshake")),
+           "refused: too many callers are linking at once");
+    return;
   }
   start_read(c);
 }
@@ -541,7 +640,9 @@ void GrpcTransport::on_start(Connection* c, bool ok) {
     maybe_finish(c);
     return;
   }
-  enqueue(c, Frame::kHello, [&](std::string& batch) { append_hello(mine_, batch); });
+  c->hello_sent = mine_;
+  c->hello_sent.nonce = make_nonce();
+  enqueue(c, Frame::kHello, [&](std::string& batch) { append_hello(c->hello_sent, batch); });
   start_read(c);
 }
 
@@ -563,7 +664,12 @@ void GrpcTransport::on_read(Connection* c, bool ok) {
   absl::Status parsed = absl::OkStatus();
   google::protobuf::Arena arena;
   auto* batch = google::protobuf::Arena::CreateMessage<v1::FrameBatch>(&arena);
-  if (!buffer.DumpToSingleSlice(&slice).ok()) {
+  const bool handshake = phase == Connection::Phase::kHello || phase == Connection::Phase::kProof;
+  if (handshake && buffer.Length() > kMaxHandshakeMessageBytes) {
+    // A Hello or a Proof is a few dozen bytes: not copied or parsed.
+    parsed = absl::InvalidArgumentError(
+        absl::StrCat("malformed frame: a handshake message of ", buffer.Length(), " bytes"));
+  } else if (!buffer.DumpToSingleSlice(&slice).ok()) {
     parsed = absl::InvalidArgumentError("malformed frame: an unreadable message");
   } else {
     parsed = parse_batch(
@@ -573,8 +679,15 @@ void GrpcTransport::on_read(Connection* c, bool ok) {
     on_hello(c, parsed, *batch);
     return;
   }
+  if (phase == Connection::Phase::kProof) {
+    on_proof(c, parsed, *batch);
+    return;
+  }
   if (phase != Connection::Phase::kOpen) return;
-  absl::Status status = parsed.ok() ? c->reader->on_batch(*batch) : parsed;
+  after_frames(c, parsed.ok() ? c->reader->on_batch(*batch) : parsed);
+}
+
+void GrpcTransport::after_frames(Connection* c, absl::Status status) {
   // The next batch: after this one is delivered, so a waiting worker hears of it first.
   if (status.ok()) start_read(c);
   if (c->reader->goodbye_received()) {
@@ -601,7 +714,11 @@ void GrpcTransport::on_read(Connection* c, bool ok) {
 
 void GrpcTransport::on_hello(Connection* c, absl::Status parsed, const v1::FrameBatch& batch) {
   absl::StatusOr<Hello> hello = parsed.ok() ? read_hello(batch) : parsed;
-  absl::Status status = hello.ok() ? check_hello(mine_, *hello) : hello.status();
+  absl::Status status = hello.ok() ? check_membership(mine_, *hello) : hello.status();
+  if (status.ok() && hello->nonce.size() != kNonceBytes) {
+    status = absl::InvalidArgumentError(
+        absl::StrCat("its nonce has ", hello->nonce.size(), " bytes, not ", kNonceBytes));
+  }
   if (c->side == Connection::Side::kDialer) {
     // The acceptor's answer to our Hello.
     if (status.ok() && hello->process != c->peer) {
@@ -615,36 +732,122 @@ void GrpcTransport::on_hello(Connection* c, absl::Status parsed, const v1::Frame
       c->cancel();
       return;
     }
-  } else {
-    if (status.ok() && hello->process < mine_.process) {
-      status = absl::FailedPreconditionError(
-          absl::StrCat("it says it is process ", hello->process,
-                       ", but only higher-numbered processes dial lower-numbered ones (is the "
-                       "hostfile the same for every process?)"));
-    }
-    if (hello.ok() && hello->incarnation > mine_.incarnation) {
-      set_fatal(absl::FailedPreconditionError(
-          absl::StrCat("process ", mine_.process, " is stale: its incarnation ", mine_.incarnation,
-                       " is older than that of process ", hello->process, " (", hello->incarnation,
-                       "), which connected from ", c->address)));
-    }
-    if (status.ok()) {
-      weir::MutexLock lock(mu_);
-      if (links_[hello->process] != nullptr) {
-        status = absl::FailedPreconditionError(
-            absl::StrCat("process ", hello->process, " is already connected"));
-      }
-    }
-    if (!status.ok()) {
-      refuse(c, absl::FailedPreconditionError(
-                    absl::StrCat("process ", mine_.process, " (", addresses_[mine_.process],
-                                 ") refused a link from ", c->address, ": ", status.message())));
+    const Hello& theirs = *hello;
+    if (!mac_matches(handshake_mac(secret_, Role::kAcceptor, c->hello_sent, theirs),
+                     theirs.proof)) {
+      // Whoever answers there does not know the secret: not a member, and nothing it said
+      // counts. Our proof goes out all the same (it shows nothing but that we hold a key), so
+      // that a member with another secret can say why it refuses us; then we dial again (the
+      // real process may not be up yet) until the start-up timeout.
+      c->handshake_error = absl::StrCat(
+          "whoever answers at ", c->address,
+          " did not prove the cluster secret (is the secret the same for every process?)");
+      const std::string mac = handshake_mac(secret_, Role::kDialer, c->hello_sent, theirs);
+      enqueue(c, Frame::kProof, [&](std::string& out) { append_proof(mac, out); });
+      start_read(c);
       return;
     }
-    // Answer with our Hello, ahead of anything else on this link.
-    c->peer = hello->process;
-    enqueue(c, Frame::kHello, [&](std::string& out) { append_hello(mine_, out); });
+    // A member: now its incarnation counts.
+    absl::Status current = check_incarnation(mine_, theirs);
+    if (!current.ok() && theirs.incarnation > mine_.incarnation) {
+      set_fatal(absl::FailedPreconditionError(
+          absl::StrCat("process ", mine_.process, " is stale: ", c->name(),
+                       " answered its Hello, and ", current.message())));
+      c->cancel();
+      return;
+    }
+    const std::string mac = handshake_mac(secret_, Role::kDialer, c->hello_sent, theirs);
+    enqueue(c, Frame::kProof, [&](std::string& out) { append_proof(mac, out); });
+    if (!current.ok()) {
+      // The acceptor is stale: with our proof it knows it and exits; the call then ends and we
+      // dial again, for a current process.
+      start_read(c);
+      return;
+    }
+    c->hello_received = theirs;
+    open_link(c, nullptr, 0);
+    return;
   }
+  // An acceptor: a caller's Hello. Nothing it says is acted on until it proves the secret.
+  if (status.ok() && hello->process < mine_.process) {
+    status = absl::FailedPreconditionError(
+        absl::StrCat("it says it is process ", hello->process,
+                     ", but only higher-numbered processes dial lower-numbered ones (is the "
+                     "hostfile the same for every process?)"));
+  }
+  if (!status.ok()) {
+    refuse(c,
+           absl::FailedPreconditionError(
+               absl::StrCat("process ", mine_.process, " (", addresses_[mine_.process],
+                            ") refused a link from ", c->address, ": ", status.message())),
+           hello.ok() ? refusal_for_peer(*hello) : std::string(status.message()));
+    return;
+  }
+  c->hello_received = *hello;
+  c->hello_sent = mine_;
+  c->hello_sent.nonce = make_nonce();
+  c->hello_sent.proof = handshake_mac(secret_, Role::kAcceptor, c->hello_received, c->hello_sent);
+  {
+    weir::MutexLock lock(c->mu);
+    c->phase = Connection::Phase::kProof;
+  }
+  enqueue(c, Frame::kHello, [&](std::string& out) { append_hello(c->hello_sent, out); });
+  start_read(c);
+}
+
+void GrpcTransport::on_proof(Connection* c, absl::Status parsed, const v1::FrameBatch& batch) {
+  const Hello& theirs = c->hello_received;
+  auto refused = [&](absl::string_view why) {
+    refuse(c,
+           absl::FailedPreconditionError(absl::StrCat(
+               "process ", mine_.process, " (", addresses_[mine_.process], ") refused a link from ",
+               c->address, " (saying it is process ", theirs.process, "): ", why)),
+           refusal_for_peer(theirs));
+  };
+  absl::StatusOr<std::string> mac = parsed.ok() ? read_proof(batch) : parsed;
+  if (!mac.ok()) {
+    refused(mac.status().message());
+    return;
+  }
+  if (!mac_matches(handshake_mac(secret_, Role::kDialer, theirs, c->hello_sent), *mac)) {
+    refused("it did not prove the cluster secret (is the secret the same for every process?)");
+    return;
+  }
+  // A member: its incarnation counts now, and it may be told why it is refused.
+  absl::Status current = check_incarnation(mine_, theirs);
+  if (!current.ok()) {
+    const std::string why =
+        absl::StrCat("process ", mine_.process, " (", addresses_[mine_.process],
+                     ") refused a link from process ", theirs.process, ": ", current.message());
+    if (theirs.incarnation > mine_.incarnation) {
+      set_fatal(absl::FailedPreconditionError(
+          absl::StrCat("process ", mine_.process, " is stale: its incarnation ", mine_.incarnation,
+                       " is older than that of process ", theirs.process, " (", theirs.incarnation,
+                       "), which connected from ", c->address)));
+      // Not FAILED_PRECONDITION: the newer dialer keeps trying, for a current process.
+      refuse(c, absl::FailedPreconditionError(why), why, grpc::StatusCode::ABORTED);
+    } else {
+      refuse(c, absl::FailedPreconditionError(why), why);
+    }
+    return;
+  }
+  bool taken = false;
+  {
+    weir::MutexLock lock(mu_);
+    taken = links_[theirs.process] != nullptr;
+  }
+  if (taken) {
+    const std::string why = absl::StrCat("process ", mine_.process, " (", addresses_[mine_.process],
+                                         ") refused a link from process ", theirs.process,
+                                         ": process ", theirs.process, " is already connected");
+    refuse(c, absl::FailedPreconditionError(why), why);
+    return;
+  }
+  c->peer = theirs.process;
+  open_link(c, &batch, 1);
+}
+
+void GrpcTransport::open_link(Connection* c, const v1::FrameBatch* batch, int first) {
   const uint32_t peer = c->peer;
   c->reader.emplace(peer, mine_, receiver_);
   {
@@ -659,13 +862,18 @@ void GrpcTransport::on_hello(Connection* c, absl::Status parsed, const v1::Frame
     if (c->side == Connection::Side::kDialer) dials_[peer].active = false;
   }
   changed_.notify_all();
-  start_read(c);
+  if (batch != nullptr && first < batch->frames_size()) {
+    after_frames(c, c->reader->on_batch(*batch, first));  // Frames that came with the Proof.
+  } else {
+    start_read(c);
+  }
 }
 
-void GrpcTransport::refuse(Connection* c, const absl::Status& why) {
+void GrpcTransport::refuse(Connection* c, const absl::Status& local, absl::string_view for_peer,
+                           grpc::StatusCode code) {
   {
     weir::MutexLock lock(mu_);
-    last_refusal_ = std::string(why.message());
+    last_refusal_ = std::string(local.message());
   }
   {
     weir::MutexLock lock(c->mu);
@@ -673,9 +881,7 @@ void GrpcTransport::refuse(Connection* c, const absl::Status& why) {
     c->finish_sent = true;
   }
   issue(c, [&] {
-    c->server_stream.Finish(
-        grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, std::string(why.message())),
-        &c->finish_tag);
+    c->server_stream.Finish(grpc::Status(code, std::string(for_peer)), &c->finish_tag);
   });
 }
 
@@ -704,7 +910,8 @@ void GrpcTransport::maybe_finish(Connection* c) {
   {
     weir::MutexLock lock(c->mu);
     if (c->finish_sent || c->failed || c->writing) return;
-    const bool handshake = c->phase == Connection::Phase::kHello;
+    const bool handshake =
+        c->phase == Connection::Phase::kHello || c->phase == Connection::Phase::kProof;
     const bool orderly = c->phase == Connection::Phase::kOpen && c->goodbye_received &&
                          (c->goodbye_written || c->write_closed);
     if (c->side == Connection::Side::kDialer) {
@@ -761,14 +968,16 @@ void GrpcTransport::on_finish(Connection* c, bool /*ok*/) {
     weir::MutexLock lock(mu_);
     Dial& dial = dials_[c->peer];
     dial.active = false;
-    if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+    if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION &&
+        c->handshake_error.empty()) {
       if (fatal_.ok()) {
         fatal_ = absl::FailedPreconditionError(absl::StrCat("process ", mine_.process,
                                                             " was refused by ", c->name(), ": ",
                                                             status.error_message()));
       }
     } else {
-      dial.last_error = status.error_message().empty()
+      dial.last_error = !c->handshake_error.empty() ? c->handshake_error
+                        : status.error_message().empty()
                             ? absl::StrCat("gRPC status ", status.error_code())
                             : status.error_message();
       dial.next = Clock::now() + kRetryInterval;
@@ -786,6 +995,7 @@ void GrpcTransport::fail_link(Connection* c, absl::Status status) {
     c->failed = true;
     c->write_closed = true;
     c->pending.clear();
+    c->pending_bytes = 0;
     c->space.notify_all();
   }
   c->cancel();
@@ -855,9 +1065,9 @@ void GrpcTransport::tick() {
         if (!c->writing && !c->goodbye_queued && now - c->last_queued >= heartbeat_interval_) {
           heartbeats.push_back(c);
         }
-      } else if (c->phase == Connection::Phase::kHello && c->side == Connection::Side::kAcceptor &&
-                 now - c->since > heartbeat_timeout_) {
-        cancel.push_back(c);  // A caller that never said Hello.
+      } else if ((c->phase == Connection::Phase::kHello || c->phase == Connection::Phase::kProof) &&
+                 c->side == Connection::Side::kAcceptor && now - c->since > kHandshakeTimeout) {
+        cancel.push_back(c);  // A caller that did not finish the handshake in time.
       }
       if (c->ended_at != Clock::time_point() && c->phase != Connection::Phase::kDone &&
           now - c->ended_at > kTeardownGrace) {

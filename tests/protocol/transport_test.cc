@@ -1,7 +1,11 @@
 // The gRPC transport in one process: two or three transports linked over loopback, each with
 // its own receiver. Frames arrive in order, close() ends links cleanly, a lost peer and a failed
-// peer are reported naming the peer, and a Hello from another cluster is refused.
+// peer are reported naming the peer, and a Hello from another cluster is refused. Issue 14: a
+// forged Hello (another cluster, a newer incarnation, no proof of the secret) changes nothing,
+// refusals tell the caller nothing about this process, only processes that know the cluster
+// secret link, and floods (before and after Hello) keep memory bounded.
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -10,12 +14,16 @@
 #include <functional>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "frame.h"
 #include "grpc_transport.h"
 #include "testing/ports.h"
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -120,6 +128,96 @@ std::vector<absl::StatusOr<std::unique_ptr<Transport>>> connect_all(
 
 bool mentions(const absl::Status& status, const std::string& words) {
   return status.message().find(words) != std::string::npos;
+}
+
+std::string address_of(const std::string& hostfile, size_t process) {
+  std::ifstream in(hostfile);
+  std::string line;
+  for (size_t i = 0; i <= process; ++i) std::getline(in, line);
+  return line;
+}
+
+// A Link.Connect call made by hand: what anyone who can reach the port can send.
+class RawCall {
+ public:
+  explicit RawCall(const std::string& address)
+      : stub_(grpc::CreateChannel(address, grpc::InsecureChannelCredentials())) {
+    context_.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    call_ = stub_.PrepareCall(&context_, "/weir.protocol.v1.Link/Connect", &cq_);
+    call_->StartCall(this);
+    next();
+  }
+  ~RawCall() {
+    context_.TryCancel();
+    cq_.Shutdown();
+    void* tag = nullptr;
+    bool ok = false;
+    while (cq_.Next(&tag, &ok)) {
+    }
+  }
+  RawCall(const RawCall&) = delete;
+  RawCall& operator=(const RawCall&) = delete;
+
+  bool write(const grpc::Slice& slice) {
+    grpc::ByteBuffer buffer(&slice, 1);
+    call_->Write(buffer, this);
+    return next();
+  }
+  bool write(const std::string& bytes) { return write(grpc::Slice(bytes)); }
+  // The next message, or nullopt when the stream ended.
+  std::optional<std::string> read() {
+    grpc::ByteBuffer buffer;
+    call_->Read(&buffer, this);
+    if (!next()) return std::nullopt;
+    grpc::Slice slice;
+    EXPECT_TRUE(buffer.DumpToSingleSlice(&slice).ok());
+    return std::string(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  }
+  grpc::Status finish() {
+    grpc::Status status;
+    call_->Finish(&status, this);
+    next();
+    return status;
+  }
+
+ private:
+  bool next() {
+    void* tag = nullptr;
+    bool ok = false;
+    if (!cq_.Next(&tag, &ok)) return false;
+    return ok;
+  }
+
+  grpc::GenericStub stub_;
+  grpc::CompletionQueue cq_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call_;
+};
+
+Hello forged_hello(const std::string& cluster_id, uint32_t process, uint32_t processes,
+                   uint32_t workers, uint64_t incarnation) {
+  Hello hello;
+  hello.cluster_id = cluster_id;
+  hello.process = process;
+  hello.processes = processes;
+  hello.workers = workers;
+  hello.incarnation = incarnation;
+  hello.nonce = std::string(kNonceBytes, 'x');
+  return hello;
+}
+
+std::string hello_bytes(const Hello& hello) {
+  std::string bytes;
+  append_hello(hello, bytes);
+  return bytes;
+}
+
+// Resident memory of this process, in bytes.
+size_t rss_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  size_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
 }
 
 TEST(TransportTest, FramesArriveInOrderAndCloseEndsCleanly) {
@@ -248,6 +346,198 @@ TEST(TransportTest, HeartbeatsKeepAnIdleLinkAlive) {
   EXPECT_TRUE(r1.failures().empty()) << r1.failures()[0];
   (*transports[1])->send_data(0, 3, 1, 0, "still here");
   ASSERT_TRUE(r0.wait([](const Recorder& r) { return r.data_size() == 1; }));
+  std::filesystem::remove(hostfile);
+}
+
+// Issue 14, item 2. On main, a 21-byte Hello from another cluster with a newer incarnation made
+// process 0 declare itself stale (before any check) and fail: a running cluster ended.
+TEST(TransportTest, ForgedHelloDoesNotStopARunningCluster) {
+  const std::string hostfile = write_hostfile(2);
+  Recorder r0, r1;
+  auto transports =
+      connect_all({config_for(hostfile, 2, 0), config_for(hostfile, 2, 1)}, {&r0, &r1});
+  for (auto& t : transports) ASSERT_TRUE(t.ok()) << t.status();
+  const std::string address = address_of(hostfile, 0);
+
+  // Another cluster, other -n and -w, a newer incarnation.
+  {
+    RawCall call(address);
+    call.write(hello_bytes(forged_hello("not-this-cluster", 1, 9, 7, 1)));
+    EXPECT_EQ(call.read(), std::nullopt);
+    const grpc::Status status = call.finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    // Nothing about process 0: not its cluster id, -n, -w or incarnation.
+    const std::string& said = status.error_message();
+    EXPECT_EQ(said.find("transport-test"), std::string::npos) << said;
+    EXPECT_EQ(said.find("-n 2"), std::string::npos) << said;
+    EXPECT_EQ(said.find("-w 1"), std::string::npos) << said;
+    EXPECT_EQ(said.find("incarnation"), std::string::npos) << said;
+    EXPECT_NE(said.find("refused"), std::string::npos) << said;
+  }
+  // This cluster's id, -n and -w (guessed) and a newer incarnation, without the proof.
+  for (const std::string& proof : {std::string(32, 'p'), std::string("garbage")}) {
+    RawCall call(address);
+    call.write(hello_bytes(forged_hello("transport-test", 1, 2, 1, 5)));
+    std::optional<std::string> answer = call.read();  // Process 0's Hello, and its proof.
+    ASSERT_TRUE(answer.has_value());
+    std::string bytes;
+    append_proof(proof, bytes);
+    call.write(bytes);
+    EXPECT_EQ(call.read(), std::nullopt);
+    EXPECT_EQ(call.finish().error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  }
+  // A caller that says Hello and then nothing is dropped after the handshake timeout.
+  {
+    RawCall call(address);
+    call.write(hello_bytes(forged_hello("transport-test", 1, 2, 1, 5)));
+    ASSERT_TRUE(call.read().has_value());
+    EXPECT_EQ(call.read(), std::nullopt);  // Ended by process 0 (within 2 s).
+  }
+  // The cluster still runs.
+  (*transports[1])->send_data(0, 3, 1, 0, "still here");
+  ASSERT_TRUE(r0.wait([](const Recorder& r) { return r.data_size() == 1; }));
+  EXPECT_TRUE(r0.failures().empty()) << r0.failures()[0];
+  EXPECT_TRUE(r1.failures().empty()) << r1.failures()[0];
+  std::filesystem::remove(hostfile);
+}
+
+// Issue 14, item 4: processes link only if they know the same secret; it never crosses.
+TEST(TransportTest, OnlyProcessesThatKnowTheSecretLink) {
+  const std::string secret = "0123456789abcdef0123456789abcdef";
+  const std::string hostfile = write_hostfile(2);
+  {
+    Recorder r0, r1;
+    Config c0 = config_for(hostfile, 2, 0), c1 = config_for(hostfile, 2, 1);
+    c0.cluster_secret = c1.cluster_secret = secret;
+    auto transports = connect_all({c0, c1}, {&r0, &r1});
+    for (auto& t : transports) ASSERT_TRUE(t.ok()) << t.status();
+    (*transports[1])->send_data(0, 3, 1, 0, "member");
+    ASSERT_TRUE(r0.wait([](const Recorder& r) { return r.data_size() == 1; }));
+
+    // A caller that knows the cluster id, -n and -w but not the secret.
+    RawCall call(address_of(hostfile, 0));
+    const Hello forged = forged_hello("transport-test", 1, 2, 1, 0);
+    call.write(hello_bytes(forged));
+    std::optional<std::string> answer = call.read();
+    ASSERT_TRUE(answer.has_value());
+    EXPECT_EQ(answer->find(secret), std::string::npos);  // Not in clear.
+    v1::FrameBatch batch;
+    ASSERT_TRUE(parse_batch(*answer, batch).ok());
+    absl::StatusOr<Hello> theirs = read_hello(batch);
+    ASSERT_TRUE(theirs.ok());
+    std::string proof;  // What a non-member can compute: the MAC with a guessed secret.
+    append_proof(handshake_mac("transport-test", Role::kDialer, forged, *theirs), proof);
+    call.write(proof);
+    EXPECT_EQ(call.read(), std::nullopt);
+    EXPECT_EQ(call.finish().error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_TRUE(r0.failures().empty()) << r0.failures()[0];
+    std::vector<std::future<absl::Status>> closes;
+    for (auto& t : transports) {
+      closes.push_back(std::async(std::launch::async, [&t] { return (*t)->close(); }));
+    }
+    for (auto& c : closes) EXPECT_TRUE(c.get().ok());
+  }
+  {
+    // A process with another secret: neither links; both say why.
+    Recorder r0, r1;
+    Config c0 = config_for(hostfile, 2, 0), c1 = config_for(hostfile, 2, 1);
+    c0.cluster_secret = secret;
+    c1.cluster_secret = "another secret, 32 bytes long..";
+    c0.startup_timeout = c1.startup_timeout = milliseconds(3000);
+    auto transports = connect_all({c0, c1}, {&r0, &r1});
+    ASSERT_FALSE(transports[0].ok());
+    ASSERT_FALSE(transports[1].ok());
+    EXPECT_TRUE(mentions(transports[0].status(), "did not prove the cluster secret"))
+        << transports[0].status();
+    EXPECT_TRUE(mentions(transports[1].status(), "did not prove the cluster secret"))
+        << transports[1].status();
+  }
+  {
+    // Too short a secret is a configuration error.
+    Recorder r0;
+    Config c0 = config_for(hostfile, 2, 0);
+    c0.cluster_secret = "short";
+    auto transport = connect_grpc(c0, r0);
+    ASSERT_FALSE(transport.ok());
+    EXPECT_TRUE(mentions(transport.status(), "at least 16")) << transport.status();
+  }
+  std::filesystem::remove(hostfile);
+}
+
+// Issue 14, item 5. On main, a caller that never said Hello was buffered to 1.85 GB in 5 s (the
+// receive limit was unlimited).
+TEST(TransportTest, FloodsKeepMemoryBounded) {
+  const std::string hostfile = write_hostfile(2);
+  Recorder r0, r1;
+  Config c0 = config_for(hostfile, 2, 0), c1 = config_for(hostfile, 2, 1);
+  c0.cluster_secret = c1.cluster_secret = "flood-test-secret-0123456789abcdef";
+  auto transports = connect_all({c0, c1}, {&r0, &r1});
+  for (auto& t : transports) ASSERT_TRUE(t.ok()) << t.status();
+  const std::string address = address_of(hostfile, 0);
+  const size_t baseline = rss_bytes();
+
+  std::atomic<bool> stop{false};
+  std::atomic<size_t> peak{baseline};
+  std::thread sampler([&] {
+    while (!stop) {
+      size_t now = rss_bytes();
+      size_t seen = peak.load();
+      while (now > seen && !peak.compare_exchange_weak(seen, now)) {
+      }
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+  });
+  // Messages the same buffer backs (no copy per call).
+  static const std::string big(size_t{24} << 20, 'B');   // Over the limit.
+  static const std::string under(size_t{7} << 20, 'u');  // Under it.
+  const grpc::Slice big_slice(big.data(), big.size(), grpc::Slice::STATIC_SLICE);
+  const grpc::Slice under_slice(under.data(), under.size(), grpc::Slice::STATIC_SLICE);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(4);
+  std::vector<std::thread> flooders;
+  for (int kind = 0; kind < 3; ++kind) {
+    flooders.emplace_back([&, kind] {
+      while (std::chrono::steady_clock::now() < until) {
+        RawCall call(address);
+        if (kind == 0) {  // Before Hello: a message far over the limit.
+          call.write(big_slice);
+        } else if (kind == 1) {  // Before Hello: messages under the limit, as fast as possible.
+          for (int i = 0; i < 4 && call.write(under_slice); ++i) {
+          }
+        } else {  // After a Hello that matches: large "proofs".
+          call.write(hello_bytes(forged_hello("transport-test", 1, 2, 1, 0)));
+          call.read();
+          for (int i = 0; i < 4 && call.write(under_slice); ++i) {
+          }
+        }
+        call.read();
+      }
+    });
+  }
+  // Callers that open calls and say nothing.
+  std::vector<std::unique_ptr<RawCall>> silent;
+  for (int i = 0; i < 64; ++i) silent.push_back(std::make_unique<RawCall>(address));
+  for (auto& f : flooders) f.join();
+  silent.clear();
+
+  // Frames on channels no worker has built: refused past the cap, counted even when empty.
+  ProcessShared process(1, 2, 0);
+  absl::Status held;
+  uint64_t frames = 0;
+  for (; frames < 10'000'000 && held.ok(); ++frames) {
+    held = process.deliver_data(1000 + frames, 1, 0, "");
+  }
+  EXPECT_EQ(held.code(), absl::StatusCode::kResourceExhausted) << held;
+  EXPECT_LE(frames, ProcessShared::kMaxPendingFrames + 1);
+
+  stop = true;
+  sampler.join();
+  const size_t grown = peak.load() - baseline;
+  std::printf("FloodsKeepMemoryBounded: RSS grew by %zu MiB at most\n", grown >> 20);
+  EXPECT_LT(grown, size_t{256} << 20) << "RSS grew by " << (grown >> 20) << " MiB";
+  // And the cluster still runs.
+  (*transports[1])->send_data(0, 3, 1, 0, "still here");
+  ASSERT_TRUE(r0.wait([](const Recorder& r) { return r.data_size() == 1; }));
+  EXPECT_TRUE(r0.failures().empty()) << r0.failures()[0];
   std::filesystem::remove(hostfile);
 }
 

@@ -17,58 +17,101 @@ ProcessShared::ProcessShared(size_t workers, size_t processes, size_t process)
 void ProcessShared::release_channel(uint64_t id) {
   weir::MutexLock lock(mu_);
   auto it = channels_.find(id);
-  if (it == channels_.end()) return;
+  if (it == channels_.end() || it->second.gone) return;
   if (++it->second.released >= workers()) {
-    pending_bytes_ -= it->second.pending_bytes;
-    channels_.erase(it);
+    // A tombstone: a frame that arrives later (a peer still sending) is dropped, instead of
+    // creating an entry that no worker will ever drain.
+    ChannelEntry& entry = it->second;
+    forget_pending(entry);
+    entry.object.reset();
+    entry.sink = nullptr;
+    entry.pending.shrink_to_fit();
+    entry.gone = true;
   }
 }
 
-absl::Status ProcessShared::deliver(uint64_t channel, uint32_t from, uint32_t to, uint64_t seq,
-                                    std::string_view payload) {
+void ProcessShared::forget_pending(ChannelEntry& entry) {
+  pending_bytes_ -= entry.pending_bytes;
+  pending_frames_ -= entry.pending.size();
+  entry.pending.clear();
+  entry.pending_bytes = 0;
+}
+
+absl::Status ProcessShared::wrong_kind(uint64_t channel, ChannelKind kind, uint32_t from) {
+  return kind == ChannelKind::kProgress
+             ? absl::InvalidArgumentError(
+                   absl::StrCat("progress frame from worker ", from, " names channel ", channel,
+                                ", which is a data channel (field channel of Progress)"))
+             : absl::InvalidArgumentError(
+                   absl::StrCat("data frame from worker ", from, " names channel ", channel,
+                                ", which is a progress channel (field channel of Data)"));
+}
+
+absl::Status ProcessShared::deliver(ChannelKind kind, uint64_t channel, uint32_t from, uint32_t to,
+                                    uint64_t seq, std::string_view payload) {
   RemoteSink sink;
   {
     weir::MutexLock lock(mu_);
-    auto& entry = channels_[channel];
-    if (!entry.sink) {
-      if (entry.object) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("frame from worker ", from, " for channel ", channel,
-                         ", which carries no data between processes"));
+    auto it = channels_.find(channel);
+    if (it != channels_.end() && it->second.gone) return absl::OkStatus();  // All released.
+    if (it != channels_.end() && it->second.sink) {
+      if (it->second.kind != kind) return wrong_kind(channel, kind, from);
+      sink = it->second.sink;
+    } else if (it != channels_.end() && it->second.object) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          kind == ChannelKind::kData ? "data" : "progress", " frame from worker ", from,
+          " names channel ", channel, ", which carries nothing between processes (field channel)"));
+    } else {
+      // Not built here yet: held, within the limits (checked before an entry is made, so a
+      // refused frame leaves nothing behind).
+      const size_t cost = kPendingFrameCost + payload.size();
+      if (pending_frames_ + 1 > kMaxPendingFrames || pending_bytes_ + cost > kMaxPendingBytes) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "frame from worker ", from, " for channel ", channel,
+            ", which no worker of this process has built: the frames held for channels not "
+            "built yet would exceed ",
+            kMaxPendingFrames, " frames or ", kMaxPendingBytes,
+            " bytes (an unknown channel id, or a peer far ahead of this process)"));
       }
-      if (pending_bytes_ + payload.size() > kMaxPendingBytes) {
-        return absl::ResourceExhaustedError(
-            absl::StrCat("frames from worker ", from, " for channel ", channel,
-                         ", which no worker of this process has built, exceed ", kMaxPendingBytes,
-                         " bytes: unknown channel id?"));
-      }
-      entry.pending.push_back(PendingFrame{from, to, seq, std::string(payload)});
-      entry.pending_bytes += payload.size();
-      pending_bytes_ += payload.size();
+      if (it == channels_.end()) it = channels_.emplace(channel, ChannelEntry{}).first;
+      ChannelEntry& entry = it->second;
+      entry.pending.push_back(PendingFrame{kind, from, to, seq, std::string(payload)});
+      entry.pending_bytes += cost;
+      pending_bytes_ += cost;
+      ++pending_frames_;
       return absl::OkStatus();
     }
-    sink = entry.sink;
   }
   return sink(from, to, seq, payload);
 }
 
 absl::Status ProcessShared::deliver_data(uint64_t channel, uint32_t from, uint32_t to,
                                          std::string_view payload) {
-  if (from >= total_workers() || to >= total_workers() || !is_local(to) || is_local(from)) {
+  if (from >= total_workers() || is_local(from)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("data frame from worker ", from,
+                     " (field from) is not a worker of another process of "
+                     "this cluster (process ",
+                     process_, " of ", processes_, ", ", workers(), " workers each)"));
+  }
+  if (to >= total_workers() || !is_local(to)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "data frame from worker ", from, " to worker ", to, " does not fit this cluster (process ",
+        "data frame to worker ", to, " (field to) is not a worker of this process (process ",
         process_, " of ", processes_, ", ", workers(), " workers each)"));
   }
-  return deliver(channel, from, to, 0, payload);
+  return deliver(ChannelKind::kData, channel, from, to, 0, payload);
 }
 
 absl::Status ProcessShared::deliver_progress(uint64_t channel, uint32_t from, uint64_t seq,
                                              std::string_view payload) {
   if (from >= total_workers() || is_local(from)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("progress frame from worker ", from, " does not fit this cluster"));
+        absl::StrCat("progress frame from worker ", from,
+                     " (field from) is not a worker of another process "
+                     "of this cluster (process ",
+                     process_, " of ", processes_, ", ", workers(), " workers each)"));
   }
-  return deliver(channel, from, 0, seq, payload);
+  return deliver(ChannelKind::kProgress, channel, from, 0, seq, payload);
 }
 
 void ProcessShared::fail(absl::Status status) {

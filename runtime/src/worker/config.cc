@@ -32,6 +32,14 @@ absl::StatusOr<Config> Config::from_args(std::vector<std::string>& args) {
     if (!parsed.ok()) return parsed.status();
     config.incarnation = *parsed;
   }
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): as above.
+  if (const char* secret = std::getenv("WEIR_CLUSTER_SECRET"); secret != nullptr) {
+    config.cluster_secret = secret;
+  }
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): as above.
+  if (const char* file = std::getenv("WEIR_CLUSTER_SECRET_FILE"); file != nullptr) {
+    config.cluster_secret_file = file;
+  }
   std::vector<std::string> rest;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
@@ -47,7 +55,7 @@ absl::StatusOr<Config> Config::from_args(std::vector<std::string>& args) {
                        flag == "-h" || flag == "--hostfile" || flag == "--cluster-id" ||
                        flag == "--incarnation" || flag == "--heartbeat-timeout-ms" ||
                        flag == "--startup-timeout-ms" || flag == "--tls-cert" ||
-                       flag == "--tls-key" || flag == "--tls-ca";
+                       flag == "--tls-key" || flag == "--tls-ca" || flag == "--cluster-secret-file";
     if (!known) {
       rest.push_back(arg);
       continue;
@@ -64,6 +72,10 @@ absl::StatusOr<Config> Config::from_args(std::vector<std::string>& args) {
     }
     if (flag == "--cluster-id") {
       config.cluster_id = value;
+      continue;
+    }
+    if (flag == "--cluster-secret-file") {
+      config.cluster_secret_file = value;
       continue;
     }
     if (flag == "--tls-cert" || flag == "--tls-key" || flag == "--tls-ca") {

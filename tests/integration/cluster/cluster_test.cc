@@ -493,6 +493,7 @@ protocol::Hello hello_as(uint32_t process, const std::string& cluster_id) {
   hello.process = process;
   hello.workers = 1;
   hello.processes = 2;
+  hello.nonce = std::string(protocol::kNonceBytes, 'n');
   return hello;
 }
 
@@ -536,22 +537,32 @@ TEST(ClusterTest, GarbageAndTruncatedFramesLeaveTheServerRunning) {
   EXPECT_EQ(p0->wait_for(seconds(60)), 0) << p0->err();
 }
 
-// Links to process 0 as a fake process 1 (a valid Hello), then sends `frames`.
+// Links to process 0 as a fake process 1 (a valid Hello and Proof: no secret is set), then sends
+// `frames`.
 void established_peer_sends(const std::string& frames, const std::string& words) {
   Cluster cluster(2);
   auto p0 = cluster.start(0, {"spin", "60"}, {"--cluster-id", "wire"});
   std::unique_ptr<RawCall> call;
   std::optional<std::string> answer;
+  const protocol::Hello mine = hello_as(1, "wire");
   // Process 0 may not listen yet: retry until it answers our Hello with its own.
   for (auto deadline = Clock::now() + seconds(30); !answer && Clock::now() < deadline;) {
     call = std::make_unique<RawCall>(cluster.address(0));
     std::string hello;
-    protocol::append_hello(hello_as(1, "wire"), hello);
+    protocol::append_hello(mine, hello);
     call->write(hello);
     answer = call->read();
     if (!answer) std::this_thread::sleep_for(milliseconds(50));
   }
   ASSERT_TRUE(answer.has_value()) << "process 0 never answered";
+  protocol::v1::FrameBatch batch;
+  ASSERT_TRUE(protocol::parse_batch(*answer, batch).ok());
+  absl::StatusOr<protocol::Hello> theirs = protocol::read_hello(batch);
+  ASSERT_TRUE(theirs.ok()) << theirs.status();
+  std::string proof;
+  protocol::append_proof(protocol::handshake_mac("", protocol::Role::kDialer, mine, *theirs),
+                         proof);
+  call->write(proof);
   call->write(frames);
   auto code = p0->wait_for(seconds(30));
   ASSERT_TRUE(code.has_value()) << "process 0 kept running";

@@ -13,7 +13,9 @@
 
 #include <concepts>
 #include <cstdint>
+#include <cstring>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -117,10 +119,12 @@ class Router {
       std::string payload;
       Codec<T>::encode(time, payload);
       Codec<std::vector<D>>::encode(batch, payload);
+      if (payload.size() > kMaxRemotePayload) {
+        send_split(worker, time, batch);
+      } else {
+        send_remote(worker, std::move(payload));
+      }
       batch.clear();
-      process_->transport()->send_data(process_->process_of(worker), channel_,
-                                       static_cast<uint32_t>(index_), static_cast<uint32_t>(worker),
-                                       std::move(payload));
       return;
     }
     std::vector<D> next = local_->take_buffer(capacity);
@@ -135,6 +139,49 @@ class Router {
   }
 
  private:
+  // A batch crosses processes in messages of at most about this many bytes (receivers refuse
+  // messages much larger than this: see docs/cluster.md, "Limits").
+  static constexpr size_t kMaxRemotePayload = size_t{1} << 20;
+
+  void send_remote(size_t worker, std::string payload) {
+    process_->transport()->send_data(process_->process_of(worker), channel_,
+                                     static_cast<uint32_t>(index_), static_cast<uint32_t>(worker),
+                                     std::move(payload));
+  }
+  // Rare: a batch whose encoding is too large for one message goes as several batches at the
+  // same time, each encoded as Codec<std::vector<D>> would (a count, then the records), of at
+  // most kMaxRemotePayload bytes unless one record alone is larger.
+  void send_split(size_t worker, const T& time, const std::vector<D>& batch) {
+    std::string payload;
+    size_t count_at = 0;
+    uint64_t count = 0;
+    auto start = [&] {
+      payload.clear();
+      Codec<T>::encode(time, payload);
+      count_at = payload.size();
+      Codec<uint64_t>::encode(0, payload);
+      count = 0;
+    };
+    auto finish = [&] {
+      std::memcpy(payload.data() + count_at, &count, sizeof(count));
+      send_remote(worker, std::move(payload));
+    };
+    start();
+    for (const D& record : batch) {
+      const size_t before = payload.size();
+      Codec<D>::encode(record, payload);
+      if (payload.size() > kMaxRemotePayload && count > 0) {
+        std::string record_bytes = payload.substr(before);
+        payload.resize(before);
+        finish();
+        start();
+        payload.append(record_bytes);
+      }
+      ++count;
+    }
+    if (count > 0) finish();
+  }
+
   size_t index_;
   uint64_t channel_;
   ProcessShared* process_;
@@ -231,19 +278,27 @@ std::pair<std::shared_ptr<ChannelShared<T, D>>, std::shared_ptr<ChannelEnd<T, D>
       id, [&] { return std::make_shared<ChannelShared<T, D>>(process->workers()); },
       [process, id](std::shared_ptr<ChannelShared<T, D>> channel) -> RemoteSink {
         // Runs on a transport thread: decode the batch and hand it to the local worker.
-        return
-            [process, id, channel](uint32_t from, uint32_t to, uint64_t, std::string_view payload) {
-              Message<T, D> message;
-              if (!Codec<T>::decode(payload, message.time) ||
-                  !Codec<std::vector<D>>::decode(payload, message.data) || !payload.empty()) {
-                return absl::InvalidArgumentError("malformed batch from worker " +
-                                                  std::to_string(from) + " on channel " +
-                                                  std::to_string(id));
-              }
-              message.from = from;
-              channel->inbox(to - process->first_worker()).push(std::move(message));
-              return absl::OkStatus();
-            };
+        return [process, id, channel](uint32_t from, uint32_t to, uint64_t,
+                                      std::string_view payload) {
+          Message<T, D> message;
+          if (!Codec<T>::decode(payload, message.time) ||
+              !Codec<std::vector<D>>::decode(payload, message.data) || !payload.empty()) {
+            return absl::InvalidArgumentError("malformed batch from worker " +
+                                              std::to_string(from) + " on channel " +
+                                              std::to_string(id));
+          }
+          // The transport checked `to` against this process; checked again here, where
+          // it indexes memory (one compare).
+          const size_t local = to - process->first_worker();
+          if (local >= process->workers()) {
+            return absl::InvalidArgumentError(
+                "batch from worker " + std::to_string(from) + " on channel " + std::to_string(id) +
+                " for worker " + std::to_string(to) + ", which is not one of this process's");
+          }
+          message.from = from;
+          channel->inbox(local).push(std::move(message));
+          return absl::OkStatus();
+        };
       });
   auto& inbox = shared->inbox(site.index - process->first_worker());
   inbox.set_activator(site.consumer_sync);

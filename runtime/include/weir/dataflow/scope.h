@@ -264,9 +264,10 @@ class Scope : public LocalActivator {
   }
 
   // Runtime-internal, for nested scopes: hands a progress batch to the scope on `path` below
-  // this one (or keeps it, when `path` is empty); queues a batch from child `child`'s subtree
-  // to be sent with this worker's next batch.
-  void dispatch_nested(std::span<const uint32_t> path,
+  // this one. A path that leads to no nested scope (empty, or through an operator that is not
+  // a scope) fails the link it came on and returns false. Queues a batch from child `child`'s
+  // subtree to be sent with this worker's next batch.
+  bool dispatch_nested(std::span<const uint32_t> path,
                        std::shared_ptr<const NestedBatchBase> batch);
   void queue_nested(uint32_t child, NestedProgress progress) {
     progress.path.insert(progress.path.begin(), child);
@@ -350,7 +351,6 @@ class Scope : public LocalActivator {
   Tracker<T> tracker_;
   ChangeBatch<std::pair<Location, T>> local_;  // This worker's changes since the last send.
   std::vector<NestedProgress> nested_out_;     // Changes of nested scopes since the last send.
-  FifoQueue<std::shared_ptr<const NestedBatchBase>> nested_in_;  // For a nested scope.
   bool boundary_active_ = false;
   absl::Status build_error_;
 
@@ -463,7 +463,8 @@ absl::Status Scope<T>::build() {
           }
           return absl::OkStatus();
         };
-      });
+      },
+      ChannelKind::kProgress);
   progress_shared_->inbox(index() - process->first_worker())
       .set_activator(SyncActivator(worker_.allocator().activation_queue(), path_));
   worker_.activations().activate(path_);
@@ -508,19 +509,24 @@ void Scope<T>::pass() {
 }
 
 template <Timestamp T>
-void Scope<T>::dispatch_nested(std::span<const uint32_t> path,
+bool Scope<T>::dispatch_nested(std::span<const uint32_t> path,
                                std::shared_ptr<const NestedBatchBase> batch) {
-  if (path.empty()) {
-    nested_in_.push_back(std::move(batch));
-    return;
+  // The path comes from another process as often as from this one: checked, never trusted.
+  ProgressHost* host = nullptr;
+  if (!path.empty() && path[0] < children_.size() && children_[path[0]] != nullptr) {
+    host = dynamic_cast<ProgressHost*>(children_[path[0]].get());
   }
-  const uint32_t child = path[0];
-  WEIR_CHECK(child < children_.size() && children_[child] != nullptr)
-      << "progress for unknown nested scope " << child << " in " << name_;
-  auto* host = dynamic_cast<ProgressHost*>(children_[child].get());
-  WEIR_CHECK(host != nullptr) << "progress for operator " << names_[child] << ", not a scope";
+  if (host == nullptr) {
+    std::string where;
+    for (uint32_t node : path) where += "/" + std::to_string(node);
+    worker_.allocator().process().link_failed(absl::InvalidArgumentError(
+        "progress batch for nested scope path '" + (where.empty() ? "(empty)" : where) +
+        "' in dataflow '" + name_ + "', which leads to no nested scope"));
+    return false;
+  }
   host->receive_nested(path.subspan(1), std::move(batch));
-  activate_child(child);
+  activate_child(path[0]);
+  return true;
 }
 
 template <Timestamp T>
@@ -599,7 +605,9 @@ void Scope<T>::receive_progress() {
       worker_.logger().log(ProgressBatch{false, progress_channel_, message.from,
                                          message.updates.size(), message.nested.size()});
     }
-    for (auto& nested : message.nested) dispatch_nested(nested.path, std::move(nested.batch));
+    for (auto& nested : message.nested) {
+      if (!dispatch_nested(nested.path, std::move(nested.batch))) return;
+    }
     // A step sends one vector per local worker and receives as many: keep that many, so that
     // steady-state exchange does not allocate.
     if (update_pool_.size() <= worker_.allocator().process().workers()) {
@@ -673,15 +681,21 @@ template <Timestamp T>
 bool Scope<T>::decode(std::string_view in, ProgressMessage& message) {
   if (!decode_updates<T>(in, message.updates)) return false;
   uint64_t n = 0;
-  if (!Codec<uint64_t>::decode(in, n) || n > in.size()) return false;
-  message.nested.resize(n);
-  for (auto& nested : message.nested) {
+  // Each nested batch takes at least its path's length and its bytes' length on the wire (and
+  // ~40 bytes in memory): a count the bytes cannot hold is refused before anything is made.
+  constexpr size_t kMinNestedBytes = 2 * sizeof(uint64_t);
+  if (!Codec<uint64_t>::decode(in, n) || n > in.size() / kMinNestedBytes) return false;
+  message.nested.clear();
+  message.nested.reserve(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    NestedProgress nested;
     auto batch = std::make_shared<EncodedNestedBatch>();
     if (!Codec<std::vector<uint32_t>>::decode(in, nested.path) ||
         !Codec<std::string>::decode(in, batch->bytes)) {
       return false;
     }
     nested.batch = std::move(batch);
+    message.nested.push_back(std::move(nested));
   }
   return in.empty();
 }

@@ -127,9 +127,11 @@ class Tracker {
 
   // True if `location` exists in this graph.
   bool has_location(Location location) const {
-    if (location.node + 1 >= target_base_.size()) return false;
+    // In 64 bits and as a difference: node UINT32_MAX must not wrap to 0, nor base + port
+    // onto another node's location.
+    if (size_t{location.node} + 1 >= target_base_.size()) return false;
     const auto& base = location.is_source ? source_base_ : target_base_;
-    return base[location.node] + location.port < base[location.node + 1];
+    return location.port < base[location.node + 1] - base[location.node];
   }
 
   // Summaries from `location` to each scope output.

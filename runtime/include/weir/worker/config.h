@@ -15,6 +15,10 @@
 //   --startup-timeout-ms N   how long to wait for every peer at start (default 30000)
 //   --tls-cert F --tls-key F --tls-ca F   TLS on the links; with --tls-ca, peers must present a
 //                            certificate signed by that CA (mutual TLS)
+//   --cluster-secret-file F  the cluster secret, which every process proves it knows when it
+//                            links (HMAC over nonces; never sent); also $WEIR_CLUSTER_SECRET_FILE,
+//                            or the secret itself in $WEIR_CLUSTER_SECRET (never on the command
+//                            line, where other users could read it)
 //
 // `from_args` takes these flags out of argv and leaves the program's own arguments.
 //
@@ -45,6 +49,11 @@ struct Config {
   std::chrono::milliseconds heartbeat_timeout{5000};
   std::chrono::milliseconds startup_timeout{30000};
   std::string tls_cert, tls_key, tls_ca;
+  // The cluster secret (bytes), or a file that holds it (read when the transport starts; one
+  // trailing newline is not part of it). Empty: no secret, and anyone who knows the cluster id,
+  // -n and -w can join (see docs/cluster.md, "Who may join").
+  std::string cluster_secret;
+  std::string cluster_secret_file;
 
   // Connects the processes of a cluster; set by weir::cluster::execute (protocol library).
   TransportFactory transport;

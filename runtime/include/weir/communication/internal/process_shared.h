@@ -30,6 +30,10 @@ namespace weir {
 using RemoteSink =
     std::function<absl::Status(uint32_t from, uint32_t to, uint64_t seq, std::string_view payload)>;
 
+// What a channel carries between processes: data frames (a batch for one worker) or progress
+// frames (a batch for every worker). A frame of the other kind is refused before any sink sees it.
+enum class ChannelKind : uint8_t { kData, kProgress };
+
 // State shared by the workers of one process.
 class ProcessShared final : public TransportReceiver {
  public:
@@ -46,10 +50,12 @@ class ProcessShared final : public TransportReceiver {
   size_t process_of(size_t worker) const { return worker / workers(); }
 
   // The shared object of channel `id`, created with `make` if no local worker has asked for it
-  // yet. `sink` (made once, with the object) decodes frames from other processes into it.
+  // yet. `sink` (made once, with the object) decodes frames of kind `kind` from other processes
+  // into it; frames of the other kind, or for a channel without a sink, are refused.
   template <class C, class Make>
   std::shared_ptr<C> channel(uint64_t id, Make&& make,
-                             std::function<RemoteSink(std::shared_ptr<C>)> sink = nullptr) {
+                             std::function<RemoteSink(std::shared_ptr<C>)> sink = nullptr,
+                             ChannelKind kind = ChannelKind::kData) {
     std::shared_ptr<C> object;
     absl::Status failed;
     {
@@ -58,12 +64,15 @@ class ProcessShared final : public TransportReceiver {
       if (entry.object) return std::static_pointer_cast<C>(entry.object);
       object = make();
       entry.object = object;
+      entry.kind = kind;
       if (sink) {
         entry.sink = sink(object);
         // The held frames go first, under the lock: a frame deliver() receives meanwhile must
         // not overtake them (progress batches are checked for order).
         for (auto& frame : entry.pending) {
-          absl::Status status = entry.sink(frame.from, frame.to, frame.seq, frame.payload);
+          absl::Status status = frame.kind == kind
+                                    ? entry.sink(frame.from, frame.to, frame.seq, frame.payload)
+                                    : wrong_kind(id, frame.kind, frame.from);
           if (!status.ok() && failed.ok()) {
             // Worded as the transport words a refusal on arrival: the peer is named.
             failed = absl::Status(
@@ -72,16 +81,23 @@ class ProcessShared final : public TransportReceiver {
                     " sent a frame this process refuses: " + std::string(status.message()));
           }
         }
-        entry.pending.clear();
-        pending_bytes_ -= entry.pending_bytes;
-        entry.pending_bytes = 0;
       }
+      forget_pending(entry);
     }
     if (!failed.ok()) link_failed(std::move(failed));
     return object;
   }
-  // One local worker is done with channel `id`; the registry forgets it after all are.
+  // One local worker is done with channel `id`; after all are, the registry keeps only a
+  // tombstone, and frames that still arrive for it are dropped.
   void release_channel(uint64_t id);
+
+  // Frames held for channels no local worker has built yet (a peer may run ahead), in all: at
+  // most this many, and at most this many bytes, each frame counted as its payload plus
+  // kPendingFrameCost (so that empty frames count too). Beyond either, the link that carried
+  // the frame fails (an unknown channel id, or a peer far ahead of this process).
+  static constexpr size_t kMaxPendingFrames = size_t{1} << 16;
+  static constexpr size_t kMaxPendingBytes = size_t{64} << 20;
+  static constexpr size_t kPendingFrameCost = 128;  // A held frame and its allocations.
 
   const std::shared_ptr<SyncActivationQueue>& activation_queue(size_t local_worker) const {
     return activation_queues_[local_worker];
@@ -104,9 +120,8 @@ class ProcessShared final : public TransportReceiver {
   absl::Status status() const;
 
  private:
-  // Frames held for a channel no local worker has built yet: at most this many bytes in all.
-  static constexpr size_t kMaxPendingBytes = size_t{1} << 30;
   struct PendingFrame {
+    ChannelKind kind = ChannelKind::kData;
     uint32_t from = 0, to = 0;
     uint64_t seq = 0;
     std::string payload;
@@ -114,18 +129,23 @@ class ProcessShared final : public TransportReceiver {
   struct ChannelEntry {
     std::shared_ptr<void> object;
     RemoteSink sink;
+    ChannelKind kind = ChannelKind::kData;
     std::vector<PendingFrame> pending;
-    size_t pending_bytes = 0;
+    size_t pending_bytes = 0;  // Counted as kPendingFrameCost + payload per frame.
     size_t released = 0;
+    bool gone = false;  // Every local worker released it: later frames are dropped.
   };
-  absl::Status deliver(uint64_t channel, uint32_t from, uint32_t to, uint64_t seq,
+  absl::Status deliver(ChannelKind kind, uint64_t channel, uint32_t from, uint32_t to, uint64_t seq,
                        std::string_view payload);
+  static absl::Status wrong_kind(uint64_t channel, ChannelKind kind, uint32_t from);
+  void forget_pending(ChannelEntry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   size_t processes_ = 1;
   size_t process_ = 0;
   mutable weir::Mutex mu_;
   std::unordered_map<uint64_t, ChannelEntry> channels_ ABSL_GUARDED_BY(mu_);
   size_t pending_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t pending_frames_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   // Release pairs with the acquire in failed(): a worker that sees the flag sees status_ too.
   std::atomic<bool> failed_{false};
