@@ -300,7 +300,7 @@ requires(!CodecAsBytes<D>::value && !internal::IsStdArray<D>::value) struct Code
   static bool decode(std::string_view& in, D& value) {
     if constexpr (internal::kBytewise<D>) {
       if (in.size() < sizeof(D)) return false;
-      std::memcpy(&value, in.data(), sizeof(D));
+      std::memcpy(static_cast<void*>(&value), in.data(), sizeof(D));
       in.remove_prefix(sizeof(D));
       return true;
     } else {
@@ -405,7 +405,9 @@ struct Codec<std::vector<D>> {
     value.clear();
     if constexpr (internal::kBytewise<D>) {
       value.resize(n);
-      if (n != 0) std::memcpy(value.data(), in.data(), n * sizeof(D));
+      // A pair of bytewise scalars is copyable by bytes though std::pair's assignment is not
+      // trivial (GCC's -Wclass-memaccess): the destination goes through void*.
+      if (n != 0) std::memcpy(static_cast<void*>(value.data()), in.data(), n * sizeof(D));
       in.remove_prefix(n * sizeof(D));
     } else {
       // Each element takes at least a byte, but may be far larger in memory than on the wire:
@@ -455,7 +457,9 @@ struct Codec<std::array<D, N>> {
   static bool decode(std::string_view& in, std::array<D, N>& value) {
     if constexpr (internal::kBytewise<D>) {
       if (in.size() < N * sizeof(D)) return false;
-      if constexpr (N != 0) std::memcpy(value.data(), in.data(), N * sizeof(D));
+      if constexpr (N != 0) {
+        std::memcpy(static_cast<void*>(value.data()), in.data(), N * sizeof(D));
+      }
       in.remove_prefix(N * sizeof(D));
       return true;
     } else {
