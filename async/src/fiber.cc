@@ -18,6 +18,7 @@
 #include <vector>
 
 #include <boost/context/fiber.hpp>
+#include <cxxabi.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -202,6 +203,20 @@ class PooledStack {
 
 thread_local Fiber* running_fiber = nullptr;
 
+// The C++ runtime's exception state of a thread (the Itanium C++ ABI's __cxa_eh_globals, as
+// libsupc++ and libc++abi lay it out): the stack of exceptions being handled (what `throw;` and
+// std::current_exception() see, and what leaving a handler destroys) and the count of exceptions
+// thrown but not yet caught (std::uncaught_exceptions()). It belongs to a stack, not a thread: a
+// fiber that suspends inside a catch handler, or in a destructor run by unwinding, takes its
+// state with it, and a resume brings it back. Without that, one fiber leaving its handler
+// destroys the exception another is still handling.
+struct EhGlobals {
+  void* caught_exceptions = nullptr;
+  unsigned int uncaught_exceptions = 0;
+};
+
+EhGlobals* thread_eh_globals() { return reinterpret_cast<EhGlobals*>(abi::__cxa_get_globals()); }
+
 #if defined(WEIR_TSAN)
 void tsan_switch(void* to) { __tsan_switch_to_fiber(to, 0); }
 #endif
@@ -219,6 +234,19 @@ struct Fiber::Impl {
   std::exception_ptr exception;
   Fiber* previous = nullptr;  // The fiber that was running when this one was resumed.
   bool unwinding = false;
+  // While the fiber runs: its resumer's exception state; otherwise the fiber's own.
+  EhGlobals eh;
+  // The thread's exception state (stable for the thread's lifetime; a fiber stays on the thread
+  // that created it).
+  EhGlobals* thread_eh = nullptr;
+
+  // Exchanges the thread's exception state with `eh`: right before switching into the fiber (the
+  // thread gets the fiber's state, `eh` keeps the resumer's) and right after control comes back
+  // (the other way round).
+  void swap_eh() {
+    std::swap(thread_eh->caught_exceptions, eh.caught_exceptions);
+    std::swap(thread_eh->uncaught_exceptions, eh.uncaught_exceptions);
+  }
 #if defined(WEIR_TSAN)
   void* tsan_fiber = nullptr;
   void* tsan_caller = nullptr;
@@ -245,11 +273,13 @@ Fiber::~Fiber() {
     impl.tsan_caller = __tsan_get_current_fiber();
     tsan_switch(impl.tsan_fiber);
 #endif
+    impl.swap_eh();
     {
       // Destroying a suspended Boost fiber resumes it with forced_unwind thrown from its
       // suspension point; the stack unwinds to the entry and the fiber finishes.
       ctx::fiber doomed = std::move(impl.fiber);
     }
+    impl.swap_eh();
 #if defined(WEIR_TSAN)
     tsan_switch(impl.tsan_caller);
 #endif
@@ -270,6 +300,7 @@ void Fiber::resume() {
   impl.tsan_caller = __tsan_get_current_fiber();
 #endif
   if (impl.state == Impl::State::kNew) {
+    impl.thread_eh = thread_eh_globals();
 #if defined(WEIR_TSAN)
     impl.tsan_fiber = __tsan_create_fiber(0);
     __tsan_set_fiber_name(impl.tsan_fiber, "weir fiber");
@@ -301,7 +332,9 @@ void Fiber::resume() {
 #if defined(WEIR_TSAN)
   tsan_switch(impl.tsan_fiber);
 #endif
+  impl.swap_eh();
   impl.fiber = std::move(impl.fiber).resume();
+  impl.swap_eh();
   running_fiber = impl.previous;
   if (!impl.fiber) {
 #if defined(WEIR_TSAN)

@@ -452,6 +452,53 @@ TEST(AsyncErrorTest, AHeldErrorKeepsEveryCapabilityUntilShutdown) {
   EXPECT_EQ(leaked, 0);
 }
 
+// Bodies on one worker that wait inside their catch handlers (the retry-with-backoff shape), then
+// rethrow: each fails with its own exception, not with another body's.
+TEST(AsyncErrorTest, BodiesThatWaitInCatchHandlersKeepTheirOwnExceptions) {
+  Watchdog watchdog("BodiesThatWaitInCatchHandlers");
+  constexpr int kBodies = 12;
+  auto result = testing::run_workers(1, [](Worker& worker) {
+    std::vector<AsyncError> errors;
+    std::vector<std::string> wrong;
+    const size_t index = worker.next_dataflow_index();
+    worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+      for (int b = 0; b < kBodies; ++b) {
+        const std::string name = "Retrier" + std::to_string(b);
+        AsyncOperatorBuilder<uint64_t> builder(name, scope);
+        builder.set_on_error(OnError::kHold);
+        builder.add_output<uint64_t>();
+        auto built = builder.build([&wrong, name, b](AsyncContext& ctx, Caps) {
+          for (int attempt = 0; attempt < 3; ++attempt) {
+            const std::string mine = name + " attempt " + std::to_string(attempt);
+            try {
+              throw std::runtime_error(mine);
+            } catch (const std::runtime_error& e) {
+              ctx.sleep_for(std::chrono::microseconds(100 * ((b * 7 + attempt) % 5)));
+              if (e.what() != mine) wrong.push_back(mine + " saw " + e.what());
+              ctx.yield();
+              if (attempt == 2) throw;  // Gives up with the last attempt's exception.
+            }
+          }
+        });
+        built.errors | inspect([&](const AsyncError& e) { errors.push_back(e); });
+      }
+    });
+    EXPECT_TRUE(step_until(worker, [&] { return errors.size() == kBodies; }));
+    worker.drop_dataflow(index);  // The failed bodies hold their outputs (kHold).
+    return std::pair(errors, wrong);
+  });
+  ASSERT_TRUE(result.ok()) << result.status();
+  const auto& [errors, wrong] = (*result)[0];
+  EXPECT_TRUE(wrong.empty()) << wrong.size()
+                             << " handlers saw another exception, the first: " << wrong.front();
+  ASSERT_EQ(errors.size(), static_cast<size_t>(kBodies));
+  for (const AsyncError& e : errors) {
+    EXPECT_EQ(e.status.code(), absl::StatusCode::kInternal);
+    EXPECT_EQ(std::string(e.status.message()), e.operator_name + " attempt 2")
+        << e.operator_name << " failed with another body's exception";
+  }
+}
+
 // ---- shutdown and dropping ----
 
 struct Sentinel {

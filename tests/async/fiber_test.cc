@@ -143,6 +143,95 @@ TEST(FiberTest, FibersNest) {
   EXPECT_EQ(trace, (std::vector<int>{1, 2, 3, 4, 5, 6}));
 }
 
+// ---- exception state per fiber ----
+
+// The C++ runtime keeps the exceptions being handled (std::current_exception, what `throw;`
+// rethrows) and the count of uncaught ones per thread. Fibers that suspend inside a catch handler
+// each keep their own: leaving one fiber's handler must not destroy another's exception.
+TEST(FiberExceptionTest, HandlersThatSuspendKeepTheirOwnException) {
+  constexpr int kFibers = 16;
+  constexpr int kRounds = 20;
+  std::vector<std::unique_ptr<Fiber>> fibers(kFibers);
+  std::vector<std::string> wrong;
+  for (int f = 0; f < kFibers; ++f) {
+    fibers[f] = std::make_unique<Fiber>([&, f] {
+      for (int round = 0; round < kRounds; ++round) {
+        const std::string mine = "fiber " + std::to_string(f) + " round " + std::to_string(round);
+        try {
+          try {
+            throw std::runtime_error(mine);
+          } catch (const std::runtime_error& e) {
+            // Every other fiber enters and leaves its own handler meanwhile.
+            fibers[f]->suspend();
+            if (e.what() != mine) wrong.push_back(mine + " saw " + e.what());
+            try {
+              std::rethrow_exception(std::current_exception());
+            } catch (const std::runtime_error& current) {
+              if (current.what() != mine) {
+                wrong.push_back(mine + ": current_exception() is " + current.what());
+              }
+            }
+            fibers[f]->suspend();
+            throw;  // Rethrows the exception this handler caught.
+          }
+        } catch (const std::runtime_error& rethrown) {
+          if (rethrown.what() != mine)
+            wrong.push_back(mine + ": throw; rethrew " + rethrown.what());
+        }
+        if (std::uncaught_exceptions() != 0) wrong.push_back(mine + ": uncaught exceptions");
+        fibers[f]->suspend();
+      }
+    });
+  }
+  for (bool any = true; any;) {
+    any = false;
+    for (auto& fiber : fibers) {
+      if (!fiber->is_done()) {
+        fiber->resume();
+        any = true;
+      }
+    }
+  }
+  for (auto& fiber : fibers) EXPECT_EQ(fiber->exception(), nullptr);
+  EXPECT_TRUE(wrong.empty()) << wrong.size() << " wrong, the first: " << wrong.front();
+  EXPECT_EQ(std::current_exception(), nullptr);
+  EXPECT_EQ(std::uncaught_exceptions(), 0);
+}
+
+// A destructor that suspends while an exception unwinds its fiber's stack: the exception is
+// uncaught in that fiber only, not on the thread's own stack or in other fibers.
+TEST(FiberExceptionTest, UncaughtExceptionsAreCountedPerFiber) {
+  std::unique_ptr<Fiber> unwinding, other;
+  int uncaught_while_unwinding = -1;
+  int uncaught_elsewhere = -1;
+  int uncaught_on_thread = -1;
+  struct SuspendsInDestructor {
+    Fiber* fiber;
+    int* seen;
+    ~SuspendsInDestructor() {
+      fiber->suspend();
+      *seen = std::uncaught_exceptions();
+    }
+  };
+  unwinding = std::make_unique<Fiber>([&] {
+    try {
+      SuspendsInDestructor guard{unwinding.get(), &uncaught_while_unwinding};
+      throw std::runtime_error("unwinding");
+    } catch (const std::runtime_error&) {
+    }
+  });
+  other = std::make_unique<Fiber>([&] { uncaught_elsewhere = std::uncaught_exceptions(); });
+  unwinding->resume();  // Suspends in the guard's destructor, mid-unwind.
+  uncaught_on_thread = std::uncaught_exceptions();
+  other->resume();
+  unwinding->resume();
+  EXPECT_TRUE(unwinding->is_done());
+  EXPECT_EQ(unwinding->exception(), nullptr);
+  EXPECT_EQ(uncaught_on_thread, 0);
+  EXPECT_EQ(uncaught_elsewhere, 0);
+  EXPECT_EQ(uncaught_while_unwinding, 1);
+}
+
 // Recursion that the compiler cannot turn into a loop.
 __attribute__((noinline)) int recurse(volatile char* previous, int depth) {
   volatile char frame[1024];
