@@ -326,6 +326,42 @@ TEST(AsyncOperatorTest, RunsInsideNestedScopes) {
   EXPECT_EQ(all, expected);
 }
 
+// The body's closure, and what it captured, is released when the body returns: a capability kept
+// there does not hold the output afterwards.
+TEST(AsyncOperatorTest, TheClosureIsReleasedWhenTheBodyReturns) {
+  Watchdog watchdog("TheClosureIsReleasedWhenTheBodyReturns");
+  auto result = testing::run_workers(1, [](Worker& worker) {
+    ProbeHandle<uint64_t> probe;
+    bool returned = false;
+    auto owned = std::make_shared<int>(7);
+    std::weak_ptr<int> watched = owned;
+    const size_t index = worker.next_dataflow_index();
+    worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+      AsyncOperatorBuilder<uint64_t> builder("Keeper", scope);
+      auto [out, stream] = builder.add_output<uint64_t>();
+      builder.build(
+          [&returned, out, owned = std::move(owned), kept = std::optional<Capability<uint64_t>>()](
+              AsyncContext&, Caps caps) mutable {
+            kept = caps[0].delayed(5);
+            caps[0].clear();
+            out.give(*kept, uint64_t{*owned});
+            returned = true;
+          });
+      stream | probe_with(probe);
+    });
+    EXPECT_TRUE(step_until(worker, [&] { return returned; }));
+    const bool done = step_until(
+        worker, [&] { return probe.done(); }, std::chrono::seconds(5));
+    const bool freed = watched.expired();
+    if (!done) worker.drop_dataflow(index);
+    return std::pair(done, freed);
+  });
+  ASSERT_TRUE(result.ok()) << result.status();
+  const auto [done, freed] = (*result)[0];
+  EXPECT_TRUE(done) << "a capability in the returned body's closure still holds its output";
+  EXPECT_TRUE(freed) << "the returned body's closure is still alive";
+}
+
 // ---- errors ----
 
 // Gives at time 0 (held by the body's set), yields, then fails.
@@ -499,6 +535,127 @@ TEST(AsyncErrorTest, BodiesThatWaitInCatchHandlersKeepTheirOwnExceptions) {
   }
 }
 
+// An operator whose output follows its input: gives part of a batch at time 0, then fails.
+struct PartialFailure {
+  InputHandle<uint64_t, uint64_t> input;
+  ShutdownButton button;
+};
+PartialFailure partial_failure(Worker& worker, OnError on_error, ProbeHandle<uint64_t>& probe,
+                               std::vector<AsyncError>& errors, size_t* index = nullptr) {
+  if (index != nullptr) *index = worker.next_dataflow_index();
+  std::optional<ShutdownButton> button;
+  auto input = worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+    auto [handle, stream] = new_input<uint64_t>(scope);
+    AsyncOperatorBuilder<uint64_t> builder("Partial", scope);
+    builder.set_on_error(on_error);
+    auto in = builder.add_input(stream);
+    auto [out, out_stream] = builder.add_output<uint64_t>();
+    auto built = builder.build([in, out](AsyncContext& ctx, Caps caps) mutable {
+      caps[0].clear();  // The output follows the input.
+      for (;;) {
+        auto event = in.next();
+        if (auto* data = event.data()) {
+          out.give(data->capability, data->batch.front());  // Part of the batch...
+          ctx.yield();                                      // ...flushed downstream...
+          throw std::runtime_error("half done");            // ...and the rest never.
+        }
+        if (event.is_end()) return;
+      }
+    });
+    button.emplace(std::move(built.button));
+    out_stream | probe_with(probe);
+    built.errors | inspect([&](const AsyncError& e) { errors.push_back(e); });
+    return std::move(handle);
+  });
+  return PartialFailure{std::move(input), std::move(*button)};
+}
+
+// OnError::kHold holds an output that follows its input at the time of the batch the body held
+// when it failed, also once the input moves on, until the operator is shut down.
+TEST(AsyncErrorTest, AHeldErrorHoldsOutputsThatFollowTheInput) {
+  Watchdog watchdog("AHeldErrorHoldsOutputsThatFollowTheInput");
+  auto result = testing::run_workers(1, [](Worker& worker) {
+    ProbeHandle<uint64_t> probe;
+    std::vector<AsyncError> errors;
+    auto [input, button] = partial_failure(worker, OnError::kHold, probe, errors);
+    input.send(1);
+    input.send(2);
+    input.advance_to(1);
+    EXPECT_TRUE(step_until(worker, [&] { return !errors.empty(); }));
+    input.advance_to(3);
+    input.send(3);
+    input.close();
+    int released = 0;
+    for (int i = 0; i < 200; ++i) {
+      worker.step_or_park(std::chrono::microseconds(100));
+      if (!probe.less_equal(0)) ++released;
+    }
+    EXPECT_EQ(released, 0) << "time 0 looked complete with only part of its output";
+    EXPECT_FALSE(worker.failed());
+    button.press();
+    return step_until(worker, [&] { return probe.done(); });
+  });
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE((*result)[0]);
+}
+
+// OnError::kFail fails the execution before the failed body's consumption is reported: no worker
+// sees time 0 complete with partial output. Worker 0 holds the failing batch and steps slowly, so
+// that worker 1 would see whatever worker 0 reports before failing.
+TEST(AsyncErrorTest, AFailureComesBeforeTheConsumptionIsReported) {
+  Watchdog watchdog("AFailureComesBeforeTheConsumption");
+  std::atomic<int> released_early{0};
+  auto result = testing::run_workers(2, [&](Worker& worker) {
+    ProbeHandle<uint64_t> probe;
+    std::vector<AsyncError> errors;
+    auto [input, button] = partial_failure(worker, OnError::kFail, probe, errors);
+    if (worker.index() == 0) {
+      input.send(1);
+      input.send(2);
+    }
+    input.advance_to(1);
+    const auto deadline = std::chrono::steady_clock::now() + testing::kDeadline;
+    while (!worker.failed() && std::chrono::steady_clock::now() < deadline) {
+      if (worker.index() == 0) {
+        worker.step();
+        std::this_thread::sleep_for(2ms);
+      } else {
+        worker.step_or_park(100us);
+      }
+      if (!worker.failed() && !probe.less_equal(0)) ++released_early;
+    }
+  });
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.message().find("half done"), std::string::npos) << result.message();
+  EXPECT_EQ(released_early.load(), 0) << "time 0 looked complete before the failure";
+}
+
+// A press after a failure and before the execution failed does not hide the failure.
+TEST(AsyncErrorTest, APressDoesNotHideAFailure) {
+  Watchdog watchdog("APressDoesNotHideAFailure");
+  auto result = testing::run_workers(1, [](Worker& worker) {
+    bool failed_in_body = false;
+    std::optional<ShutdownButton> button;
+    worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+      AsyncOperatorBuilder<uint64_t> builder("FailsThenPressed", scope);
+      builder.add_output<uint64_t>();
+      auto built = builder.build([&](AsyncContext&, Caps) -> absl::Status {
+        failed_in_body = true;
+        return absl::DataLossError("lost a batch");
+      });
+      button.emplace(std::move(built.button));
+    });
+    EXPECT_TRUE(step_until(worker, [&] { return failed_in_body; }));
+    button->press();
+    while (worker.step_or_park(1ms)) {
+    }
+  });
+  ASSERT_FALSE(result.ok()) << "the press hid the failure";
+  EXPECT_EQ(result.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(result.message().find("operator 'FailsThenPressed'"), std::string::npos)
+      << result.message();
+}
+
 // ---- shutdown and dropping ----
 
 struct Sentinel {
@@ -594,6 +751,40 @@ TEST(AsyncShutdownTest, AShutdownTokenPressesWhenDropped) {
   });
   ASSERT_TRUE(result.ok()) << result.status();
   for (bool done : *result) EXPECT_TRUE(done);
+}
+
+// A button and a token that outlive the execution: pressing them afterwards does nothing (and
+// touches nothing the execution owned).
+TEST(AsyncShutdownTest, AButtonAndATokenMayOutliveTheExecution) {
+  Watchdog watchdog("AButtonAndATokenMayOutliveTheExecution");
+  std::vector<ShutdownButton> buttons;
+  std::vector<ShutdownToken> tokens;
+  weir::Mutex mu;
+  auto result = testing::run_workers(2, [&](Worker& worker) {
+    ProbeHandle<uint64_t> probe;
+    worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+      for (int k = 0; k < 2; ++k) {
+        AsyncOperatorBuilder<uint64_t> builder("Brief", scope);
+        auto [out, stream] = builder.add_output<uint64_t>();
+        auto built = builder.build([](AsyncContext&, Caps) {});
+        stream | probe_with(probe);
+        weir::MutexLock lock(mu);
+        if (k == 0) {
+          buttons.push_back(std::move(built.button));
+        } else {
+          tokens.push_back(std::move(built.button).press_on_drop());
+        }
+      }
+    });
+    return step_until(worker, [&] { return probe.done(); });
+  });
+  ASSERT_TRUE(result.ok()) << result.status();
+  for (bool done : *result) EXPECT_TRUE(done);
+  for (auto& button : buttons) {
+    button.press();
+    EXPECT_TRUE(button.is_pressed());
+  }
+  tokens.clear();  // Each presses its button.
 }
 
 // Dropping a dataflow whose bodies wait in every way unwinds their fibers: every capability is

@@ -118,9 +118,12 @@ namespace internal {
 // A shutdown button as the workers of a process share it: it counts the presses of every worker
 // of the cluster and activates the operator on each local worker at every press. A press on this
 // process goes to every other process as an empty data frame on the button's channel.
+//
+// A button or token may outlive its execution (kept by the caller of `execute`): it refers to
+// the process's shared state weakly, and a press once the execution is over does nothing.
 class ButtonShared {
  public:
-  ButtonShared(ProcessShared* process, uint64_t channel)
+  ButtonShared(const std::shared_ptr<ProcessShared>& process, uint64_t channel)
       : process_(process), channel_(channel), activators_(process->workers()) {}
 
   // What decodes presses from other processes (a transport thread calls it).
@@ -142,11 +145,13 @@ class ButtonShared {
   }
   // Worker `worker` (global index, of this process) pressed.
   void press(size_t worker) {
-    if (Transport* transport = process_->transport()) {
-      for (size_t p = 0; p < process_->processes(); ++p) {
-        if (p == process_->process()) continue;
+    std::shared_ptr<ProcessShared> process = process_.lock();
+    if (!process) return;  // The execution is over: nothing left to shut down.
+    if (Transport* transport = process->transport()) {
+      for (size_t p = 0; p < process->processes(); ++p) {
+        if (p == process->process()) continue;
         transport->send_data(p, channel_, static_cast<uint32_t>(worker),
-                             static_cast<uint32_t>(p * process_->workers()), std::string());
+                             static_cast<uint32_t>(p * process->workers()), std::string());
       }
     }
     count();
@@ -165,7 +170,7 @@ class ButtonShared {
     for (const auto& activator : activators) activator.activate();
   }
 
-  ProcessShared* process_;
+  std::weak_ptr<ProcessShared> process_;
   uint64_t channel_;
   std::atomic<size_t> presses_{0};
   weir::Mutex mu_;
@@ -414,7 +419,7 @@ class AsyncOperator final : public Operator<T> {
     Worker& worker = scope.worker();
     // Every worker builds the same operators in the same order: they meet at the same button.
     button_channel_ = worker.allocator().next_channel_id();
-    ProcessShared* process = &worker.allocator().process();
+    const std::shared_ptr<ProcessShared>& process = worker.allocator().shared_process();
     const uint64_t channel = button_channel_;
     auto shared = process->template channel<internal::ButtonShared>(
         channel, [&] { return std::make_shared<internal::ButtonShared>(process, channel); },
@@ -448,17 +453,18 @@ class AsyncOperator final : public Operator<T> {
     for (size_t i = 0; i < inputs_.size(); ++i) {
       inputs_[i]->apply_frontier(this->progress_.frontiers[i]);
     }
+    // A failure goes first: a press never hides it.
+    if (fail_pending_) {
+      fail_pending_ = false;
+      fail_execution();
+      return false;
+    }
     if (button_->pressed) {
       // Phase one: this worker pressed, so the body no longer runs. Phase two, once every worker
       // pressed: unwind it and let go of everything.
       if (button_->shared->presses() < scope_.worker().peers()) return false;
       if (state_ != State::kShutDown) shut_down();
       drain_inputs();
-      return false;
-    }
-    if (fail_pending_) {
-      fail_pending_ = false;
-      fail_execution();
       return false;
     }
     bool again = false;
@@ -471,7 +477,8 @@ class AsyncOperator final : public Operator<T> {
         again = context_.take_yield();
       }
     }
-    if (state_ != State::kRunning) drain_inputs();
+    // A failed operator drains nothing: what is queued holds its outputs too.
+    if (state_ == State::kDone) drain_inputs();
     return again;
   }
 
@@ -529,6 +536,9 @@ class AsyncOperator final : public Operator<T> {
 
   // The body returned or threw: on this thread's stack, after the fiber finished.
   void finish_body() {
+    // What the closure captured goes with the body (a capability kept there would hold its
+    // output forever): its release is reported with the run's, or held again if the body failed.
+    body_ = nullptr;
     absl::Status status = status_;
     if (std::exception_ptr error = fiber_->exception()) status = exception_status(error);
     if (status.ok()) {
@@ -538,6 +548,7 @@ class AsyncOperator final : public Operator<T> {
       return;
     }
     hold_released();
+    withhold_consumed();
     state_ = State::kFailed;
     failure_ = status;
     error_port_->give(error_capability_->time(),
@@ -563,6 +574,15 @@ class AsyncOperator final : public Operator<T> {
     }
   }
 
+  // Takes back the consumption the failed run would report: the batches it was handling (a
+  // batch's InputCapability released by the failure, say) count as unread again, so every output
+  // their input is connected to stays held at their times, as the queued batches, which a failed
+  // operator no longer drains, hold it at theirs. Reported once the operator is shut down.
+  void withhold_consumed() {
+    withheld_.resize(inputs_.size());
+    for (size_t i = 0; i < inputs_.size(); ++i) consumed(i).drain_into(withheld_[i]);
+  }
+
   void fail_execution() {
     Worker& worker = scope_.worker();
     worker.fail(absl::Status(failure_.code(), "operator '" + name_ + "' in dataflow '" +
@@ -577,7 +597,8 @@ class AsyncOperator final : public Operator<T> {
     capabilities_.clear();
     held_.clear();
     error_capability_.reset();
-    fail_pending_ = false;
+    for (size_t i = 0; i < withheld_.size(); ++i) withheld_[i].drain_into(consumed(i));
+    withheld_.clear();
     state_ = State::kShutDown;
   }
 
@@ -615,7 +636,8 @@ class AsyncOperator final : public Operator<T> {
 
   std::vector<CapabilitySet<T>> capabilities_;  // The body's, one set per output.
   std::optional<Capability<T>> error_capability_;
-  std::vector<Capability<T>> held_;  // Re-held after a failure.
+  std::vector<Capability<T>> held_;       // Re-held after a failure.
+  std::vector<ChangeBatch<T>> withheld_;  // Per input: consumption a failed run did not report.
 
   std::shared_ptr<internal::ButtonState> button_;
   uint64_t button_channel_ = 0;
