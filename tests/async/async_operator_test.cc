@@ -179,6 +179,128 @@ TEST(AsyncOperatorTest, InputCapabilityOutlivesSuspensionsUntilTheNextEvent) {
   EXPECT_EQ(all, expected);
 }
 
+// ---- capabilities that cannot lie ----
+
+// A session holds a capability at its time: kept across a wait after the body cleared its set,
+// it holds the output, and what it gives later is not behind the downstream frontier.
+TEST(AsyncCapabilityTest, ASessionHoldsItsTimeAfterTheSetIsCleared) {
+  Watchdog watchdog("ASessionHoldsItsTime");
+  auto result = testing::run_workers(1, [](Worker& worker) {
+    ProbeHandle<uint64_t> probe;
+    bool waiting = false;
+    bool go = false;
+    uint64_t violations = 0;
+    std::vector<uint64_t> seen;
+    worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+      AsyncOperatorBuilder<uint64_t> builder("SessionKeeper", scope);
+      auto [out, stream] = builder.add_output<uint64_t>();
+      builder.build([&, out](AsyncContext& ctx, Caps caps) mutable {
+        auto session = out.session(caps[0].first());
+        caps[0].clear();
+        waiting = true;
+        while (!go) ctx.sleep_for(1ms);
+        session.give(7);
+      });
+      unary_frontier<uint64_t>(
+          stream, Pipeline{}, "Check",
+          [&](const Capability<uint64_t>&, const OperatorInfo&) {
+            return [&](auto& in, auto&) {
+              in.for_each([&](const InputCapability<uint64_t>& cap, std::vector<uint64_t>& data) {
+                if (!in.frontier().less_equal(cap.time())) ++violations;
+                seen.insert(seen.end(), data.begin(), data.end());
+              });
+            };
+          }) |
+          probe_with(probe);
+    });
+    EXPECT_TRUE(step_until(worker, [&] { return waiting; }));
+    step_idle(worker);
+    const bool held = probe.less_equal(0);
+    go = true;
+    EXPECT_TRUE(step_until(worker, [&] { return probe.done(); }));
+    return std::tuple(held, violations, seen);
+  });
+  ASSERT_TRUE(result.ok()) << result.status();
+  const auto& [held, violations, seen] = (*result)[0];
+  EXPECT_TRUE(held) << "a live session did not hold its output";
+  EXPECT_EQ(violations, 0u);
+  EXPECT_EQ(seen, std::vector<uint64_t>{7});
+}
+
+// Gives with an InputCapability that was moved from: a clear error naming the operator.
+TEST(AsyncCapabilityDeathTest, AMovedFromInputCapabilityCannotGive) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        (void)testing::run_workers(1, [](Worker& worker) {
+          auto input = worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+            auto [handle, stream] = new_input<uint64_t>(scope);
+            AsyncOperatorBuilder<uint64_t> builder("Mover", scope);
+            auto in = builder.add_input(stream);
+            auto [out, out_stream] = builder.add_output<uint64_t>();
+            builder.build([in, out](AsyncContext&, Caps caps) mutable {
+              caps[0].clear();
+              for (;;) {
+                auto event = in.next();
+                if (auto* data = event.data()) {
+                  InputCapability<uint64_t> kept = std::move(data->capability);
+                  out.give(data->capability, 1);
+                }
+                if (event.is_end()) return;
+              }
+            });
+            return std::move(handle);
+          });
+          input.send(1);
+          input.close();
+          while (worker.step_or_park(1ms)) {
+          }
+        });
+      },
+      "moved-from input capability used with output 0 of Mover");
+}
+
+// Gives on one operator's output with another operator's InputCapability: a clear error.
+TEST(AsyncCapabilityDeathTest, AnotherOperatorsInputCapabilityCannotGive) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        (void)testing::run_workers(1, [](Worker& worker) {
+          std::optional<InputCapability<uint64_t>> stolen;
+          auto input = worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+            auto [handle, stream] = new_input<uint64_t>(scope);
+            AsyncOperatorBuilder<uint64_t> first("First", scope);
+            auto in = first.add_input(stream);
+            first.add_output<uint64_t>();
+            first.build([&, in](AsyncContext& ctx, Caps caps) mutable {
+              caps[0].clear();
+              for (;;) {
+                auto event = in.next();
+                if (auto* data = event.data()) {
+                  stolen.emplace(std::move(data->capability));
+                  break;
+                }
+              }
+              ctx.wait_until([] { return false; });
+            });
+            AsyncOperatorBuilder<uint64_t> second("Second", scope);
+            auto [out, out_stream] = second.add_output<uint64_t>();
+            second.build([&, out](AsyncContext& ctx, Caps caps) mutable {
+              caps[0].clear();
+              while (!stolen) ctx.sleep_for(1ms);
+              out.give(*stolen, 1);
+            });
+            return std::move(handle);
+          });
+          input.send(1);
+          input.advance_to(1);
+          while (worker.step_or_park(1ms)) {
+          }
+        });
+      },
+      "input capability of another operator used with output 0 of Second");
+}
+
 // With little fuel, giving yields often: the records leave in many flushes.
 TEST(AsyncOperatorTest, GivingYieldsWhenFuelRunsOut) {
   Watchdog watchdog("GivingYieldsWhenFuelRunsOut");
