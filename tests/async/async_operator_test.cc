@@ -466,7 +466,7 @@ TEST(AsyncOperatorTest, TheClosureIsReleasedWhenTheBodyReturns) {
               AsyncContext&, Caps caps) mutable {
             kept = caps[0].delayed(5);
             caps[0].clear();
-            out.give(*kept, uint64_t{*owned});
+            out.give(*kept, static_cast<uint64_t>(*owned));
             returned = true;
           });
       stream | probe_with(probe);
@@ -775,6 +775,59 @@ TEST(AsyncErrorTest, APressDoesNotHideAFailure) {
   ASSERT_FALSE(result.ok()) << "the press hid the failure";
   EXPECT_EQ(result.code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(result.message().find("operator 'FailsThenPressed'"), std::string::npos)
+      << result.message();
+}
+
+// Recursion that the compiler cannot turn into a loop.
+__attribute__((noinline)) int recurse(volatile char* previous, int depth) {
+  volatile char frame[1024];
+  frame[0] = static_cast<char>(depth);
+  if (previous != nullptr) frame[1] = previous[0];
+  if (depth < 0) return 0;  // Never: keeps the compiler from calling the recursion infinite.
+  return recurse(frame, depth + 1) + frame[1];
+}
+
+// A body that overflows its stack dies with a message naming its operator and worker.
+TEST(AsyncStackDeathTest, AnOverflowNamesTheOperatorAndWorker) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        (void)testing::run_workers(1, [](Worker& worker) {
+          worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+            AsyncOperatorBuilder<uint64_t> builder("Deep", scope);
+            builder.set_stack_size(64 * 1024);
+            builder.build([](AsyncContext&, Caps) { recurse(nullptr, 0); });
+          });
+          while (worker.step_or_park(1ms)) {
+          }
+        });
+      },
+      "stack overflow in async operator 'Deep' in dataflow '[^']*' on worker 0: its stack of "
+      "[0-9]+ bytes is exhausted");
+}
+
+// Past the process's fiber stack limit, a body fails to start: its operator fails with an error
+// that names it, instead of the process aborting in mmap or mprotect.
+TEST(AsyncErrorTest, ABodyPastTheStackLimitFailsItsOperator) {
+  Watchdog watchdog("ABodyPastTheStackLimit");
+  const size_t previous = set_fiber_stack_limit(fiber_stacks_mapped_in_process() + 3);
+  auto result = testing::run_workers(1, [](Worker& worker) {
+    worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+      for (int i = 0; i < 4; ++i) {
+        AsyncOperatorBuilder<uint64_t> builder("Many" + std::to_string(i), scope);
+        builder.set_stack_size(200 * 1024);  // A size no other test uses: nothing pooled fits.
+        builder.build([](AsyncContext& ctx, Caps) { ctx.wait_until([] { return false; }); });
+      }
+    });
+    while (worker.step_or_park(1ms)) {
+    }
+  });
+  set_fiber_stack_limit(previous);
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.message().find("operator 'Many3' in dataflow"), std::string::npos)
+      << result.message();
+  EXPECT_NE(result.message().find("on worker 0"), std::string::npos) << result.message();
+  EXPECT_NE(result.message().find("fiber stacks mapped, the limit"), std::string::npos)
       << result.message();
 }
 

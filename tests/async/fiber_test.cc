@@ -3,6 +3,8 @@
 
 #include "weir/async/fiber.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -249,6 +251,80 @@ TEST(FiberDeathTest, OverflowingTheStackHitsTheGuardPage) {
         fiber.resume();
       },
       "");
+}
+
+// An overflow names the fiber that overflowed.
+TEST(FiberDeathTest, AnOverflowNamesTheFiber) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        Fiber fiber([] { recurse(nullptr, 0); }, size_t{64} * 1024, "the fiber 'Deep'");
+        fiber.resume();
+      },
+      "stack overflow in the fiber 'Deep': its stack of [0-9]+ bytes is exhausted");
+}
+
+// A frame with a local larger than the old one-page guard, at the bottom of one stack, while
+// other fibers' stacks are mapped next to it: it faults in its own guard region (the guard is
+// 64 KiB, and this file is built with -fstack-clash-protection) instead of writing into a
+// neighbour's stack.
+__attribute__((noinline)) void big_local(int depth) {
+  volatile char local[68 * 1024];
+  local[0] = static_cast<char>(depth);
+  if (depth > 0) big_local(depth - 1);
+  local[sizeof(local) - 1] = local[0];
+}
+
+TEST(FiberDeathTest, ABigLocalFaultsInItsOwnGuardRegion) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        std::vector<std::unique_ptr<Fiber>> neighbours;
+        std::vector<int> sentinels(64, 0);
+        for (int i = 0; i < 64; ++i) {
+          neighbours.push_back(std::make_unique<Fiber>(
+              [&sentinels, &neighbours, i] {
+                volatile int mine = 1000 + i;
+                neighbours[i]->suspend();
+                sentinels[i] = mine;
+              },
+              size_t{64} * 1024));
+          neighbours.back()->resume();
+        }
+        Fiber deep([] { big_local(1); }, size_t{64} * 1024, "the fiber 'Big'");
+        deep.resume();
+        for (int i = 0; i < 64; ++i) neighbours[i]->resume();
+        for (int i = 0; i < 64; ++i) {
+          if (sentinels[i] != 1000 + i) {
+            std::fprintf(stderr, "neighbour %d overwritten\n", i);
+            std::abort();
+          }
+        }
+      },
+      "stack overflow in the fiber 'Big'");
+}
+
+// Past the process's stack limit a fiber fails to start, with an error saying why.
+TEST(FiberTest, AFiberPastTheStackLimitFailsToStart) {
+  // 96 KiB: a size no other test uses, so no pooled stack fits and each fiber maps one.
+  const size_t previous = set_fiber_stack_limit(fiber_stacks_mapped_in_process() + 2);
+  std::vector<std::unique_ptr<Fiber>> started;
+  for (int i = 0; i < 3; ++i) {
+    started.push_back(
+        std::make_unique<Fiber>([&started, i] { started[i]->suspend(); }, size_t{96} * 1024));
+    started.back()->resume();
+  }
+  set_fiber_stack_limit(previous);
+  EXPECT_EQ(started[0]->exception(), nullptr);
+  EXPECT_EQ(started[1]->exception(), nullptr);
+  ASSERT_TRUE(started[2]->is_done());
+  ASSERT_NE(started[2]->exception(), nullptr);
+  try {
+    std::rethrow_exception(started[2]->exception());
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("fiber stacks mapped, the limit"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -38,10 +38,16 @@
 // Errors. A body may return absl::Status or void. An error returned, or an exception thrown, ends
 // the body but keeps its capabilities, so partial output never looks complete: the ones in its
 // sets stay, and the ones it released during the run that failed (locals unwound by the
-// exception, say) are held again. The error is given on the operator's error stream
-// (`AsyncBuilt::errors`, at the minimum time) and then, with OnError::kFail (the default), fails
-// the execution: `execute` returns the error, naming the operator. With OnError::kHold the
-// operator holds its capabilities until it is shut down or its dataflow dropped.
+// exception, say) are held again. The batches it was handling count as unread again and a failed
+// operator reads no more, so every output their input is connected to stays held at their times.
+// The error is given on the operator's error stream (`AsyncBuilt::errors`, at the minimum time)
+// and then, with OnError::kFail (the default), fails the execution: `execute` returns the error,
+// naming the operator (a press of the button does not hide it). With OnError::kHold the operator
+// holds its capabilities until it is shut down or its dataflow dropped.
+//
+// The body's closure is destroyed when the body returns or fails: what it captured is released
+// with the run. A ShutdownButton or ShutdownToken may outlive the execution; pressing it then does
+// nothing.
 //
 // Shutdown. `build` returns a ShutdownButton. Once pressed on this worker the body is no longer
 // resumed (nor started, if it had not run yet); once pressed on every worker of the cluster (a
@@ -526,8 +532,10 @@ class AsyncOperator final : public Operator<T> {
     }
     body_ = std::move(body);
     context_.set_fuel(options_.fuel_bytes);
-    fiber_ = std::make_unique<Fiber>([this] { status_ = body_(context_, capabilities_); },
-                                     options_.stack_size);
+    fiber_ = std::make_unique<Fiber>(
+        [this] { status_ = body_(context_, capabilities_); }, options_.stack_size,
+        "async operator '" + name_ + "' in dataflow '" + scope_.name() + "' on worker " +
+            std::to_string(scope_.worker().index()));
     context_.bind(fiber_.get());
   }
 
