@@ -124,12 +124,9 @@ namespace internal {
 // A shutdown button as the workers of a process share it: it counts the presses of every worker
 // of the cluster and activates the operator on each local worker at every press. A press on this
 // process goes to every other process as an empty data frame on the button's channel.
-//
-// A button or token may outlive its execution (kept by the caller of `execute`): it refers to
-// the process's shared state weakly, and a press once the execution is over does nothing.
 class ButtonShared {
  public:
-  ButtonShared(const std::shared_ptr<ProcessShared>& process, uint64_t channel)
+  ButtonShared(ProcessShared* process, uint64_t channel)
       : process_(process), channel_(channel), activators_(process->workers()) {}
 
   // What decodes presses from other processes (a transport thread calls it).
@@ -151,13 +148,11 @@ class ButtonShared {
   }
   // Worker `worker` (global index, of this process) pressed.
   void press(size_t worker) {
-    std::shared_ptr<ProcessShared> process = process_.lock();
-    if (!process) return;  // The execution is over: nothing left to shut down.
-    if (Transport* transport = process->transport()) {
-      for (size_t p = 0; p < process->processes(); ++p) {
-        if (p == process->process()) continue;
+    if (Transport* transport = process_->transport()) {
+      for (size_t p = 0; p < process_->processes(); ++p) {
+        if (p == process_->process()) continue;
         transport->send_data(p, channel_, static_cast<uint32_t>(worker),
-                             static_cast<uint32_t>(p * process->workers()), std::string());
+                             static_cast<uint32_t>(p * process_->workers()), std::string());
       }
     }
     count();
@@ -176,24 +171,28 @@ class ButtonShared {
     for (const auto& activator : activators) activator.activate();
   }
 
-  std::weak_ptr<ProcessShared> process_;
+  ProcessShared* process_;  // Outlives every operator, which detaches its ButtonState.
   uint64_t channel_;
   std::atomic<size_t> presses_{0};
   weir::Mutex mu_;
   std::vector<SyncActivator> activators_ ABSL_GUARDED_BY(mu_);  // Per local worker.
 };
 
-// The worker-local side of an operator's shutdown button.
+// The worker-local side of an operator's shutdown button. A button or token may outlive its
+// operator and its execution (kept by the caller of `execute`): the operator detaches the state
+// when it is destroyed (on its worker's thread, while the process's shared state still lives),
+// and a press afterwards only marks the button pressed.
 struct ButtonState {
-  std::shared_ptr<ButtonShared> shared;
-  size_t worker = 0;  // Global index.
+  std::shared_ptr<ButtonShared> shared;  // Null once detached.
+  size_t worker = 0;                     // Global index.
   bool pressed = false;
 
   void press() {
     if (pressed) return;
     pressed = true;
-    shared->press(worker);
+    if (shared) shared->press(worker);
   }
+  void detach() { shared.reset(); }
 };
 
 }  // namespace internal
@@ -425,7 +424,7 @@ class AsyncOperator final : public Operator<T> {
     Worker& worker = scope.worker();
     // Every worker builds the same operators in the same order: they meet at the same button.
     button_channel_ = worker.allocator().next_channel_id();
-    const std::shared_ptr<ProcessShared>& process = worker.allocator().shared_process();
+    ProcessShared* process = &worker.allocator().process();
     const uint64_t channel = button_channel_;
     auto shared = process->template channel<internal::ButtonShared>(
         channel, [&] { return std::make_shared<internal::ButtonShared>(process, channel); },
@@ -446,6 +445,7 @@ class AsyncOperator final : public Operator<T> {
     held_.clear();
     capabilities_.clear();
     error_capability_.reset();
+    button_->detach();
     scope_.worker().allocator().process().release_channel(button_channel_);
   }
 

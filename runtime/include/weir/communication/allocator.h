@@ -34,8 +34,6 @@ class Allocator {
   // This worker's index within its process.
   size_t local_index() const { return local_index_; }
   ProcessShared& process() const { return *process_; }
-  // The same, for what must not outlive it unnoticed (held weakly by shutdown buttons).
-  const std::shared_ptr<ProcessShared>& shared_process() const { return process_; }
   const std::shared_ptr<SyncActivationQueue>& activation_queue() const {
     return process_->activation_queue(local_index_);
   }
