@@ -12,12 +12,21 @@
 
 #include "weir/async/fiber.h"
 
+#include <atomic>
+#include <cerrno>
+#include <csignal>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <stdexcept>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include <boost/context/fiber.hpp>
+#include <cxxabi.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -84,6 +93,9 @@ constexpr size_t kSanitizerStackFactor = 4;
 constexpr size_t kSanitizerStackFactor = 1;
 #endif
 constexpr size_t kMinStackSize = 32 * 1024;
+// PROT_NONE below every stack: large enough that a frame with big locals, in code built without
+// -fstack-clash-protection, lands in it rather than in the stack mapped below.
+constexpr size_t kGuardSize = 64 * 1024;
 // A thread keeps at most this many stacks for reuse; more are unmapped when released.
 constexpr size_t kMaxPooledStacks = 64;
 
@@ -92,11 +104,30 @@ size_t page_size() {
   return size;
 }
 
+size_t guard_size() {
+  static const size_t size = std::max(kGuardSize, page_size());
+  return size;
+}
+
+// Stacks mapped in the process (in use or pooled), each two memory mappings (the stack and its
+// guard): past the limit, a fiber fails to start with an error instead of the process running
+// out of vm.max_map_count mappings (where any mmap, malloc's included, fails).
+std::atomic<size_t> stacks_mapped_in_process{0};
+size_t default_stack_limit() {
+  size_t max_map_count = 65530;
+  std::ifstream in("/proc/sys/vm/max_map_count");
+  in >> max_map_count;
+  // Leave room for everything else the process maps (libraries, malloc arenas, threads).
+  constexpr size_t kReserved = 8192;
+  return std::max<size_t>(max_map_count > kReserved ? (max_map_count - kReserved) / 2 : 0, 1024);
+}
+std::atomic<size_t> stack_limit{default_stack_limit()};
+
 // Per-thread statistics (FiberStats).
 thread_local FiberStats stats;
 
-// The stacks of one thread: mmap'd regions with a PROT_NONE guard page below the usable part,
-// kept for reuse by size.
+// The stacks of one thread: mmap'd regions with a PROT_NONE guard region (kGuardSize) below the
+// usable part, kept for reuse by size.
 class StackPool {
  public:
   StackPool() = default;
@@ -136,18 +167,41 @@ class StackPool {
   }
 
  private:
+  // Throws std::runtime_error (the fiber then fails to start, with that error) past the limit
+  // or when the kernel refuses the mapping.
   static void* map(size_t size) {
-    const size_t guard = page_size();
+    const size_t limit = stack_limit.load();
+    const size_t mapped = stacks_mapped_in_process.fetch_add(1) + 1;
+    if (mapped > limit) {
+      stacks_mapped_in_process.fetch_sub(1);
+      throw std::runtime_error(
+          "cannot start a fiber: the process already has " + std::to_string(mapped - 1) +
+          " fiber stacks mapped, the limit (each stack costs two of vm.max_map_count's memory "
+          "mappings; see weir::set_fiber_stack_limit)");
+    }
+    const size_t guard = guard_size();
     void* base = ::mmap(nullptr, size + guard, PROT_READ | PROT_WRITE,
                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
-    WEIR_CHECK(base != MAP_FAILED) << "mmap of a " << size << "-byte fiber stack failed";
-    WEIR_CHECK(::mprotect(base, guard, PROT_NONE) == 0) << "mprotect of a fiber guard page failed";
+    if (base != MAP_FAILED && ::mprotect(base, guard, PROT_NONE) != 0) {
+      const int error = errno;
+      ::munmap(base, size + guard);
+      base = MAP_FAILED;
+      errno = error;
+    }
+    if (base == MAP_FAILED) {
+      const int error = errno;
+      stacks_mapped_in_process.fetch_sub(1);
+      throw std::runtime_error("cannot map a " + std::to_string(size) + "-byte fiber stack (" +
+                               std::to_string(mapped - 1) +
+                               " fiber stacks mapped in the process): " + std::strerror(error));
+    }
     ++stats.stacks_mapped;
     return static_cast<char*>(base) + guard + size;
   }
   static void unmap(void* top, size_t size) {
-    const size_t guard = page_size();
+    const size_t guard = guard_size();
     ::munmap(static_cast<char*>(top) - size - guard, size + guard);
+    stacks_mapped_in_process.fetch_sub(1);
   }
 
   std::unordered_map<size_t, std::vector<void*>> free_;
@@ -174,16 +228,29 @@ class PoolHolder {
 };
 thread_local PoolHolder pool_holder;
 
+// What the SIGSEGV handler needs to know about the fiber running on a thread.
+struct FaultInfo {
+  const char* stack_low = nullptr;  // The lowest usable byte; the guard region lies below.
+  size_t stack_size = 0;
+  std::string label;  // Names the fiber (its operator and worker) in the overflow message.
+};
+thread_local const FaultInfo* running_info = nullptr;
+
+void install_overflow_handler();
+
 // Boost.Context's StackAllocator over the thread's pool.
 class PooledStack {
  public:
-  explicit PooledStack(size_t size) : size_(size) {}
+  PooledStack(size_t size, FaultInfo* info) : size_(size), info_(info) {}
   ctx::stack_context allocate() {
     StackPool* pool = pool_holder.get();
     WEIR_CHECK(pool != nullptr) << "fiber started while its thread is exiting";
+    install_overflow_handler();
     ctx::stack_context sctx;
     sctx.size = size_;
     sctx.sp = pool->take(size_);
+    info_->stack_low = static_cast<const char*>(sctx.sp) - size_;
+    info_->stack_size = size_;
     ++stats.stacks_in_use;
     return sctx;
   }
@@ -192,15 +259,129 @@ class PooledStack {
     if (StackPool* pool = pool_holder.get()) {
       pool->give(sctx.sp, sctx.size);
     } else {
-      ::munmap(static_cast<char*>(sctx.sp) - sctx.size - page_size(), sctx.size + page_size());
+      ::munmap(static_cast<char*>(sctx.sp) - sctx.size - guard_size(), sctx.size + guard_size());
+      stacks_mapped_in_process.fetch_sub(1);
     }
   }
 
  private:
   size_t size_;
+  FaultInfo* info_;
 };
 
 thread_local Fiber* running_fiber = nullptr;
+
+// ---- stack overflow: a message that names the fiber ----
+//
+// A fault in the guard region of the fiber running on the faulting thread is an overflow of its
+// stack: the handler (on the thread's alternate signal stack, since the fiber's stack is
+// exhausted) writes which fiber overflowed, then hands the signal on to whatever handled
+// SIGSEGV before (the default: the process dies of it). Every other fault goes on unchanged.
+
+struct sigaction previous_segv_action;
+
+void write_all(const char* text, size_t length) {
+  while (length > 0) {
+    const ssize_t n = ::write(STDERR_FILENO, text, length);
+    if (n <= 0) return;
+    text += n;
+    length -= static_cast<size_t>(n);
+  }
+}
+void write_text(const char* text) { write_all(text, std::strlen(text)); }
+void write_number(size_t value) {
+  char digits[24];
+  size_t n = 0;
+  do {
+    digits[sizeof(digits) - 1 - n++] = static_cast<char>('0' + value % 10);
+    value /= 10;
+  } while (value != 0 && n < sizeof(digits));
+  write_all(digits + sizeof(digits) - n, n);
+}
+
+void on_segv(int signal, siginfo_t* info, void* context) {
+  const FaultInfo* fiber = running_info;
+  const char* address = static_cast<const char*>(info->si_addr);
+  if (fiber != nullptr && fiber->stack_low != nullptr && address < fiber->stack_low &&
+      address >= fiber->stack_low - guard_size()) {
+    write_text("weir: stack overflow in ");
+    write_text(fiber->label.empty() ? "a fiber" : fiber->label.c_str());
+    write_text(": its stack of ");
+    write_number(fiber->stack_size);
+    write_text(" bytes is exhausted (AsyncOperatorBuilder::set_stack_size sets a larger one)\n");
+  }
+  // Hand the signal on as if this handler were not there.
+  const struct sigaction& previous = previous_segv_action;
+  if ((previous.sa_flags & SA_SIGINFO) != 0 && previous.sa_sigaction != nullptr) {
+    previous.sa_sigaction(signal, info, context);
+  } else if (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN) {
+    previous.sa_handler(signal);
+  } else {
+    // Returning re-executes the faulting access, which now kills the process.
+    ::signal(SIGSEGV, SIG_DFL);
+  }
+}
+
+// The calling thread's alternate signal stack, unless it already has one.
+class AltStack {
+ public:
+  AltStack() {
+    stack_t current{};
+    if (::sigaltstack(nullptr, &current) != 0 || (current.ss_flags & SS_DISABLE) == 0) return;
+    constexpr size_t kSize = 64 * 1024;
+    void* memory =
+        ::mmap(nullptr, kSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (memory == MAP_FAILED) return;
+    stack_t stack{};
+    stack.ss_sp = memory;
+    stack.ss_size = kSize;
+    if (::sigaltstack(&stack, nullptr) != 0) {
+      ::munmap(memory, kSize);
+      return;
+    }
+    memory_ = memory;
+    size_ = kSize;
+  }
+  AltStack(const AltStack&) = delete;
+  AltStack& operator=(const AltStack&) = delete;
+  ~AltStack() {
+    if (memory_ == nullptr) return;
+    stack_t disable{};
+    disable.ss_flags = SS_DISABLE;
+    ::sigaltstack(&disable, nullptr);
+    ::munmap(memory_, size_);
+  }
+
+ private:
+  void* memory_ = nullptr;
+  size_t size_ = 0;
+};
+
+void install_overflow_handler() {
+  thread_local AltStack alt_stack;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction action {};
+    action.sa_sigaction = &on_segv;
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(SIGSEGV, &action, &previous_segv_action);
+  });
+}
+
+// The C++ runtime's exception state of a thread (the Itanium C++ ABI's __cxa_eh_globals, as
+// libsupc++ and libc++abi lay it out): the stack of exceptions being handled (what `throw;` and
+// std::current_exception() see, and what leaving a handler destroys) and the count of exceptions
+// thrown but not yet caught (std::uncaught_exceptions()). It belongs to a stack, not a thread: a
+// fiber that suspends inside a catch handler, or in a destructor run by unwinding, takes its
+// state with it, and a resume brings it back. Without that, one fiber leaving its handler
+// destroys the exception another is still handling.
+struct EhGlobals {
+  void* caught_exceptions = nullptr;
+  unsigned int uncaught_exceptions = 0;
+};
+
+EhGlobals* thread_eh_globals() { return reinterpret_cast<EhGlobals*>(abi::__cxa_get_globals()); }
 
 #if defined(WEIR_TSAN)
 void tsan_switch(void* to) { __tsan_switch_to_fiber(to, 0); }
@@ -219,14 +400,31 @@ struct Fiber::Impl {
   std::exception_ptr exception;
   Fiber* previous = nullptr;  // The fiber that was running when this one was resumed.
   bool unwinding = false;
+  // While the fiber runs: its resumer's exception state; otherwise the fiber's own.
+  EhGlobals eh;
+  // The thread's exception state (stable for the thread's lifetime; a fiber stays on the thread
+  // that created it).
+  EhGlobals* thread_eh = nullptr;
+  FaultInfo fault_info;
+  const FaultInfo* previous_info = nullptr;
+
+  // Exchanges the thread's exception state with `eh`: right before switching into the fiber (the
+  // thread gets the fiber's state, `eh` keeps the resumer's) and right after control comes back
+  // (the other way round).
+  void swap_eh() {
+    std::swap(thread_eh->caught_exceptions, eh.caught_exceptions);
+    std::swap(thread_eh->uncaught_exceptions, eh.uncaught_exceptions);
+  }
 #if defined(WEIR_TSAN)
   void* tsan_fiber = nullptr;
   void* tsan_caller = nullptr;
 #endif
 };
 
-Fiber::Fiber(std::function<void()> entry, size_t stack_size) : impl_(std::make_unique<Impl>()) {
+Fiber::Fiber(std::function<void()> entry, size_t stack_size, std::string label)
+    : impl_(std::make_unique<Impl>()) {
   impl_->entry = std::move(entry);
+  impl_->fault_info.label = std::move(label);
   const size_t page = page_size();
   size_t size = std::max(stack_size, kMinStackSize) * kSanitizerStackFactor;
   impl_->stack_size = (size + page - 1) / page * page;
@@ -245,11 +443,15 @@ Fiber::~Fiber() {
     impl.tsan_caller = __tsan_get_current_fiber();
     tsan_switch(impl.tsan_fiber);
 #endif
+    impl.previous_info = std::exchange(running_info, &impl.fault_info);
+    impl.swap_eh();
     {
       // Destroying a suspended Boost fiber resumes it with forced_unwind thrown from its
       // suspension point; the stack unwinds to the entry and the fiber finishes.
       ctx::fiber doomed = std::move(impl.fiber);
     }
+    impl.swap_eh();
+    running_info = impl.previous_info;
 #if defined(WEIR_TSAN)
     tsan_switch(impl.tsan_caller);
 #endif
@@ -270,6 +472,7 @@ void Fiber::resume() {
   impl.tsan_caller = __tsan_get_current_fiber();
 #endif
   if (impl.state == Impl::State::kNew) {
+    impl.thread_eh = thread_eh_globals();
 #if defined(WEIR_TSAN)
     impl.tsan_fiber = __tsan_create_fiber(0);
     __tsan_set_fiber_name(impl.tsan_fiber, "weir fiber");
@@ -277,20 +480,31 @@ void Fiber::resume() {
     tsan_switch(impl.tsan_fiber);
 #endif
     Impl* raw = &impl;
-    impl.fiber = ctx::fiber(
-        std::allocator_arg, PooledStack(impl.stack_size), [raw](ctx::fiber&& caller) -> ctx::fiber {
-          raw->caller = std::move(caller);
-          try {
-            raw->entry();
-          } catch (const ctx::detail::forced_unwind&) {
-            throw;  // Boost catches it at the fiber's entry.
-          } catch (...) {
-            raw->exception = std::current_exception();
-          }
-          WEIR_CHECK(!raw->unwinding)
-              << "a fiber swallowed its unwinding (catch (...) without rethrow)";
-          return std::move(raw->caller);
-        });
+    try {
+      impl.fiber =
+          ctx::fiber(std::allocator_arg, PooledStack(impl.stack_size, &impl.fault_info),
+                     [raw](ctx::fiber&& caller) -> ctx::fiber {
+                       raw->caller = std::move(caller);
+                       try {
+                         raw->entry();
+                       } catch (const ctx::detail::forced_unwind&) {
+                         throw;  // Boost catches it at the fiber's entry.
+                       } catch (...) {
+                         raw->exception = std::current_exception();
+                       }
+                       WEIR_CHECK(!raw->unwinding)
+                           << "a fiber swallowed its unwinding (catch (...) without rethrow)";
+                       return std::move(raw->caller);
+                     });
+    } catch (const std::exception&) {
+      // No stack: the fiber ends before it starts, with the error as its exception.
+#if defined(WEIR_TSAN)
+      tsan_switch(impl.tsan_caller);
+#endif
+      impl.exception = std::current_exception();
+      impl.state = Impl::State::kDone;
+      return;
+    }
 #if defined(WEIR_TSAN)
     tsan_switch(impl.tsan_caller);
 #endif
@@ -301,7 +515,11 @@ void Fiber::resume() {
 #if defined(WEIR_TSAN)
   tsan_switch(impl.tsan_fiber);
 #endif
+  impl.previous_info = std::exchange(running_info, &impl.fault_info);
+  impl.swap_eh();
   impl.fiber = std::move(impl.fiber).resume();
+  impl.swap_eh();
+  running_info = impl.previous_info;
   running_fiber = impl.previous;
   if (!impl.fiber) {
 #if defined(WEIR_TSAN)
@@ -334,5 +552,8 @@ std::exception_ptr Fiber::exception() const { return impl_->exception; }
 Fiber* Fiber::current() { return running_fiber; }
 
 FiberStats fiber_stats_on_this_thread() { return stats; }
+
+size_t fiber_stacks_mapped_in_process() { return stacks_mapped_in_process.load(); }
+size_t set_fiber_stack_limit(size_t stacks) { return stack_limit.exchange(stacks); }
 
 }  // namespace weir

@@ -179,6 +179,128 @@ TEST(AsyncOperatorTest, InputCapabilityOutlivesSuspensionsUntilTheNextEvent) {
   EXPECT_EQ(all, expected);
 }
 
+// ---- capabilities that cannot lie ----
+
+// A session holds a capability at its time: kept across a wait after the body cleared its set,
+// it holds the output, and what it gives later is not behind the downstream frontier.
+TEST(AsyncCapabilityTest, ASessionHoldsItsTimeAfterTheSetIsCleared) {
+  Watchdog watchdog("ASessionHoldsItsTime");
+  auto result = testing::run_workers(1, [](Worker& worker) {
+    ProbeHandle<uint64_t> probe;
+    bool waiting = false;
+    bool go = false;
+    uint64_t violations = 0;
+    std::vector<uint64_t> seen;
+    worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+      AsyncOperatorBuilder<uint64_t> builder("SessionKeeper", scope);
+      auto [out, stream] = builder.add_output<uint64_t>();
+      builder.build([&, out](AsyncContext& ctx, Caps caps) mutable {
+        auto session = out.session(caps[0].first());
+        caps[0].clear();
+        waiting = true;
+        while (!go) ctx.sleep_for(1ms);
+        session.give(7);
+      });
+      unary_frontier<uint64_t>(
+          stream, Pipeline{}, "Check",
+          [&](const Capability<uint64_t>&, const OperatorInfo&) {
+            return [&](auto& in, auto&) {
+              in.for_each([&](const InputCapability<uint64_t>& cap, std::vector<uint64_t>& data) {
+                if (!in.frontier().less_equal(cap.time())) ++violations;
+                seen.insert(seen.end(), data.begin(), data.end());
+              });
+            };
+          }) |
+          probe_with(probe);
+    });
+    EXPECT_TRUE(step_until(worker, [&] { return waiting; }));
+    step_idle(worker);
+    const bool held = probe.less_equal(0);
+    go = true;
+    EXPECT_TRUE(step_until(worker, [&] { return probe.done(); }));
+    return std::tuple(held, violations, seen);
+  });
+  ASSERT_TRUE(result.ok()) << result.status();
+  const auto& [held, violations, seen] = (*result)[0];
+  EXPECT_TRUE(held) << "a live session did not hold its output";
+  EXPECT_EQ(violations, 0u);
+  EXPECT_EQ(seen, std::vector<uint64_t>{7});
+}
+
+// Gives with an InputCapability that was moved from: a clear error naming the operator.
+TEST(AsyncCapabilityDeathTest, AMovedFromInputCapabilityCannotGive) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        (void)testing::run_workers(1, [](Worker& worker) {
+          auto input = worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+            auto [handle, stream] = new_input<uint64_t>(scope);
+            AsyncOperatorBuilder<uint64_t> builder("Mover", scope);
+            auto in = builder.add_input(stream);
+            auto [out, out_stream] = builder.add_output<uint64_t>();
+            builder.build([in, out](AsyncContext&, Caps caps) mutable {
+              caps[0].clear();
+              for (;;) {
+                auto event = in.next();
+                if (auto* data = event.data()) {
+                  InputCapability<uint64_t> kept = std::move(data->capability);
+                  out.give(data->capability, 1);
+                }
+                if (event.is_end()) return;
+              }
+            });
+            return std::move(handle);
+          });
+          input.send(1);
+          input.close();
+          while (worker.step_or_park(1ms)) {
+          }
+        });
+      },
+      "moved-from input capability used with output 0 of Mover");
+}
+
+// Gives on one operator's output with another operator's InputCapability: a clear error.
+TEST(AsyncCapabilityDeathTest, AnotherOperatorsInputCapabilityCannotGive) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        (void)testing::run_workers(1, [](Worker& worker) {
+          std::optional<InputCapability<uint64_t>> stolen;
+          auto input = worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+            auto [handle, stream] = new_input<uint64_t>(scope);
+            AsyncOperatorBuilder<uint64_t> first("First", scope);
+            auto in = first.add_input(stream);
+            first.add_output<uint64_t>();
+            first.build([&, in](AsyncContext& ctx, Caps caps) mutable {
+              caps[0].clear();
+              for (;;) {
+                auto event = in.next();
+                if (auto* data = event.data()) {
+                  stolen.emplace(std::move(data->capability));
+                  break;
+                }
+              }
+              ctx.wait_until([] { return false; });
+            });
+            AsyncOperatorBuilder<uint64_t> second("Second", scope);
+            auto [out, out_stream] = second.add_output<uint64_t>();
+            second.build([&, out](AsyncContext& ctx, Caps caps) mutable {
+              caps[0].clear();
+              while (!stolen) ctx.sleep_for(1ms);
+              out.give(*stolen, 1);
+            });
+            return std::move(handle);
+          });
+          input.send(1);
+          input.advance_to(1);
+          while (worker.step_or_park(1ms)) {
+          }
+        });
+      },
+      "input capability of another operator used with output 0 of Second");
+}
+
 // With little fuel, giving yields often: the records leave in many flushes.
 TEST(AsyncOperatorTest, GivingYieldsWhenFuelRunsOut) {
   Watchdog watchdog("GivingYieldsWhenFuelRunsOut");
@@ -326,6 +448,42 @@ TEST(AsyncOperatorTest, RunsInsideNestedScopes) {
   EXPECT_EQ(all, expected);
 }
 
+// The body's closure, and what it captured, is released when the body returns: a capability kept
+// there does not hold the output afterwards.
+TEST(AsyncOperatorTest, TheClosureIsReleasedWhenTheBodyReturns) {
+  Watchdog watchdog("TheClosureIsReleasedWhenTheBodyReturns");
+  auto result = testing::run_workers(1, [](Worker& worker) {
+    ProbeHandle<uint64_t> probe;
+    bool returned = false;
+    auto owned = std::make_shared<int>(7);
+    std::weak_ptr<int> watched = owned;
+    const size_t index = worker.next_dataflow_index();
+    worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+      AsyncOperatorBuilder<uint64_t> builder("Keeper", scope);
+      auto [out, stream] = builder.add_output<uint64_t>();
+      builder.build(
+          [&returned, out, owned = std::move(owned), kept = std::optional<Capability<uint64_t>>()](
+              AsyncContext&, Caps caps) mutable {
+            kept = caps[0].delayed(5);
+            caps[0].clear();
+            out.give(*kept, static_cast<uint64_t>(*owned));
+            returned = true;
+          });
+      stream | probe_with(probe);
+    });
+    EXPECT_TRUE(step_until(worker, [&] { return returned; }));
+    const bool done = step_until(
+        worker, [&] { return probe.done(); }, std::chrono::seconds(5));
+    const bool freed = watched.expired();
+    if (!done) worker.drop_dataflow(index);
+    return std::pair(done, freed);
+  });
+  ASSERT_TRUE(result.ok()) << result.status();
+  const auto [done, freed] = (*result)[0];
+  EXPECT_TRUE(done) << "a capability in the returned body's closure still holds its output";
+  EXPECT_TRUE(freed) << "the returned body's closure is still alive";
+}
+
 // ---- errors ----
 
 // Gives at time 0 (held by the body's set), yields, then fails.
@@ -452,6 +610,227 @@ TEST(AsyncErrorTest, AHeldErrorKeepsEveryCapabilityUntilShutdown) {
   EXPECT_EQ(leaked, 0);
 }
 
+// Bodies on one worker that wait inside their catch handlers (the retry-with-backoff shape), then
+// rethrow: each fails with its own exception, not with another body's.
+TEST(AsyncErrorTest, BodiesThatWaitInCatchHandlersKeepTheirOwnExceptions) {
+  Watchdog watchdog("BodiesThatWaitInCatchHandlers");
+  constexpr int kBodies = 12;
+  auto result = testing::run_workers(1, [](Worker& worker) {
+    std::vector<AsyncError> errors;
+    std::vector<std::string> wrong;
+    const size_t index = worker.next_dataflow_index();
+    worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+      for (int b = 0; b < kBodies; ++b) {
+        const std::string name = "Retrier" + std::to_string(b);
+        AsyncOperatorBuilder<uint64_t> builder(name, scope);
+        builder.set_on_error(OnError::kHold);
+        builder.add_output<uint64_t>();
+        auto built = builder.build([&wrong, name, b](AsyncContext& ctx, Caps) {
+          for (int attempt = 0; attempt < 3; ++attempt) {
+            const std::string mine = name + " attempt " + std::to_string(attempt);
+            try {
+              throw std::runtime_error(mine);
+            } catch (const std::runtime_error& e) {
+              ctx.sleep_for(std::chrono::microseconds(100 * ((b * 7 + attempt) % 5)));
+              if (e.what() != mine) wrong.push_back(mine + " saw " + e.what());
+              ctx.yield();
+              if (attempt == 2) throw;  // Gives up with the last attempt's exception.
+            }
+          }
+        });
+        built.errors | inspect([&](const AsyncError& e) { errors.push_back(e); });
+      }
+    });
+    EXPECT_TRUE(step_until(worker, [&] { return errors.size() == kBodies; }));
+    worker.drop_dataflow(index);  // The failed bodies hold their outputs (kHold).
+    return std::pair(errors, wrong);
+  });
+  ASSERT_TRUE(result.ok()) << result.status();
+  const auto& [errors, wrong] = (*result)[0];
+  EXPECT_TRUE(wrong.empty()) << wrong.size()
+                             << " handlers saw another exception, the first: " << wrong.front();
+  ASSERT_EQ(errors.size(), static_cast<size_t>(kBodies));
+  for (const AsyncError& e : errors) {
+    EXPECT_EQ(e.status.code(), absl::StatusCode::kInternal);
+    EXPECT_EQ(std::string(e.status.message()), e.operator_name + " attempt 2")
+        << e.operator_name << " failed with another body's exception";
+  }
+}
+
+// An operator whose output follows its input: gives part of a batch at time 0, then fails.
+struct PartialFailure {
+  InputHandle<uint64_t, uint64_t> input;
+  ShutdownButton button;
+};
+PartialFailure partial_failure(Worker& worker, OnError on_error, ProbeHandle<uint64_t>& probe,
+                               std::vector<AsyncError>& errors, size_t* index = nullptr) {
+  if (index != nullptr) *index = worker.next_dataflow_index();
+  std::optional<ShutdownButton> button;
+  auto input = worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+    auto [handle, stream] = new_input<uint64_t>(scope);
+    AsyncOperatorBuilder<uint64_t> builder("Partial", scope);
+    builder.set_on_error(on_error);
+    auto in = builder.add_input(stream);
+    auto [out, out_stream] = builder.add_output<uint64_t>();
+    auto built = builder.build([in, out](AsyncContext& ctx, Caps caps) mutable {
+      caps[0].clear();  // The output follows the input.
+      for (;;) {
+        auto event = in.next();
+        if (auto* data = event.data()) {
+          out.give(data->capability, data->batch.front());  // Part of the batch...
+          ctx.yield();                                      // ...flushed downstream...
+          throw std::runtime_error("half done");            // ...and the rest never.
+        }
+        if (event.is_end()) return;
+      }
+    });
+    button.emplace(std::move(built.button));
+    out_stream | probe_with(probe);
+    built.errors | inspect([&](const AsyncError& e) { errors.push_back(e); });
+    return std::move(handle);
+  });
+  return PartialFailure{std::move(input), std::move(*button)};
+}
+
+// OnError::kHold holds an output that follows its input at the time of the batch the body held
+// when it failed, also once the input moves on, until the operator is shut down.
+TEST(AsyncErrorTest, AHeldErrorHoldsOutputsThatFollowTheInput) {
+  Watchdog watchdog("AHeldErrorHoldsOutputsThatFollowTheInput");
+  auto result = testing::run_workers(1, [](Worker& worker) {
+    ProbeHandle<uint64_t> probe;
+    std::vector<AsyncError> errors;
+    auto [input, button] = partial_failure(worker, OnError::kHold, probe, errors);
+    input.send(1);
+    input.send(2);
+    input.advance_to(1);
+    EXPECT_TRUE(step_until(worker, [&] { return !errors.empty(); }));
+    input.advance_to(3);
+    input.send(3);
+    input.close();
+    int released = 0;
+    for (int i = 0; i < 200; ++i) {
+      worker.step_or_park(std::chrono::microseconds(100));
+      if (!probe.less_equal(0)) ++released;
+    }
+    EXPECT_EQ(released, 0) << "time 0 looked complete with only part of its output";
+    EXPECT_FALSE(worker.failed());
+    button.press();
+    return step_until(worker, [&] { return probe.done(); });
+  });
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE((*result)[0]);
+}
+
+// OnError::kFail fails the execution before the failed body's consumption is reported: no worker
+// sees time 0 complete with partial output. Worker 0 holds the failing batch and steps slowly, so
+// that worker 1 would see whatever worker 0 reports before failing.
+TEST(AsyncErrorTest, AFailureComesBeforeTheConsumptionIsReported) {
+  Watchdog watchdog("AFailureComesBeforeTheConsumption");
+  std::atomic<int> released_early{0};
+  auto result = testing::run_workers(2, [&](Worker& worker) {
+    ProbeHandle<uint64_t> probe;
+    std::vector<AsyncError> errors;
+    auto [input, button] = partial_failure(worker, OnError::kFail, probe, errors);
+    if (worker.index() == 0) {
+      input.send(1);
+      input.send(2);
+    }
+    input.advance_to(1);
+    const auto deadline = std::chrono::steady_clock::now() + testing::kDeadline;
+    while (!worker.failed() && std::chrono::steady_clock::now() < deadline) {
+      if (worker.index() == 0) {
+        worker.step();
+        std::this_thread::sleep_for(2ms);
+      } else {
+        worker.step_or_park(100us);
+      }
+      if (!worker.failed() && !probe.less_equal(0)) ++released_early;
+    }
+  });
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.message().find("half done"), std::string::npos) << result.message();
+  EXPECT_EQ(released_early.load(), 0) << "time 0 looked complete before the failure";
+}
+
+// A press after a failure and before the execution failed does not hide the failure.
+TEST(AsyncErrorTest, APressDoesNotHideAFailure) {
+  Watchdog watchdog("APressDoesNotHideAFailure");
+  auto result = testing::run_workers(1, [](Worker& worker) {
+    bool failed_in_body = false;
+    std::optional<ShutdownButton> button;
+    worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+      AsyncOperatorBuilder<uint64_t> builder("FailsThenPressed", scope);
+      builder.add_output<uint64_t>();
+      auto built = builder.build([&](AsyncContext&, Caps) -> absl::Status {
+        failed_in_body = true;
+        return absl::DataLossError("lost a batch");
+      });
+      button.emplace(std::move(built.button));
+    });
+    EXPECT_TRUE(step_until(worker, [&] { return failed_in_body; }));
+    button->press();
+    while (worker.step_or_park(1ms)) {
+    }
+  });
+  ASSERT_FALSE(result.ok()) << "the press hid the failure";
+  EXPECT_EQ(result.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(result.message().find("operator 'FailsThenPressed'"), std::string::npos)
+      << result.message();
+}
+
+// Recursion that the compiler cannot turn into a loop.
+__attribute__((noinline)) int recurse(volatile char* previous, int depth) {
+  volatile char frame[1024];
+  frame[0] = static_cast<char>(depth);
+  if (previous != nullptr) frame[1] = previous[0];
+  if (depth < 0) return 0;  // Never: keeps the compiler from calling the recursion infinite.
+  return recurse(frame, depth + 1) + frame[1];
+}
+
+// A body that overflows its stack dies with a message naming its operator and worker.
+TEST(AsyncStackDeathTest, AnOverflowNamesTheOperatorAndWorker) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        (void)testing::run_workers(1, [](Worker& worker) {
+          worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+            AsyncOperatorBuilder<uint64_t> builder("Deep", scope);
+            builder.set_stack_size(64 * 1024);
+            builder.build([](AsyncContext&, Caps) { recurse(nullptr, 0); });
+          });
+          while (worker.step_or_park(1ms)) {
+          }
+        });
+      },
+      "stack overflow in async operator 'Deep' in dataflow '[^']*' on worker 0: its stack of "
+      "[0-9]+ bytes is exhausted");
+}
+
+// Past the process's fiber stack limit, a body fails to start: its operator fails with an error
+// that names it, instead of the process aborting in mmap or mprotect.
+TEST(AsyncErrorTest, ABodyPastTheStackLimitFailsItsOperator) {
+  Watchdog watchdog("ABodyPastTheStackLimit");
+  const size_t previous = set_fiber_stack_limit(fiber_stacks_mapped_in_process() + 3);
+  auto result = testing::run_workers(1, [](Worker& worker) {
+    worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+      for (int i = 0; i < 4; ++i) {
+        AsyncOperatorBuilder<uint64_t> builder("Many" + std::to_string(i), scope);
+        builder.set_stack_size(200 * 1024);  // A size no other test uses: nothing pooled fits.
+        builder.build([](AsyncContext& ctx, Caps) { ctx.wait_until([] { return false; }); });
+      }
+    });
+    while (worker.step_or_park(1ms)) {
+    }
+  });
+  set_fiber_stack_limit(previous);
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.message().find("operator 'Many3' in dataflow"), std::string::npos)
+      << result.message();
+  EXPECT_NE(result.message().find("on worker 0"), std::string::npos) << result.message();
+  EXPECT_NE(result.message().find("fiber stacks mapped, the limit"), std::string::npos)
+      << result.message();
+}
+
 // ---- shutdown and dropping ----
 
 struct Sentinel {
@@ -547,6 +926,40 @@ TEST(AsyncShutdownTest, AShutdownTokenPressesWhenDropped) {
   });
   ASSERT_TRUE(result.ok()) << result.status();
   for (bool done : *result) EXPECT_TRUE(done);
+}
+
+// A button and a token that outlive the execution: pressing them afterwards does nothing (and
+// touches nothing the execution owned).
+TEST(AsyncShutdownTest, AButtonAndATokenMayOutliveTheExecution) {
+  Watchdog watchdog("AButtonAndATokenMayOutliveTheExecution");
+  std::vector<ShutdownButton> buttons;
+  std::vector<ShutdownToken> tokens;
+  weir::Mutex mu;
+  auto result = testing::run_workers(2, [&](Worker& worker) {
+    ProbeHandle<uint64_t> probe;
+    worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+      for (int k = 0; k < 2; ++k) {
+        AsyncOperatorBuilder<uint64_t> builder("Brief", scope);
+        auto [out, stream] = builder.add_output<uint64_t>();
+        auto built = builder.build([](AsyncContext&, Caps) {});
+        stream | probe_with(probe);
+        weir::MutexLock lock(mu);
+        if (k == 0) {
+          buttons.push_back(std::move(built.button));
+        } else {
+          tokens.push_back(std::move(built.button).press_on_drop());
+        }
+      }
+    });
+    return step_until(worker, [&] { return probe.done(); });
+  });
+  ASSERT_TRUE(result.ok()) << result.status();
+  for (bool done : *result) EXPECT_TRUE(done);
+  for (auto& button : buttons) {
+    button.press();
+    EXPECT_TRUE(button.is_pressed());
+  }
+  tokens.clear();  // Each presses its button.
 }
 
 // Dropping a dataflow whose bodies wait in every way unwinds their fibers: every capability is

@@ -3,6 +3,8 @@
 
 #include "weir/async/fiber.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -143,6 +145,95 @@ TEST(FiberTest, FibersNest) {
   EXPECT_EQ(trace, (std::vector<int>{1, 2, 3, 4, 5, 6}));
 }
 
+// ---- exception state per fiber ----
+
+// The C++ runtime keeps the exceptions being handled (std::current_exception, what `throw;`
+// rethrows) and the count of uncaught ones per thread. Fibers that suspend inside a catch handler
+// each keep their own: leaving one fiber's handler must not destroy another's exception.
+TEST(FiberExceptionTest, HandlersThatSuspendKeepTheirOwnException) {
+  constexpr int kFibers = 16;
+  constexpr int kRounds = 20;
+  std::vector<std::unique_ptr<Fiber>> fibers(kFibers);
+  std::vector<std::string> wrong;
+  for (int f = 0; f < kFibers; ++f) {
+    fibers[f] = std::make_unique<Fiber>([&, f] {
+      for (int round = 0; round < kRounds; ++round) {
+        const std::string mine = "fiber " + std::to_string(f) + " round " + std::to_string(round);
+        try {
+          try {
+            throw std::runtime_error(mine);
+          } catch (const std::runtime_error& e) {
+            // Every other fiber enters and leaves its own handler meanwhile.
+            fibers[f]->suspend();
+            if (e.what() != mine) wrong.push_back(mine + " saw " + e.what());
+            try {
+              std::rethrow_exception(std::current_exception());
+            } catch (const std::runtime_error& current) {
+              if (current.what() != mine) {
+                wrong.push_back(mine + ": current_exception() is " + current.what());
+              }
+            }
+            fibers[f]->suspend();
+            throw;  // Rethrows the exception this handler caught.
+          }
+        } catch (const std::runtime_error& rethrown) {
+          if (rethrown.what() != mine)
+            wrong.push_back(mine + ": throw; rethrew " + rethrown.what());
+        }
+        if (std::uncaught_exceptions() != 0) wrong.push_back(mine + ": uncaught exceptions");
+        fibers[f]->suspend();
+      }
+    });
+  }
+  for (bool any = true; any;) {
+    any = false;
+    for (auto& fiber : fibers) {
+      if (!fiber->is_done()) {
+        fiber->resume();
+        any = true;
+      }
+    }
+  }
+  for (auto& fiber : fibers) EXPECT_EQ(fiber->exception(), nullptr);
+  EXPECT_TRUE(wrong.empty()) << wrong.size() << " wrong, the first: " << wrong.front();
+  EXPECT_EQ(std::current_exception(), nullptr);
+  EXPECT_EQ(std::uncaught_exceptions(), 0);
+}
+
+// A destructor that suspends while an exception unwinds its fiber's stack: the exception is
+// uncaught in that fiber only, not on the thread's own stack or in other fibers.
+TEST(FiberExceptionTest, UncaughtExceptionsAreCountedPerFiber) {
+  std::unique_ptr<Fiber> unwinding, other;
+  int uncaught_while_unwinding = -1;
+  int uncaught_elsewhere = -1;
+  int uncaught_on_thread = -1;
+  struct SuspendsInDestructor {
+    Fiber* fiber;
+    int* seen;
+    ~SuspendsInDestructor() {
+      fiber->suspend();
+      *seen = std::uncaught_exceptions();
+    }
+  };
+  unwinding = std::make_unique<Fiber>([&] {
+    try {
+      SuspendsInDestructor guard{unwinding.get(), &uncaught_while_unwinding};
+      throw std::runtime_error("unwinding");
+    } catch (const std::runtime_error&) {
+    }
+  });
+  other = std::make_unique<Fiber>([&] { uncaught_elsewhere = std::uncaught_exceptions(); });
+  unwinding->resume();  // Suspends in the guard's destructor, mid-unwind.
+  uncaught_on_thread = std::uncaught_exceptions();
+  other->resume();
+  unwinding->resume();
+  EXPECT_TRUE(unwinding->is_done());
+  EXPECT_EQ(unwinding->exception(), nullptr);
+  EXPECT_EQ(uncaught_on_thread, 0);
+  EXPECT_EQ(uncaught_elsewhere, 0);
+  EXPECT_EQ(uncaught_while_unwinding, 1);
+}
+
 // Recursion that the compiler cannot turn into a loop.
 __attribute__((noinline)) int recurse(volatile char* previous, int depth) {
   volatile char frame[1024];
@@ -160,6 +251,81 @@ TEST(FiberDeathTest, OverflowingTheStackHitsTheGuardPage) {
         fiber.resume();
       },
       "");
+}
+
+// An overflow names the fiber that overflowed.
+TEST(FiberDeathTest, AnOverflowNamesTheFiber) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        Fiber fiber([] { recurse(nullptr, 0); }, size_t{64} * 1024, "the fiber 'Deep'");
+        fiber.resume();
+      },
+      "stack overflow in the fiber 'Deep': its stack of [0-9]+ bytes is exhausted");
+}
+
+// A frame with a local larger than the old one-page guard, at the bottom of one stack, while
+// other fibers' stacks are mapped next to it: it faults in its own guard region (the guard is
+// 64 KiB, and this file is built with -fstack-clash-protection) instead of writing into a
+// neighbour's stack.
+__attribute__((noinline)) void big_local(int depth) {
+  volatile char local[68 * 1024];
+  local[0] = static_cast<char>(depth);
+  if (depth > 0) big_local(depth - 1);
+  local[sizeof(local) - 1] = local[0];
+}
+
+TEST(FiberDeathTest, ABigLocalFaultsInItsOwnGuardRegion) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        std::vector<std::unique_ptr<Fiber>> neighbours;
+        std::vector<int> sentinels(64, 0);
+        for (int i = 0; i < 64; ++i) {
+          neighbours.push_back(std::make_unique<Fiber>(
+              [&sentinels, &neighbours, i] {
+                volatile int mine = 1000 + i;
+                neighbours[i]->suspend();
+                sentinels[i] = mine;
+              },
+              size_t{64} * 1024));
+          neighbours.back()->resume();
+        }
+        // Six such frames: more than the stack, also a sanitizer build's 4 times larger one.
+        Fiber deep([] { big_local(5); }, size_t{64} * 1024, "the fiber 'Big'");
+        deep.resume();
+        for (int i = 0; i < 64; ++i) neighbours[i]->resume();
+        for (int i = 0; i < 64; ++i) {
+          if (sentinels[i] != 1000 + i) {
+            std::fprintf(stderr, "neighbour %d overwritten\n", i);
+            std::abort();
+          }
+        }
+      },
+      "stack overflow in the fiber 'Big'");
+}
+
+// Past the process's stack limit a fiber fails to start, with an error saying why.
+TEST(FiberTest, AFiberPastTheStackLimitFailsToStart) {
+  // 96 KiB: a size no other test uses, so no pooled stack fits and each fiber maps one.
+  const size_t previous = set_fiber_stack_limit(fiber_stacks_mapped_in_process() + 2);
+  std::vector<std::unique_ptr<Fiber>> started;
+  for (int i = 0; i < 3; ++i) {
+    started.push_back(
+        std::make_unique<Fiber>([&started, i] { started[i]->suspend(); }, size_t{96} * 1024));
+    started.back()->resume();
+  }
+  set_fiber_stack_limit(previous);
+  EXPECT_EQ(started[0]->exception(), nullptr);
+  EXPECT_EQ(started[1]->exception(), nullptr);
+  ASSERT_TRUE(started[2]->is_done());
+  ASSERT_NE(started[2]->exception(), nullptr);
+  try {
+    std::rethrow_exception(started[2]->exception());
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("fiber stacks mapped, the limit"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -38,10 +38,16 @@
 // Errors. A body may return absl::Status or void. An error returned, or an exception thrown, ends
 // the body but keeps its capabilities, so partial output never looks complete: the ones in its
 // sets stay, and the ones it released during the run that failed (locals unwound by the
-// exception, say) are held again. The error is given on the operator's error stream
-// (`AsyncBuilt::errors`, at the minimum time) and then, with OnError::kFail (the default), fails
-// the execution: `execute` returns the error, naming the operator. With OnError::kHold the
-// operator holds its capabilities until it is shut down or its dataflow dropped.
+// exception, say) are held again. The batches it was handling count as unread again and a failed
+// operator reads no more, so every output their input is connected to stays held at their times.
+// The error is given on the operator's error stream (`AsyncBuilt::errors`, at the minimum time)
+// and then, with OnError::kFail (the default), fails the execution: `execute` returns the error,
+// naming the operator (a press of the button does not hide it). With OnError::kHold the operator
+// holds its capabilities until it is shut down or its dataflow dropped.
+//
+// The body's closure is destroyed when the body returns or fails: what it captured is released
+// with the run. A ShutdownButton or ShutdownToken may outlive the execution; pressing it then does
+// nothing.
 //
 // Shutdown. `build` returns a ShutdownButton. Once pressed on this worker the body is no longer
 // resumed (nor started, if it had not run yet); once pressed on every worker of the cluster (a
@@ -165,24 +171,28 @@ class ButtonShared {
     for (const auto& activator : activators) activator.activate();
   }
 
-  ProcessShared* process_;
+  ProcessShared* process_;  // Outlives every operator, which detaches its ButtonState.
   uint64_t channel_;
   std::atomic<size_t> presses_{0};
   weir::Mutex mu_;
   std::vector<SyncActivator> activators_ ABSL_GUARDED_BY(mu_);  // Per local worker.
 };
 
-// The worker-local side of an operator's shutdown button.
+// The worker-local side of an operator's shutdown button. A button or token may outlive its
+// operator and its execution (kept by the caller of `execute`): the operator detaches the state
+// when it is destroyed (on its worker's thread, while the process's shared state still lives),
+// and a press afterwards only marks the button pressed.
 struct ButtonState {
-  std::shared_ptr<ButtonShared> shared;
-  size_t worker = 0;  // Global index.
+  std::shared_ptr<ButtonShared> shared;  // Null once detached.
+  size_t worker = 0;                     // Global index.
   bool pressed = false;
 
   void press() {
     if (pressed) return;
     pressed = true;
-    shared->press(worker);
+    if (shared) shared->press(worker);
   }
+  void detach() { shared.reset(); }
 };
 
 }  // namespace internal
@@ -435,6 +445,7 @@ class AsyncOperator final : public Operator<T> {
     held_.clear();
     capabilities_.clear();
     error_capability_.reset();
+    button_->detach();
     scope_.worker().allocator().process().release_channel(button_channel_);
   }
 
@@ -448,17 +459,18 @@ class AsyncOperator final : public Operator<T> {
     for (size_t i = 0; i < inputs_.size(); ++i) {
       inputs_[i]->apply_frontier(this->progress_.frontiers[i]);
     }
+    // A failure goes first: a press never hides it.
+    if (fail_pending_) {
+      fail_pending_ = false;
+      fail_execution();
+      return false;
+    }
     if (button_->pressed) {
       // Phase one: this worker pressed, so the body no longer runs. Phase two, once every worker
       // pressed: unwind it and let go of everything.
       if (button_->shared->presses() < scope_.worker().peers()) return false;
       if (state_ != State::kShutDown) shut_down();
       drain_inputs();
-      return false;
-    }
-    if (fail_pending_) {
-      fail_pending_ = false;
-      fail_execution();
       return false;
     }
     bool again = false;
@@ -471,7 +483,8 @@ class AsyncOperator final : public Operator<T> {
         again = context_.take_yield();
       }
     }
-    if (state_ != State::kRunning) drain_inputs();
+    // A failed operator drains nothing: what is queued holds its outputs too.
+    if (state_ == State::kDone) drain_inputs();
     return again;
   }
 
@@ -519,8 +532,10 @@ class AsyncOperator final : public Operator<T> {
     }
     body_ = std::move(body);
     context_.set_fuel(options_.fuel_bytes);
-    fiber_ = std::make_unique<Fiber>([this] { status_ = body_(context_, capabilities_); },
-                                     options_.stack_size);
+    fiber_ = std::make_unique<Fiber>(
+        [this] { status_ = body_(context_, capabilities_); }, options_.stack_size,
+        "async operator '" + name_ + "' in dataflow '" + scope_.name() + "' on worker " +
+            std::to_string(scope_.worker().index()));
     context_.bind(fiber_.get());
   }
 
@@ -529,6 +544,9 @@ class AsyncOperator final : public Operator<T> {
 
   // The body returned or threw: on this thread's stack, after the fiber finished.
   void finish_body() {
+    // What the closure captured goes with the body (a capability kept there would hold its
+    // output forever): its release is reported with the run's, or held again if the body failed.
+    body_ = nullptr;
     absl::Status status = status_;
     if (std::exception_ptr error = fiber_->exception()) status = exception_status(error);
     if (status.ok()) {
@@ -538,6 +556,7 @@ class AsyncOperator final : public Operator<T> {
       return;
     }
     hold_released();
+    withhold_consumed();
     state_ = State::kFailed;
     failure_ = status;
     error_port_->give(error_capability_->time(),
@@ -563,6 +582,15 @@ class AsyncOperator final : public Operator<T> {
     }
   }
 
+  // Takes back the consumption the failed run would report: the batches it was handling (a
+  // batch's InputCapability released by the failure, say) count as unread again, so every output
+  // their input is connected to stays held at their times, as the queued batches, which a failed
+  // operator no longer drains, hold it at theirs. Reported once the operator is shut down.
+  void withhold_consumed() {
+    withheld_.resize(inputs_.size());
+    for (size_t i = 0; i < inputs_.size(); ++i) consumed(i).drain_into(withheld_[i]);
+  }
+
   void fail_execution() {
     Worker& worker = scope_.worker();
     worker.fail(absl::Status(failure_.code(), "operator '" + name_ + "' in dataflow '" +
@@ -577,7 +605,8 @@ class AsyncOperator final : public Operator<T> {
     capabilities_.clear();
     held_.clear();
     error_capability_.reset();
-    fail_pending_ = false;
+    for (size_t i = 0; i < withheld_.size(); ++i) withheld_[i].drain_into(consumed(i));
+    withheld_.clear();
     state_ = State::kShutDown;
   }
 
@@ -615,7 +644,8 @@ class AsyncOperator final : public Operator<T> {
 
   std::vector<CapabilitySet<T>> capabilities_;  // The body's, one set per output.
   std::optional<Capability<T>> error_capability_;
-  std::vector<Capability<T>> held_;  // Re-held after a failure.
+  std::vector<Capability<T>> held_;       // Re-held after a failure.
+  std::vector<ChangeBatch<T>> withheld_;  // Per input: consumption a failed run did not report.
 
   std::shared_ptr<internal::ButtonState> button_;
   uint64_t button_channel_ = 0;

@@ -3,7 +3,14 @@
 // this type directly (see async_operator.h).
 //
 // A fiber runs `entry` the first time it is resumed, on a stack taken from the calling thread's
-// pool (mmap'd, with a guard page below it, so an overflow faults instead of corrupting memory).
+// pool (mmap'd, with a 64 KiB PROT_NONE guard region below it, so an overflow faults instead of
+// corrupting memory; a fault there prints which fiber overflowed, by its label, before the process
+// dies of it). A fiber that cannot get a stack (past the process's stack limit, or the kernel
+// refuses the mapping) ends at its first resume without running, with the error in `exception()`.
+//
+// Each fiber keeps its own C++ exception state (the exceptions its catch handlers are handling,
+// the count of uncaught ones): a fiber may suspend inside a catch handler or a destructor that
+// unwinding runs.
 // `suspend()` inside the fiber returns control to whoever called `resume()`; the next `resume()`
 // continues after the `suspend()`. When `entry` returns or throws, the fiber is done; an exception
 // that escaped `entry` is kept in `exception()`.
@@ -22,6 +29,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <string>
 
 namespace weir {
 
@@ -33,7 +41,9 @@ class Fiber {
  public:
   // A fiber that will run `entry` on a stack of at least `stack_size` bytes. Nothing runs and no
   // stack is taken until the first `resume()`.
-  explicit Fiber(std::function<void()> entry, size_t stack_size = kDefaultFiberStackSize);
+  // `label` names the fiber in the stack overflow message (e.g. its operator and worker).
+  explicit Fiber(std::function<void()> entry, size_t stack_size = kDefaultFiberStackSize,
+                 std::string label = {});
   Fiber(const Fiber&) = delete;
   Fiber& operator=(const Fiber&) = delete;
   // Unwinds the fiber if it is suspended. REQUIRES: not running.
@@ -69,5 +79,13 @@ struct FiberStats {
   int64_t stacks_mapped = 0;  // Stacks ever mapped on this thread (pool misses).
 };
 FiberStats fiber_stats_on_this_thread();
+
+// Fiber stacks mapped in the process (in use or pooled for reuse). Each costs two memory
+// mappings (the stack and its guard region) of the kernel's vm.max_map_count.
+size_t fiber_stacks_mapped_in_process();
+// The most fiber stacks the process maps at once; a fiber that would map more fails to start
+// (its async operator fails with an error naming it). The default leaves 8192 of
+// vm.max_map_count's mappings for everything else. Returns the previous limit.
+size_t set_fiber_stack_limit(size_t stacks);
 
 }  // namespace weir
