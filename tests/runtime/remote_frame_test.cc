@@ -35,6 +35,23 @@ bool mentions(const absl::Status& status, const std::string& words) {
 }
 
 // What a worker learns about the dataflow it built: the channel ids it was given.
+// The dataflow every process of these tests builds: an input exchanged to a probe and, when
+// `nested`, into an iterative scope (whose progress crosses processes as nested batches).
+auto exchange_dataflow(Scope<uint64_t>& scope, bool nested) {
+  auto [handle, stream] = new_input<uint64_t>(scope);
+  auto exchanged = stream | exchange([](const uint64_t& x) { return x; });
+  exchanged | probe();
+  if (nested) {
+    scope.template iterative<uint64_t>([&](auto& loop_scope) {
+      auto [loop, cycle] = loop_variable<uint64_t>(loop_scope, uint64_t{1});
+      auto body = loop_scope.enter(exchanged) | concat(cycle) |
+                  filter([](const uint64_t& x) { return x > 100; });
+      body | connect_loop(loop);
+    });
+  }
+  return std::move(handle);
+}
+
 struct Built {
   uint64_t first = 0;     // Before the dataflow: every id of the dataflow is above it.
   uint64_t progress = 0;  // The dataflow's progress channel (the last id it takes).
@@ -60,20 +77,8 @@ std::optional<absl::Status> run_forged(size_t target, const Forge& forge, bool n
     return execute(config, [&](Worker& worker) {
       Built built;
       built.first = worker.allocator().next_channel_id();
-      auto input = worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
-        auto [handle, stream] = new_input<uint64_t>(scope);
-        auto exchanged = stream | exchange([](const uint64_t& x) { return x; });
-        exchanged | probe();
-        if (nested) {
-          scope.template iterative<uint64_t>([&](auto& loop_scope) {
-            auto [loop, cycle] = loop_variable<uint64_t>(loop_scope, uint64_t{1});
-            auto body = loop_scope.enter(exchanged) | concat(cycle) |
-                        filter([](const uint64_t& x) { return x > 100; });
-            body | connect_loop(loop);
-          });
-        }
-        return std::move(handle);
-      });
+      auto input = worker.dataflow<uint64_t>(
+          [&](Scope<uint64_t>& scope) { return exchange_dataflow(scope, nested); });
       built.progress = worker.allocator().next_channel_id() - 1;
       ProcessShared& shared = worker.allocator().process();
       if (process == target) {
@@ -200,20 +205,8 @@ absl::Status process_failure_after(const std::string& payload, bool nested) {
     config.transport = hub.factory();
     return execute(config, [&](Worker& worker) {
       worker.allocator().next_channel_id();  // As in run_forged.
-      auto input = worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
-        auto [handle, stream] = new_input<uint64_t>(scope);
-        auto exchanged = stream | exchange([](const uint64_t& x) { return x; });
-        exchanged | probe();
-        if (nested) {
-          scope.template iterative<uint64_t>([&](auto& loop_scope) {
-            auto [loop, cycle] = loop_variable<uint64_t>(loop_scope, uint64_t{1});
-            auto body = loop_scope.enter(exchanged) | concat(cycle) |
-                        filter([](const uint64_t& x) { return x > 100; });
-            body | connect_loop(loop);
-          });
-        }
-        return std::move(handle);
-      });
+      auto input = worker.dataflow<uint64_t>(
+          [&](Scope<uint64_t>& scope) { return exchange_dataflow(scope, nested); });
       const uint64_t progress = worker.allocator().next_channel_id() - 1;
       ProcessShared& shared = worker.allocator().process();
       if (process == 0) {
