@@ -114,7 +114,9 @@ TEST_P(IngestTest, StreamingKeepsShardStatesSmall) {
     EXPECT_GT(e.batches, threshold) << e.shard;  // Maintenance was due.
     auto description = (*client)->describe(e.shard);
     ASSERT_TRUE(description.ok()) << description.status();
-    EXPECT_LE(description->batches.size(), threshold) << e.shard << ": " << e.batches;
+    // Compaction leaves the trailing empty batch and a run or two beside the merged one: the
+    // bound is the threshold's order, not the number appended.
+    EXPECT_LE(description->batches.size(), 2 * threshold) << e.shard << ": " << e.batches;
   }
   expect_matches_generator(options, until, {"users", "auctions"});
   fs::remove_all(dir);
