@@ -66,10 +66,10 @@ absl::Status run_failing_beside_a_blocking_call(std::shared_ptr<Latch> latch,
     worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
       {
         AsyncOperatorBuilder<uint64_t> builder("Waiter", scope);
-        auto [out, stream] = builder.add_output<uint64_t>();
+        builder.add_output<uint64_t>();
         builder.build([latch, limit](AsyncContext& ctx, Caps) {
           // An owning closure: it keeps the latch alive however long it runs.
-          ctx.run_blocking([latch, limit] {
+          ctx.run_blocking_owned([latch, limit] {
             latch->call_started = true;
             latch->saw_release = latch->wait(limit);
             latch->call_returned = true;
@@ -78,7 +78,7 @@ absl::Status run_failing_beside_a_blocking_call(std::shared_ptr<Latch> latch,
       }
       {
         AsyncOperatorBuilder<uint64_t> builder("Failer", scope);
-        auto [out, stream] = builder.add_output<uint64_t>();
+        builder.add_output<uint64_t>();
         builder.build([latch](AsyncContext& ctx, Caps) -> absl::Status {
           while (!latch->call_started.load()) ctx.sleep_for(1ms);
           return absl::UnavailableError("upstream went away");
