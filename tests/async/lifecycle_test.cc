@@ -5,13 +5,17 @@
 #include <chrono>
 #include <condition_variable>
 #include <memory>
+#include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "testing/harness.h"
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "weir/async/async_operator.h"
 #include "weir/weir.h"
@@ -120,6 +124,86 @@ TEST(AsyncBlockingTest, ANeverReturningCallDoesNotHangExecute) {
   latch->release();
   ASSERT_TRUE(latch->wait_returned());
   EXPECT_TRUE(latch->saw_release.load());
+}
+
+// ---- descriptors ----
+
+// Runs one body that awaits `fd` readable on one worker while `act` runs on another thread once
+// the body waits; returns what await_readable returned (nullopt: it never woke within 5 s).
+std::optional<absl::Status> await_readable_while(int fd, std::function<void()> act) {
+  std::optional<absl::Status> awaited;
+  auto result = testing::run_workers(1, [&](Worker& worker) {
+    std::atomic<bool> waiting{false};
+    std::atomic<bool> woke{false};
+    worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+      AsyncOperatorBuilder<uint64_t> builder("Reader", scope);
+      builder.add_output<uint64_t>();
+      builder.build([&, fd](AsyncContext& ctx, Caps) {
+        waiting = true;
+        awaited = ctx.await_readable(fd);
+        woke = true;
+      });
+    });
+    EXPECT_TRUE(step_until(worker, [&] { return waiting.load(); }));
+    // Let the body reach epoll before the descriptor changes.
+    for (int i = 0; i < 10; ++i) worker.step_or_park(1ms);
+    std::thread actor(std::move(act));
+    step_until(worker, [&] { return woke.load(); }, 5s);
+    actor.join();
+    if (!woke.load()) {
+      // Let the body go: the test already failed.
+      worker.drop_dataflow(0);
+    }
+  });
+  EXPECT_TRUE(result.ok()) << result;
+  return awaited;
+}
+
+TEST(AsyncDescriptorTest, AHangUpWakesTheWaiterWithAnErrorNamingTheDescriptor) {
+  Watchdog watchdog("AHangUpWakesTheWaiter");
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  auto awaited = await_readable_while(fds[0], [&] { ::close(fds[1]); });
+  ASSERT_TRUE(awaited.has_value());
+  EXPECT_EQ(awaited->code(), absl::StatusCode::kUnavailable) << *awaited;
+  EXPECT_NE(awaited->message().find("file descriptor " + std::to_string(fds[0]) + " hung up"),
+            std::string::npos)
+      << *awaited;
+  EXPECT_NE(awaited->message().find("Reader"), std::string::npos) << *awaited;
+  ::close(fds[0]);
+}
+
+TEST(AsyncDescriptorTest, DataBeforeAHangUpIsReadFirst) {
+  Watchdog watchdog("DataBeforeAHangUpIsReadFirst");
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+  auto awaited = await_readable_while(fds[0], [&] {
+    EXPECT_EQ(::write(fds[1], "x", 1), 1);
+    ::close(fds[1]);
+  });
+  ASSERT_TRUE(awaited.has_value());
+  EXPECT_TRUE(awaited->ok()) << *awaited;
+  char byte = 0;
+  EXPECT_EQ(::read(fds[0], &byte, 1), 1);
+  EXPECT_EQ(byte, 'x');
+  ::close(fds[0]);
+}
+
+// epoll forgets a descriptor closed while it is watched, without an event: the reactor notices
+// within kClosedDescriptorCheck.
+TEST(AsyncDescriptorTest, ClosingTheAwaitedDescriptorWakesTheWaiterWithAnError) {
+  Watchdog watchdog("ClosingTheAwaitedDescriptor");
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const int awaited_fd = fds[0];
+  auto awaited = await_readable_while(awaited_fd, [&] { ::close(awaited_fd); });
+  ASSERT_TRUE(awaited.has_value()) << "the waiter never woke";
+  EXPECT_EQ(awaited->code(), absl::StatusCode::kUnavailable) << *awaited;
+  EXPECT_NE(awaited->message().find("file descriptor " + std::to_string(awaited_fd) +
+                                    " was closed"),
+            std::string::npos)
+      << *awaited;
+  ::close(fds[1]);
 }
 
 }  // namespace
