@@ -7,9 +7,11 @@
 #include <memory>
 #include <functional>
 #include <mutex>
+#include <stop_token>
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "testing/harness.h"
@@ -124,6 +126,142 @@ TEST(AsyncBlockingTest, ANeverReturningCallDoesNotHangExecute) {
   latch->release();
   ASSERT_TRUE(latch->wait_returned());
   EXPECT_TRUE(latch->saw_release.load());
+}
+
+// A borrowing call (run_blocking) that takes a stop token: a drop stops it and waits for it,
+// which returns at once.
+TEST(AsyncBlockingTest, ADropStopsABorrowingCallThatTakesAStopToken) {
+  Watchdog watchdog("ADropStopsABorrowingCall");
+  auto result = testing::run_workers(1, [](Worker& worker) {
+    std::atomic<bool> started{false};
+    std::atomic<bool> saw_stop{false};
+    const size_t index = worker.next_dataflow_index();
+    worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+      AsyncOperatorBuilder<uint64_t> builder("Stoppable", scope);
+      builder.add_output<uint64_t>();
+      builder.build([&](AsyncContext& ctx, Caps) {
+        int local = 7;  // Borrowed by the call: the drop must wait for it.
+        ctx.run_blocking([&](std::stop_token stop) {
+          started = true;
+          const auto until = std::chrono::steady_clock::now() + 30s;
+          while (!stop.stop_requested() && std::chrono::steady_clock::now() < until) {
+            std::this_thread::sleep_for(100us);
+          }
+          saw_stop = stop.stop_requested() && local == 7;
+        });
+      });
+    });
+    EXPECT_TRUE(step_until(worker, [&] { return started.load(); }));
+    const auto start = std::chrono::steady_clock::now();
+    worker.drop_dataflow(index);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+    EXPECT_TRUE(saw_stop.load());  // The drop waited for the call: it saw its stop.
+  });
+  ASSERT_TRUE(result.ok()) << result;
+}
+
+// At most max_blocking_calls calls of one operator run at once, over all its workers; a call
+// still waiting for its turn when its operator is dropped never runs.
+TEST(AsyncBlockingTest, AnOperatorsCallsInFlightAreBounded) {
+  Watchdog watchdog("AnOperatorsCallsInFlightAreBounded");
+  auto latch = std::make_shared<Latch>();
+  auto running = std::make_shared<std::atomic<int>>(0);
+  auto most = std::make_shared<std::atomic<int>>(0);
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  auto status = testing::run_workers(3, [&](Worker& worker) {
+    worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+      {
+        AsyncOperatorBuilder<uint64_t> builder("Bounded", scope);
+        builder.add_output<uint64_t>();
+        builder.set_max_blocking_calls(2);
+        builder.build([latch, running, most, calls](AsyncContext& ctx, Caps) {
+          ctx.run_blocking_owned([latch, running, most, calls] {
+            ++*calls;
+            const int now = ++*running;
+            int seen = most->load();
+            while (now > seen && !most->compare_exchange_weak(seen, now)) {
+            }
+            latch->call_started = true;
+            latch->wait(std::chrono::hours(1));
+            --*running;
+          });
+        });
+      }
+      {
+        // Another operator's calls run meanwhile: the bounded one does not take the pool.
+        AsyncOperatorBuilder<uint64_t> builder("Other", scope);
+        builder.add_output<uint64_t>();
+        builder.build([calls](AsyncContext& ctx, Caps) -> absl::Status {
+          const int seen = ctx.run_blocking_owned([calls] { return calls->load(); });
+          (void)seen;
+          // Fail once the bounded operator has its two calls running.
+          while (calls->load() < 2) ctx.sleep_for(1ms);
+          return absl::AbortedError("done");
+        });
+      }
+    });
+  });
+  EXPECT_EQ(status.code(), absl::StatusCode::kAborted) << status;
+  // Let the two running calls return; the third, abandoned before it started, never runs.
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(running->load(), 2);
+  latch->release();
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (running->load() > 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(1ms);
+  }
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(running->load(), 0);
+  EXPECT_EQ(most->load(), 2);
+  EXPECT_EQ(calls->load(), 2);
+}
+
+// ---- timers ----
+
+// A wait with a deadline that returns early (here: 20000 times) cancels its timer; the
+// reactor keeps none of them. So does a sleep unwound by a drop.
+TEST(AsyncTimerTest, WaitsThatReturnEarlyLeaveNoTimers) {
+  Watchdog watchdog("WaitsThatReturnEarlyLeaveNoTimers");
+  constexpr int kWaits = 20000;
+  const size_t before = async_timers_pending_in_process();
+  auto result = testing::run_workers(1, [&](Worker& worker) {
+    std::atomic<int> waits{0};
+    size_t during = 0;
+    std::atomic<bool> sleeping{false};
+    const size_t index = worker.next_dataflow_index();
+    worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+      {
+        AsyncOperatorBuilder<uint64_t> builder("Early", scope);
+        builder.add_output<uint64_t>();
+        builder.build([&](AsyncContext& ctx, Caps) {
+          for (int i = 0; i < kWaits; ++i) {
+            bool first = true;
+            ctx.sync_activator().activate();  // Wakes the wait below at once.
+            const bool ready = ctx.wait_until(
+                [&] { return !std::exchange(first, false); },
+                std::chrono::steady_clock::now() + std::chrono::hours(1));
+            EXPECT_TRUE(ready);
+            ++waits;
+          }
+          during = async_timers_pending_in_process();
+        });
+      }
+      {
+        AsyncOperatorBuilder<uint64_t> builder("Sleeper", scope);
+        builder.add_output<uint64_t>();
+        builder.build([&](AsyncContext& ctx, Caps) {
+          sleeping = true;
+          ctx.sleep_for(std::chrono::hours(1));
+        });
+      }
+    });
+    EXPECT_TRUE(step_until(worker, [&] { return waits.load() == kWaits && sleeping.load(); }));
+    // The sleeper's timer, and nothing of the early waits.
+    EXPECT_LE(during, before + 1);
+    worker.drop_dataflow(index);
+    EXPECT_EQ(async_timers_pending_in_process(), before);
+  });
+  ASSERT_TRUE(result.ok()) << result;
 }
 
 // ---- descriptors ----
