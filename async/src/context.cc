@@ -30,9 +30,7 @@ ScopedTimer::~ScopedTimer() { Reactor::instance().cancel_timer({deadline_, id_})
 size_t async_timers_pending_in_process() { return internal::Reactor::instance().timers(); }
 
 AsyncContext::AsyncContext(Worker& worker, SyncActivator activator, std::string name)
-    : worker_(&worker),
-      activator_(std::move(activator)),
-      name_(std::move(name)) {}
+    : worker_(&worker), activator_(std::move(activator)), name_(std::move(name)) {}
 
 void AsyncContext::suspend() {
   WEIR_CHECK(fiber_ != nullptr && Fiber::current() == fiber_)

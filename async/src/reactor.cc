@@ -124,7 +124,8 @@ size_t Reactor::timers() const {
 }
 
 void Reactor::arm_timer() {
-  Clock::time_point target = timers_.empty() ? Clock::time_point::max() : timers_.begin()->first.first;
+  Clock::time_point target =
+      timers_.empty() ? Clock::time_point::max() : timers_.begin()->first.first;
   if (!waiters_.empty()) target = std::min(target, next_check_);
   if (target == armed_) return;
   itimerspec spec{};

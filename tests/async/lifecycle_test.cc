@@ -4,11 +4,11 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <memory>
 #include <functional>
+#include <memory>
 #include <mutex>
-#include <stop_token>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <utility>
@@ -237,9 +237,9 @@ TEST(AsyncTimerTest, WaitsThatReturnEarlyLeaveNoTimers) {
           for (int i = 0; i < kWaits; ++i) {
             bool first = true;
             ctx.sync_activator().activate();  // Wakes the wait below at once.
-            const bool ready = ctx.wait_until(
-                [&] { return !std::exchange(first, false); },
-                std::chrono::steady_clock::now() + std::chrono::hours(1));
+            const bool ready =
+                ctx.wait_until([&] { return !std::exchange(first, false); },
+                               std::chrono::steady_clock::now() + std::chrono::hours(1));
             EXPECT_TRUE(ready);
             ++waits;
           }
@@ -286,7 +286,8 @@ std::optional<absl::Status> await_readable_while(int fd, std::function<void()> a
     // Let the body reach epoll before the descriptor changes.
     for (int i = 0; i < 10; ++i) worker.step_or_park(1ms);
     std::thread actor(std::move(act));
-    step_until(worker, [&] { return woke.load(); }, 5s);
+    step_until(
+        worker, [&] { return woke.load(); }, 5s);
     actor.join();
     if (!woke.load()) {
       // Let the body go: the test already failed.
@@ -337,9 +338,9 @@ TEST(AsyncDescriptorTest, ClosingTheAwaitedDescriptorWakesTheWaiterWithAnError) 
   auto awaited = await_readable_while(awaited_fd, [&] { ::close(awaited_fd); });
   ASSERT_TRUE(awaited.has_value()) << "the waiter never woke";
   EXPECT_EQ(awaited->code(), absl::StatusCode::kUnavailable) << *awaited;
-  EXPECT_NE(awaited->message().find("file descriptor " + std::to_string(awaited_fd) +
-                                    " was closed"),
-            std::string::npos)
+  EXPECT_NE(
+      awaited->message().find("file descriptor " + std::to_string(awaited_fd) + " was closed"),
+      std::string::npos)
       << *awaited;
   ::close(fds[1]);
 }
