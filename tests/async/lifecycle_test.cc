@@ -113,6 +113,12 @@ TEST(AsyncBlockingTest, AFailureDoesNotWaitForARunningBlockingCall) {
   ASSERT_TRUE(latch->wait_returned());
   EXPECT_TRUE(latch->saw_release.load());
   EXPECT_LT(elapsed, 1500ms);
+  // Its result discarded, the call and its closure are destroyed on the pool thread.
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (latch.use_count() > 1 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(latch.use_count(), 1);
 }
 
 // A call that never returns (until the test releases it, after execute returned) does not hang
