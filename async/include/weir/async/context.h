@@ -231,8 +231,9 @@ class AsyncContext {
   //   readable descriptor that also hung up returns OK, so the data (or end of file) before the
   //   hang-up is read first; await_writable reports a hang-up or error before readiness;
   // - it was closed while awaited (close() from another thread): noticed within
-  //   kClosedDescriptorCheck, since epoll forgets a closed descriptor without an event.
-  //   shutdown() of a socket instead wakes the waiter at once (a hang-up).
+  //   kClosedDescriptorCheck, since epoll forgets a closed descriptor without an event (unless
+  //   another body awaits the number, reused by a new file, first). shutdown() of a socket
+  //   wakes its waiters at once instead (readable: read returns 0; writable: an error).
   absl::Status await_readable(int fd);
   absl::Status await_writable(int fd);
 
