@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "weir/check.h"
+#include "weir/errno_message.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define WEIR_ASAN 1
@@ -69,10 +70,10 @@ constexpr size_t kSanitizerStackFactor = 4;
 #else
 constexpr size_t kSanitizerStackFactor = 1;
 #endif
-constexpr size_t kMinStackSize = 32 * 1024;
+constexpr size_t kMinStackSize = size_t{32} << 10;
 // PROT_NONE below every stack: large enough that a frame with big locals, in code built without
 // -fstack-clash-protection, lands in it rather than in the stack mapped below.
-constexpr size_t kGuardSize = 64 * 1024;
+constexpr size_t kGuardSize = size_t{64} << 10;
 // A thread keeps at most this many stacks for reuse; more are unmapped when released.
 constexpr size_t kMaxPooledStacks = 64;
 
@@ -168,9 +169,10 @@ class StackPool {
     if (base == MAP_FAILED) {
       const int error = errno;
       stacks_mapped_in_process.fetch_sub(1);
-      throw std::runtime_error("cannot map a " + std::to_string(size) + "-byte fiber stack (" +
-                               std::to_string(mapped - 1) +
-                               " fiber stacks mapped in the process): " + std::strerror(error));
+      throw std::runtime_error(
+          "cannot map a " + std::to_string(size) + "-byte fiber stack (" +
+          std::to_string(mapped - 1) +
+          " fiber stacks mapped in the process): " + weir::errno_message(error));
     }
     ++stats.stacks_mapped;
     return static_cast<char*>(base) + guard + size;
@@ -314,7 +316,7 @@ class AltStack {
   AltStack() {
     stack_t current{};
     if (::sigaltstack(nullptr, &current) != 0 || (current.ss_flags & SS_DISABLE) == 0) return;
-    constexpr size_t kSize = 64 * 1024;
+    constexpr size_t kSize = size_t{64} << 10;
     void* memory =
         ::mmap(nullptr, kSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (memory == MAP_FAILED) return;

@@ -353,6 +353,7 @@ void render_epoch(Ingestion& in, Worker& worker, Scope<Offset>& scope, const Pla
     });
   }
   std::vector<std::string> names;
+  names.reserve(plan.exports.size());
   for (const auto& e : plan.exports) names.push_back(e.table);
   render_health(scope, rendered->health,
                 HealthOutput{in.status, in.kind + ".status", in.maintenance, std::move(names),

@@ -124,6 +124,7 @@ absl::Status walk(const std::string& dir, const std::string& rel, std::string_vi
   absl::Status status;
   while (true) {
     errno = 0;
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): readdir is safe for a stream no other thread reads.
     const dirent* entry = ::readdir(handle);
     if (entry == nullptr) {
       if (errno != 0) {

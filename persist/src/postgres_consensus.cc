@@ -114,6 +114,7 @@ class PostgresConsensus final : public Consensus {
     WEIR_ASSIGN_OR_RETURN(Result result,
                           query("scan", kScan, {{key}, {from}, {max}}, /*retry=*/true));
     std::vector<VersionedData> versions;
+    versions.reserve(PQntuples(result.get()));
     for (int i = 0; i < PQntuples(result.get()); ++i) {
       versions.push_back(row(result.get(), i));
     }

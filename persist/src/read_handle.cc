@@ -187,6 +187,7 @@ std::vector<RunCursor> snapshot_runs(const Shard& shard, const proto::ProtoShard
   const size_t depth = kSnapshotPrefetchParts / std::max<size_t>(1, runs.size());
   std::vector<RunCursor> cursors;
   const PartFetcher fetcher = shard.part_fetcher();
+  cursors.reserve(runs.size());
   for (std::vector<PartRef>& run : runs) {
     cursors.emplace_back(shard.core().pool(), fetcher, std::move(run), depth);
   }
@@ -256,6 +257,7 @@ void BackgroundRuns::produce(ConsolidatedRuns runs) {
         return false;
       }
       ready_.push_back(std::move(block));
+      block = nullptr;
       if (!spare_.empty()) {
         block = std::move(spare_.back());
         spare_.pop_back();

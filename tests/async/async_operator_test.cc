@@ -795,7 +795,7 @@ TEST(AsyncStackDeathTest, AnOverflowNamesTheOperatorAndWorker) {
         (void)testing::run_workers(1, [](Worker& worker) {
           worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
             AsyncOperatorBuilder<uint64_t> builder("Deep", scope);
-            builder.set_stack_size(64 * 1024);
+            builder.set_stack_size(size_t{64} << 10);
             builder.build([](AsyncContext&, Caps) { recurse(nullptr, 0); });
           });
           while (worker.step_or_park(1ms)) {
@@ -815,7 +815,8 @@ TEST(AsyncErrorTest, ABodyPastTheStackLimitFailsItsOperator) {
     worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
       for (int i = 0; i < 4; ++i) {
         AsyncOperatorBuilder<uint64_t> builder("Many" + std::to_string(i), scope);
-        builder.set_stack_size(200 * 1024);  // A size no other test uses: nothing pooled fits.
+        builder.set_stack_size(size_t{200}
+                               << 10);  // A size no other test uses: nothing pooled fits.
         builder.build([](AsyncContext& ctx, Caps) { ctx.wait_until([] { return false; }); });
       }
     });

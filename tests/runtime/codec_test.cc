@@ -160,7 +160,7 @@ TEST(CodecValidationTest, PaddingNeverCrosses) {
   EXPECT_EQ(out.value, 0x0102030405060708u);
   // And in vectors and nested structs.
   std::vector<Padded> many(3, *pa);
-  EXPECT_EQ(encoded(many).size(), sizeof(uint64_t) + 3 * 9);
+  EXPECT_EQ(encoded(many).size(), sizeof(uint64_t) + size_t{3} * 9);
   Nested n{*pa, "n", 5};
   Nested m;
   ASSERT_TRUE(decodes(encoded(n), m));

@@ -10,6 +10,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "weir/errno_message.h"
+
 namespace weir {
 namespace {
 
@@ -198,8 +200,8 @@ namespace internal {
 absl::StatusOr<std::shared_ptr<LogFile>> LogFile::open(std::string path) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("WEIR_LOG: cannot open '", path, "' for writing: ", std::strerror(errno)));
+    return absl::InvalidArgumentError(absl::StrCat("WEIR_LOG: cannot open '", path,
+                                                   "' for writing: ", weir::errno_message(errno)));
   }
   return std::make_shared<LogFile>(std::move(path), fd);
 }
@@ -213,7 +215,7 @@ void LogFile::write(std::string_view lines) {
     if (n < 0) {
       if (errno == EINTR) continue;
       status_ = absl::InternalError(
-          absl::StrCat("WEIR_LOG: writing '", path_, "' failed: ", std::strerror(errno)));
+          absl::StrCat("WEIR_LOG: writing '", path_, "' failed: ", weir::errno_message(errno)));
       return;
     }
     lines.remove_prefix(static_cast<size_t>(n));

@@ -148,7 +148,9 @@ std::map<std::string, int64_t> Generator::state_at(uint32_t table, uint64_t offs
   std::vector<std::pair<uint64_t, RowChange>> changes;
   g.replay_table(table, offset + 1, changes);
   for (auto& [o, c] : changes) {
-    if ((state[c.row] += c.diff) == 0) state.erase(c.row);
+    int64_t& count = state[c.row];
+    count += c.diff;
+    if (count == 0) state.erase(c.row);
   }
   return state;
 }
