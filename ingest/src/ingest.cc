@@ -170,7 +170,6 @@ void render_health(Scope<Offset>& scope, const Stream<Offset, sources::HealthUpd
   const size_t peers = scope.peers();
   builder.set_on_error(OnError::kHold);
   builder.build([=](AsyncContext& ctx, std::span<CapabilitySet<Offset>>) mutable -> absl::Status {
-    const auto& status = out.status;
     const auto& tables = out.tables;
     const auto& last = out.last;
     sources::HealthAggregator aggregator(tables.size(), peers);
@@ -199,21 +198,27 @@ void render_health(Scope<Offset>& scope, const Stream<Offset, sources::HealthUpd
       }
       if (rows.empty()) continue;
       // Append at a time after the shard's upper (wall-clock milliseconds, kept increasing).
-      absl::Status appended = ctx.run_blocking([&]() -> absl::Status {
-        for (int attempt = 0; attempt < 20; ++attempt) {
-          WEIR_ASSIGN_OR_RETURN(const auto upper, status->fetch_recent_upper());
-          const uint64_t lower = upper.is_empty() ? 0 : upper.time();
-          uint64_t time = std::max(lower, now_ms);
-          for (auto& r : rows) r.time = time;
-          WEIR_ASSIGN_OR_RETURN(const auto result, status->compare_and_append(rows, Frontier(lower),
-                                                                              Frontier(time + 1)));
-          if (result.is_appended()) {
-            if (result.maintenance_due) out.maintenance->request(out.status_name);
-            return absl::OkStatus();
-          }
-        }
-        return absl::AbortedError("status shard: too much contention");
-      });
+      // The call owns what it uses: one still running when the dataflow is dropped (consensus
+      // stopped answering) is left to return on its own, and its compare-and-append is fenced
+      // by the upper it read.
+      absl::Status appended = ctx.run_blocking_owned(
+          [writer = out.status, maintenance = out.maintenance, name = out.status_name,
+           updates = std::move(rows), now_ms]() mutable -> absl::Status {
+            for (int attempt = 0; attempt < 20; ++attempt) {
+              WEIR_ASSIGN_OR_RETURN(const auto upper, writer->fetch_recent_upper());
+              const uint64_t lower = upper.is_empty() ? 0 : upper.time();
+              uint64_t time = std::max(lower, now_ms);
+              for (auto& u : updates) u.time = time;
+              WEIR_ASSIGN_OR_RETURN(
+                  const auto result,
+                  writer->compare_and_append(updates, Frontier(lower), Frontier(time + 1)));
+              if (result.is_appended()) {
+                if (result.maintenance_due) maintenance->request(name);
+                return absl::OkStatus();
+              }
+            }
+            return absl::AbortedError("status shard: too much contention");
+          });
       WEIR_RETURN_IF_ERROR(appended);
     }
   });

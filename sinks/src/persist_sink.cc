@@ -57,17 +57,23 @@ std::pair<Stream<Time, std::string>, Stream<Time, uint8_t>> render_write(
     Capability<Time> batch_cap = caps[0].delayed(lower);
     caps[0].clear();
     caps[1].downgrade(Antichain<Time>{lower});
-    std::optional<persist::BatchBuilder> current;
+    // Shared with the blocking calls that use it: a call still running when the operator is
+    // dropped (a blob store that stopped answering) keeps the builder alive on its own.
+    std::shared_ptr<persist::BatchBuilder> current;
     std::map<Time, std::vector<Update>>
         later;  // Updates after `lower`, waiting for their description.
     std::deque<Description> queue;
     Antichain<Time> data_frontier{0};
     bool data_done = false, descriptions_done = false;
+    auto new_builder = [&] {
+      return std::make_shared<persist::BatchBuilder>(config.writer->builder(Frontier(lower)));
+    };
     auto add = [&](const std::string& row, Time time, int64_t diff) -> absl::Status {
-      if (!current) current.emplace(config.writer->builder(Frontier(lower)));
+      if (!current) current = new_builder();
       // Waiting for an upload blocks: do it off the worker, which has other exports to serve.
       if (current->uploads_full()) {
-        if (absl::Status s = ctx.run_blocking([&] { return current->wait_for_room(); }); !s.ok())
+        if (absl::Status s = ctx.run_blocking_owned([b = current] { return b->wait_for_room(); });
+            !s.ok())
           return s;
       }
       return current->add(row, time, diff);
@@ -125,8 +131,9 @@ std::pair<Stream<Time, std::string>, Stream<Time, uint8_t>> render_write(
             config.stats->updates.fetch_add(it->second.size(), std::memory_order_relaxed);
           it = later.erase(it);
         }
-        if (!current) current.emplace(config.writer->builder(Frontier(lower)));
-        auto batch = ctx.run_blocking([&] { return current->finish(Frontier(upper)); });
+        if (!current) current = new_builder();
+        auto batch = ctx.run_blocking_owned(
+            [b = std::move(current), upper] { return b->finish(Frontier(upper)); });
         current.reset();
         if (!batch.ok()) return batch.status();
         batch_out.give(batch_cap, batch->encode());
@@ -139,7 +146,8 @@ std::pair<Stream<Time, std::string>, Stream<Time, uint8_t>> render_write(
     }
     if (current) {
       // Updates after the last description: never appended; remove their parts now.
-      absl::Status discarded = ctx.run_blocking([&] { return current->discard(); });
+      absl::Status discarded =
+          ctx.run_blocking_owned([b = std::move(current)] { return b->discard(); });
       current.reset();
       if (!discarded.ok()) return discarded;
     }
@@ -186,6 +194,14 @@ Stream<Time, Description> render_mint(const Stream<Time, uint8_t>& marker,
   return descriptions;
 }
 
+// Removes the parts of a batch that will not be appended, on the blocking pool. The call owns what
+// it uses: a drop does not wait for it.
+absl::Status discard_batch(AsyncContext& ctx, std::shared_ptr<persist::WriteHandle> writer,
+                           std::shared_ptr<const Batch> batch) {
+  return ctx.run_blocking_owned(
+      [writer = std::move(writer), batch = std::move(batch)] { return writer->discard(*batch); });
+}
+
 // append: compare-and-appends every description's batches, in order, on the leader.
 void render_append(const Stream<Time, std::string>& batches, const PersistSinkConfig& config,
                    RenderedSink& rendered) {
@@ -194,73 +210,73 @@ void render_append(const Stream<Time, std::string>& batches, const PersistSinkCo
   auto input =
       builder.add_input(batches, Exchange([leader](const std::string&) { return leader; }));
   builder.set_on_error(OnError::kHold);
-  auto built = builder.build([=](AsyncContext& ctx,
-                                 std::span<CapabilitySet<Time>>) mutable -> absl::Status {
-    Time expected = config.shard_upper;
-    std::map<Time, std::vector<Batch>> pending;  // By description lower.
-    auto append_ready = [&](const Antichain<Time>& frontier) -> absl::Status {
-      while (!pending.empty() && !frontier.less_equal(pending.begin()->first)) {
-        auto node = pending.extract(pending.begin());
-        std::vector<Batch>& parts = node.mapped();
-        const Time lower = node.key();
-        const Time upper = parts.front().description.upper.time();
-        auto merged = merge_batches(std::move(parts));
-        if (!merged.ok()) return merged.status();
-        if (expected >= upper) {
-          // Another incarnation already appended this range: ours is redundant.
-          if (absl::Status s = ctx.run_blocking([&] { return config.writer->discard(*merged); });
-              !s.ok())
-            return s;
-          continue;
-        }
-        if (expected != lower) {
-          return absl::AbortedError(absl::StrCat("shard ", config.name, ": upper is ", expected,
-                                                 ", a batch [", lower, ", ", upper,
-                                                 ") cannot follow it"));
-        }
-        auto result = ctx.run_blocking([&] {
-          return config.writer->compare_and_append(*merged, Frontier(lower), Frontier(upper));
-        });
-        if (!result.ok()) return result.status();
-        if (!result->is_appended()) {
-          const Frontier current = result->mismatch->current;
-          if (!current.is_empty() && current.time() >= upper) {
-            expected = current.time();
-            if (absl::Status s = ctx.run_blocking([&] { return config.writer->discard(*merged); });
-                !s.ok())
-              return s;
-            continue;
+  auto built =
+      builder.build([=](AsyncContext& ctx, std::span<CapabilitySet<Time>>) mutable -> absl::Status {
+        Time expected = config.shard_upper;
+        std::map<Time, std::vector<Batch>> pending;  // By description lower.
+        auto append_ready = [&](const Antichain<Time>& frontier) -> absl::Status {
+          while (!pending.empty() && !frontier.less_equal(pending.begin()->first)) {
+            auto node = pending.extract(pending.begin());
+            std::vector<Batch>& parts = node.mapped();
+            const Time lower = node.key();
+            const Time upper = parts.front().description.upper.time();
+            auto merged = merge_batches(std::move(parts));
+            if (!merged.ok()) return merged.status();
+            // The calls below own what they use: one still running when the operator is dropped
+            // (consensus or blob stopped answering) is left to return on its own; a late
+            // compare-and-append is fenced by its expected upper (docs/design/sinks.md).
+            auto batch = std::make_shared<const Batch>(std::move(*merged));
+            if (expected >= upper) {
+              // Another incarnation already appended this range: ours is redundant.
+              if (absl::Status s = discard_batch(ctx, config.writer, batch); !s.ok()) return s;
+              continue;
+            }
+            if (expected != lower) {
+              return absl::AbortedError(absl::StrCat("shard ", config.name, ": upper is ", expected,
+                                                     ", a batch [", lower, ", ", upper,
+                                                     ") cannot follow it"));
+            }
+            auto result = ctx.run_blocking_owned([writer = config.writer, batch, lower, upper] {
+              return writer->compare_and_append(*batch, Frontier(lower), Frontier(upper));
+            });
+            if (!result.ok()) return result.status();
+            if (!result->is_appended()) {
+              const Frontier current = result->mismatch->current;
+              if (!current.is_empty() && current.time() >= upper) {
+                expected = current.time();
+                if (absl::Status s = discard_batch(ctx, config.writer, batch); !s.ok()) return s;
+                continue;
+              }
+              return absl::AbortedError(absl::StrCat(
+                  "shard ", config.name, ": upper mismatch: expected ", lower, ", found ",
+                  current.to_string(), "; restarting from the shard's upper"));
+            }
+            expected = upper;
+            if (result->maintenance_due && config.maintenance) {
+              config.maintenance->request(config.name);
+            }
+            if (config.stats) {
+              config.stats->persisted_upper.store(upper, std::memory_order_relaxed);
+              config.stats->batches.fetch_add(1, std::memory_order_relaxed);
+            }
           }
-          return absl::AbortedError(
-              absl::StrCat("shard ", config.name, ": upper mismatch: expected ", lower, ", found ",
-                           current.to_string(), "; restarting from the shard's upper"));
+          return absl::OkStatus();
+        };
+        for (;;) {
+          auto event = input.next();
+          if (auto* d = event.data()) {
+            for (const auto& bytes : d->batch) {
+              auto batch = Batch::decode(bytes);
+              if (!batch.ok()) return batch.status();
+              pending[d->time()].push_back(std::move(*batch));
+            }
+          } else if (const auto* p = event.progress()) {
+            if (absl::Status s = append_ready(p->frontier); !s.ok()) return s;
+          } else {
+            return append_ready(Antichain<Time>());
+          }
         }
-        expected = upper;
-        if (result->maintenance_due && config.maintenance) {
-          config.maintenance->request(config.name);
-        }
-        if (config.stats) {
-          config.stats->persisted_upper.store(upper, std::memory_order_relaxed);
-          config.stats->batches.fetch_add(1, std::memory_order_relaxed);
-        }
-      }
-      return absl::OkStatus();
-    };
-    for (;;) {
-      auto event = input.next();
-      if (auto* d = event.data()) {
-        for (const auto& bytes : d->batch) {
-          auto batch = Batch::decode(bytes);
-          if (!batch.ok()) return batch.status();
-          pending[d->time()].push_back(std::move(*batch));
-        }
-      } else if (const auto* p = event.progress()) {
-        if (absl::Status s = append_ready(p->frontier); !s.ok()) return s;
-      } else {
-        return append_ready(Antichain<Time>());
-      }
-    }
-  });
+      });
   rendered.errors.push_back(built.errors);
   rendered.buttons.push_back(built.button);
 }

@@ -1,0 +1,336 @@
+// The persist sink when persist stops answering: a blob store or consensus whose calls block (a
+// stopped server) must not hang `execute` when another operator fails, and a call that completes
+// after the dataflow is gone must not break exactly-once.
+
+#include "weir/sinks/persist_sink.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "testing/harness.h"
+#include <gtest/gtest.h>
+
+#include "weir/async/async_operator.h"
+#include "weir/operators/input.h"
+#include "weir/persist/client.h"
+#include "weir/weir.h"
+
+namespace weir::sinks {
+namespace {
+
+using namespace std::chrono_literals;
+using persist::Blob;
+using persist::Consensus;
+
+// What the hanging stores block on until the test opens it. Shared, so a call that outlives the
+// test's frame (a detached one) still finds it.
+class Gate {
+ public:
+  // From now on, calls through the gate block until release().
+  void arm() { armed_ = true; }
+  void release() {
+    {
+      std::lock_guard lock(mu_);
+      released_ = true;
+    }
+    cv_.notify_all();
+  }
+  // Called by a store before it does its work.
+  void pass() {
+    if (!armed_.load()) return;
+    ++blocked_;
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return released_; });
+  }
+  // Called by a store after its work, for calls that blocked.
+  void returned() { ++returned_; }
+
+  int blocked() const { return blocked_.load(); }
+  int returned_calls() const { return returned_.load(); }
+  bool is_armed() const { return armed_.load(); }
+  // Waits (bounded) until every call that blocked has returned.
+  bool wait_all_returned(std::chrono::seconds limit = 10s) const {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (returned_.load() < blocked_.load()) {
+      if (std::chrono::steady_clock::now() > until) return false;
+      std::this_thread::sleep_for(1ms);
+    }
+    return true;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool released_ = false;
+  std::atomic<bool> armed_{false};
+  std::atomic<int> blocked_{0};
+  std::atomic<int> returned_{0};
+};
+
+// A blob store whose writes block at the gate (once armed): an object store that stopped
+// answering.
+class HangingBlob final : public Blob {
+ public:
+  HangingBlob(std::shared_ptr<Blob> inner, std::shared_ptr<Gate> gate)
+      : inner_(std::move(inner)), gate_(std::move(gate)) {}
+  absl::StatusOr<std::optional<std::string>> get(std::string_view key) override {
+    return inner_->get(key);
+  }
+  absl::Status set(std::string_view key, std::string_view value) override {
+    const bool armed = gate_->is_armed();
+    gate_->pass();
+    absl::Status status = inner_->set(key, value);
+    if (armed) gate_->returned();
+    return status;
+  }
+  absl::Status remove(std::string_view key) override { return inner_->remove(key); }
+  absl::StatusOr<std::vector<persist::BlobMetadata>> list_keys(std::string_view prefix) override {
+    return inner_->list_keys(prefix);
+  }
+
+ private:
+  std::shared_ptr<Blob> inner_;
+  std::shared_ptr<Gate> gate_;
+};
+
+// A consensus whose compare-and-sets block at the gate (once armed) before they reach the store:
+// a stopped PostgreSQL. Released, the call goes on with the expectation it was made with.
+class HangingConsensus final : public Consensus {
+ public:
+  HangingConsensus(std::shared_ptr<Consensus> inner, std::shared_ptr<Gate> gate)
+      : inner_(std::move(inner)), gate_(std::move(gate)) {}
+  absl::StatusOr<std::optional<persist::VersionedData>> head(std::string_view key) override {
+    return inner_->head(key);
+  }
+  absl::StatusOr<persist::CasResult> compare_and_set(
+      std::string_view key, std::optional<uint64_t> expected_seqno,
+      const persist::VersionedData& new_version) override {
+    const bool armed = gate_->is_armed();
+    gate_->pass();
+    auto result = inner_->compare_and_set(key, expected_seqno, new_version);
+    if (armed) gate_->returned();
+    return result;
+  }
+  absl::StatusOr<std::vector<persist::VersionedData>> scan(std::string_view key,
+                                                           uint64_t from_seqno,
+                                                           size_t limit) override {
+    return inner_->scan(key, from_seqno, limit);
+  }
+  absl::StatusOr<size_t> truncate(std::string_view key, uint64_t seqno) override {
+    return inner_->truncate(key, seqno);
+  }
+
+ private:
+  std::shared_ptr<Consensus> inner_;
+  std::shared_ptr<Gate> gate_;
+};
+
+// In-memory stores shared by every client of this process that opens the same URLs.
+persist::PersistLocation fresh_mem_location(const std::string& name) {
+  static std::atomic<int> counter{0};
+  const std::string unique = name + "-" + std::to_string(counter++);
+  return {"mem://sink-blob-" + unique, "mem://sink-consensus-" + unique};
+}
+
+constexpr int kRows = 200;
+
+std::vector<Update> rows() {
+  std::vector<Update> updates;
+  for (int i = 0; i < kRows; ++i) updates.push_back({"row-" + std::to_string(i), 1});
+  return updates;
+}
+
+std::map<std::string, int64_t> expected_contents() {
+  std::map<std::string, int64_t> contents;
+  for (const auto& [row, diff] : rows()) contents[row] += diff;
+  return contents;
+}
+
+// One dataflow on one worker: rows() at time 0 into a persist sink of `writer` (the shard's upper
+// `shard_upper`), the input closed at time 1 (the sink's final upper). With a `gate`, an operator
+// "Failer" fails once a call blocks at the gate. Returns execute's status.
+absl::Status run_sink(std::shared_ptr<persist::WriteHandle> writer, Time shard_upper,
+                      std::shared_ptr<Gate> gate) {
+  return testing::run_workers(1, [&](Worker& worker) {
+    std::optional<InputHandle<Time, Update>> input;
+    worker.dataflow<Time>([&](Scope<Time>& scope) {
+      auto [handle, updates] = new_input<Update>(scope);
+      input.emplace(std::move(handle));
+      PersistSinkConfig config;
+      config.name = "orders";
+      config.writer = writer;
+      config.shard_upper = shard_upper;
+      config.final_upper = 1;
+      render_persist_sink(updates, config);
+      if (gate) {
+        AsyncOperatorBuilder<Time> builder("Failer", scope);
+        builder.add_output<uint8_t>();
+        builder.build([gate](AsyncContext& ctx, std::span<CapabilitySet<Time>>) -> absl::Status {
+          while (gate->blocked() == 0) ctx.sleep_for(1ms);
+          // A blocked upload may still be on persist's I/O threads only: give the write
+          // operator time to reach its wait for it (the failure must find a body waiting).
+          ctx.sleep_for(100ms);
+          return absl::UnavailableError("upstream went away");
+        });
+      }
+    });
+    for (auto& update : rows()) input->send(std::move(update));
+    input->advance_to(1);
+    input.reset();  // Closes the input: the sink describes [shard_upper, 1).
+  });
+}
+
+// Runs `run` on another thread; returns its status if it finishes within `limit`. Otherwise
+// releases `gate` (so that the thread can end), joins it and returns nullopt.
+std::optional<absl::Status> run_bounded(std::function<absl::Status()> run, Gate& gate,
+                                        std::chrono::seconds limit) {
+  std::promise<absl::Status> promise;
+  auto future = promise.get_future();
+  std::thread thread([&] { promise.set_value(run()); });
+  if (future.wait_for(limit) != std::future_status::ready) {
+    gate.release();
+    thread.join();
+    return std::nullopt;
+  }
+  thread.join();
+  return future.get();
+}
+
+std::map<std::string, int64_t> shard_contents(persist::PersistClient& client, uint64_t as_of) {
+  auto reader = client.open_reader("orders");
+  EXPECT_TRUE(reader.ok()) << reader.status();
+  if (!reader.ok()) return {};
+  auto updates = reader->snapshot(as_of);
+  EXPECT_TRUE(updates.ok()) << updates.status();
+  std::map<std::string, int64_t> contents;
+  if (updates.ok()) {
+    for (const auto& u : *updates) contents[u.data] += u.diff;
+  }
+  (void)reader->expire();
+  return contents;
+}
+
+// The part size of the sink's batches: large, the upload of the last part (in finish) blocks;
+// tiny, with one upload in flight, the write operator's wait_for_room blocks.
+class PersistSinkBlobHangTest : public ::testing::TestWithParam<size_t> {};
+
+// A blob store that stops answering while the write operator waits for an upload: a failure
+// elsewhere is returned at once, and the upload is left to return whenever it does.
+TEST_P(PersistSinkBlobHangTest, AFailureDoesNotWaitForAHungUpload) {
+  testing::Watchdog watchdog("AFailureDoesNotWaitForAHungUpload");
+  const auto location = fresh_mem_location("blob-hang");
+  auto gate = std::make_shared<Gate>();
+  persist::PersistConfig persist_config;
+  persist_config.part_target_bytes = GetParam();
+  persist_config.max_parts_in_flight = 1;
+  auto client = persist::PersistClient::create(
+      std::make_shared<HangingBlob>(Blob::open(location.blob_url).value(), gate),
+      Consensus::open(location.consensus_url).value(), persist_config);
+  auto writer =
+      std::make_shared<persist::WriteHandle>(client->open_writer("orders").value());
+  gate->arm();
+
+  const auto start = std::chrono::steady_clock::now();
+  auto status = run_bounded([&] { return run_sink(writer, 0, gate); }, *gate, 20s);
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(status.has_value()) << "execute waited for the hung blob call";
+  EXPECT_EQ(status->code(), absl::StatusCode::kUnavailable) << *status;
+  EXPECT_NE(status->message().find("Failer"), std::string::npos) << *status;
+  // The upload was still blocked when execute returned.
+  EXPECT_GE(gate->blocked(), 1);
+  EXPECT_EQ(gate->returned_calls(), 0);
+  EXPECT_LT(elapsed, 10s);
+  gate->release();
+  EXPECT_TRUE(gate->wait_all_returned());
+  // Nothing was appended.
+  auto upper = writer->fetch_recent_upper();
+  ASSERT_TRUE(upper.ok()) << upper.status();
+  EXPECT_EQ(*upper, persist::Frontier(0));
+}
+
+INSTANTIATE_TEST_SUITE_P(PartSize, PersistSinkBlobHangTest,
+                         ::testing::Values(size_t{8} << 20, size_t{64}));
+
+// When the append that hung completes, relative to the restart that writes the same data.
+enum class LateAppend {
+  kBeforeTheRestart,          // The restart resumes from the upper the late append left.
+  kAfterTheRestartReadTheUpper,  // The restart appends at the old upper: it finds a mismatch.
+  kAfterTheRestart,           // The late append finds the restart's upper.
+};
+
+class PersistSinkConsensusHangTest : public ::testing::TestWithParam<LateAppend> {};
+
+// Consensus stops answering during the append: a failure elsewhere is returned at once. When the
+// append completes late (before, during or after a restart that writes the same data through
+// another writer), the shard still holds every row exactly once.
+TEST_P(PersistSinkConsensusHangTest, AFailureDoesNotWaitForAHungAppendAndTheLateAppendIsFenced) {
+  testing::Watchdog watchdog("AFailureDoesNotWaitForAHungAppend");
+  const auto location = fresh_mem_location("consensus-hang");
+  auto gate = std::make_shared<Gate>();
+  auto client = persist::PersistClient::create(
+      Blob::open(location.blob_url).value(),
+      std::make_shared<HangingConsensus>(Consensus::open(location.consensus_url).value(), gate));
+  auto writer =
+      std::make_shared<persist::WriteHandle>(client->open_writer("orders").value());
+  gate->arm();
+
+  const auto start = std::chrono::steady_clock::now();
+  auto status = run_bounded([&] { return run_sink(writer, 0, gate); }, *gate, 20s);
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(status.has_value()) << "execute waited for the hung consensus call";
+  EXPECT_EQ(status->code(), absl::StatusCode::kUnavailable) << *status;
+  EXPECT_NE(status->message().find("Failer"), std::string::npos) << *status;
+  EXPECT_GE(gate->blocked(), 1);
+  EXPECT_EQ(gate->returned_calls(), 0);
+  EXPECT_LT(elapsed, 10s);
+
+  // The restart: another process's client and writer on the same stores.
+  auto restarted = persist::PersistClient::open(location);
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  auto second =
+      std::make_shared<persist::WriteHandle>((*restarted)->open_writer("orders").value());
+  if (GetParam() == LateAppend::kBeforeTheRestart) {
+    gate->release();
+    ASSERT_TRUE(gate->wait_all_returned());
+  }
+  auto upper = second->fetch_recent_upper();
+  ASSERT_TRUE(upper.ok()) << upper.status();
+  const Time resume = upper->is_empty() ? 0 : upper->time();
+  if (GetParam() == LateAppend::kAfterTheRestartReadTheUpper) {
+    gate->release();
+    ASSERT_TRUE(gate->wait_all_returned());
+  }
+  absl::Status restart = run_sink(second, resume, nullptr);
+  EXPECT_TRUE(restart.ok()) << restart;
+  if (GetParam() == LateAppend::kAfterTheRestart) {
+    gate->release();
+    ASSERT_TRUE(gate->wait_all_returned());
+  }
+
+  upper = second->fetch_recent_upper();
+  ASSERT_TRUE(upper.ok()) << upper.status();
+  EXPECT_EQ(*upper, persist::Frontier(1));
+  EXPECT_EQ(shard_contents(**restarted, 0), expected_contents());
+  (void)second->expire();
+}
+
+INSTANTIATE_TEST_SUITE_P(Order, PersistSinkConsensusHangTest,
+                         ::testing::Values(LateAppend::kBeforeTheRestart,
+                                           LateAppend::kAfterTheRestartReadTheUpper,
+                                           LateAppend::kAfterTheRestart));
+
+}  // namespace
+}  // namespace weir::sinks
