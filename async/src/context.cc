@@ -1,20 +1,36 @@
 #include "weir/async/context.h"
 
+#include <cerrno>
+#include <string>
+
 #include "blocking_pool.h"
 #include "reactor.h"
 #include <sys/epoll.h>
+#include <sys/socket.h>
 
 #include "weir/check.h"
+#include "weir/errno_message.h"
 #include "weir/worker/worker.h"
 
 namespace weir {
 
-AsyncContext::AsyncContext(Worker& worker, std::vector<size_t> path, SyncActivator activator,
-                           std::string name)
-    : worker_(&worker),
-      path_(std::move(path)),
-      activator_(std::move(activator)),
-      name_(std::move(name)) {}
+namespace internal {
+
+ScopedTimer::ScopedTimer(const SyncActivator& activator,
+                         std::chrono::steady_clock::time_point deadline) {
+  const auto key = Reactor::instance().add_timer(deadline, activator);
+  deadline_ = key.first;
+  id_ = key.second;
+}
+
+ScopedTimer::~ScopedTimer() { Reactor::instance().cancel_timer({deadline_, id_}); }
+
+}  // namespace internal
+
+size_t async_timers_pending_in_process() { return internal::Reactor::instance().timers(); }
+
+AsyncContext::AsyncContext(Worker& worker, SyncActivator activator, std::string name)
+    : worker_(&worker), activator_(std::move(activator)), name_(std::move(name)) {}
 
 void AsyncContext::suspend() {
   WEIR_CHECK(fiber_ != nullptr && Fiber::current() == fiber_)
@@ -28,10 +44,6 @@ void AsyncContext::yield() {
   suspend();
 }
 
-void AsyncContext::wake_at(std::chrono::steady_clock::time_point deadline) {
-  worker_->activate_after(path_, deadline - std::chrono::steady_clock::now());
-}
-
 void AsyncContext::sleep_for(std::chrono::nanoseconds duration) {
   sleep_until(std::chrono::steady_clock::now() + duration);
 }
@@ -41,7 +53,8 @@ void AsyncContext::sleep_until(std::chrono::steady_clock::time_point deadline) {
     yield();
     return;
   }
-  wake_at(deadline);
+  // Cancelled however the sleep ends (the operator may be dropped while it sleeps).
+  internal::ScopedTimer timer(activator_, deadline);
   while (std::chrono::steady_clock::now() < deadline) suspend();
 }
 
@@ -57,22 +70,49 @@ absl::Status AsyncContext::await_fd(int fd, bool writable) {
   wait.activator = activator_;
   auto& reactor = internal::Reactor::instance();
   if (absl::Status status = reactor.watch(&wait); !status.ok()) return status;
-  // Whatever way the body leaves (the operator may be dropped while it waits), the reactor must
-  // forget `wait` before it goes out of scope.
-  struct Cancel {
-    internal::Reactor& reactor;
-    internal::IoWait& wait;
-    ~Cancel() { reactor.cancel(&wait); }
-  } cancel{reactor, wait};
-  wait_until([&] { return wait.ready.load(std::memory_order_acquire); });
+  {
+    // Whatever way the body leaves (the operator may be dropped while it waits), the reactor
+    // must forget `wait` before it goes out of scope.
+    struct Cancel {
+      internal::Reactor& reactor;
+      internal::IoWait& wait;
+      ~Cancel() { reactor.cancel(&wait); }
+    } cancel{reactor, wait};
+    wait_until([&] { return wait.ready.load(std::memory_order_acquire); });
+  }
+  const uint32_t result = wait.result.load(std::memory_order_relaxed);
+  const std::string what = "async operator '" + name_ + "': file descriptor " + std::to_string(fd);
+  if ((result & internal::IoWait::kClosed) != 0) {
+    return absl::UnavailableError(what + " was closed while awaited " +
+                                  (writable ? "for writing" : "for reading"));
+  }
+  // Readable data (or end of file) before a hang-up is read first; a write after an error or a
+  // hang-up would fail.
+  if (!writable && (result & EPOLLIN) != 0) return absl::OkStatus();
+  if ((result & EPOLLERR) != 0) {
+    int error = 0;
+    socklen_t length = sizeof(error);
+    std::string detail = "error condition (EPOLLERR)";
+    if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) == 0 && error != 0) {
+      detail += ": " + weir::errno_message(error);
+    }
+    return absl::UnavailableError(what + " has an " + detail);
+  }
+  if ((result & EPOLLHUP) != 0) return absl::UnavailableError(what + " hung up (EPOLLHUP)");
   return absl::OkStatus();
 }
 
-void AsyncContext::start_blocking(internal::BlockingCall& call) {
+void AsyncContext::start_blocking(std::shared_ptr<internal::BlockingCall> call) {
   WEIR_CHECK(fiber_ != nullptr && Fiber::current() == fiber_)
       << "async operator '" << name_ << "': run_blocking must be called from its own body";
-  call.activator_ = activator_;
-  internal::submit_blocking(&call);
+  call->activator_ = activator_;
+  internal::submit_blocking(std::move(call), blocking_limit_);
+}
+
+void AsyncContext::set_blocking_limit(std::shared_ptr<internal::BlockingLimit> limit,
+                                      size_t max_in_flight) {
+  limit->set_max(max_in_flight);
+  blocking_limit_ = std::move(limit);
 }
 
 size_t AsyncContext::worker_index() const { return worker_->index(); }

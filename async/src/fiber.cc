@@ -1,9 +1,13 @@
 // Fibers on Boost.Context. The only file in weir that includes Boost.Context (and that switches
 // stacks), so the sanitizer annotations for stack switches live here too:
 //
-// - AddressSanitizer: the asan preset builds Boost.Context in ucontext mode with BOOST_USE_ASAN,
-//   whose fiber code calls __sanitizer_start/finish_switch_fiber itself. Debian's library is the
-//   fcontext build and lacks the few symbols ucontext mode needs; they are defined below.
+// - AddressSanitizer: the same fcontext switching as release builds, with every switch announced
+//   by hand: __sanitizer_start_switch_fiber right before the Boost call that switches, and
+//   __sanitizer_finish_switch_fiber right after control arrives on the other stack. Each fiber
+//   gets its own fake stack (detect_stack_use_after_return=1), saved when it switches away and
+//   freed when it finishes or is unwound (its last switch passes no save slot). Boost 1.74's
+//   ucontext mode, which announces switches itself, keeps a finished fiber's fake stack (tens of
+//   KiB per fiber) and switched differently from release; it is no longer used.
 // - ThreadSanitizer: Boost 1.74 has no hooks, so each switch is announced with
 //   __tsan_switch_to_fiber right before the Boost call that switches. The side that switches
 //   announces it, and a fiber that finishes (returns or is unwound) is announced as left only once
@@ -56,33 +60,6 @@
 #endif
 
 namespace ctx = boost::context;
-
-#if defined(BOOST_USE_UCONTEXT)
-// What Boost's own src/fiber.cpp provides when the library is built for ucontext: the record of
-// the context running on each thread, created for a thread's own stack on first use.
-namespace boost::context::detail {
-namespace {
-thread_local fiber_activation_record* current_record = nullptr;
-thread_local size_t record_users = 0;
-}  // namespace
-
-fiber_activation_record_initializer::fiber_activation_record_initializer() noexcept {
-  if (record_users++ == 0) current_record = new fiber_activation_record();
-}
-
-fiber_activation_record_initializer::~fiber_activation_record_initializer() {
-  if (--record_users == 0) {
-    delete current_record;
-    current_record = nullptr;
-  }
-}
-
-fiber_activation_record*& fiber_activation_record::current() noexcept {
-  thread_local fiber_activation_record_initializer initializer;
-  return current_record;
-}
-}  // namespace boost::context::detail
-#endif
 
 namespace weir {
 namespace {
@@ -233,6 +210,10 @@ struct FaultInfo {
   const char* stack_low = nullptr;  // The lowest usable byte; the guard region lies below.
   size_t stack_size = 0;
   std::string label;  // Names the fiber (its operator and worker) in the overflow message.
+#if defined(WEIR_ASAN)
+  // The creator's fake stack while Boost's constructor enters the new stack and comes back.
+  void* creator_fake_stack = nullptr;
+#endif
 };
 thread_local const FaultInfo* running_info = nullptr;
 
@@ -252,6 +233,11 @@ class PooledStack {
     info_->stack_low = static_cast<const char*>(sctx.sp) - size_;
     info_->stack_size = size_;
     ++stats.stacks_in_use;
+#if defined(WEIR_ASAN)
+    // Boost's constructor switches to the new stack right after this returns (and back): the
+    // only place that knows the stack before that switch. Fiber::resume finishes it.
+    __sanitizer_start_switch_fiber(&info_->creator_fake_stack, info_->stack_low, size_);
+#endif
     return sctx;
   }
   void deallocate(ctx::stack_context& sctx) noexcept {
@@ -387,6 +373,22 @@ EhGlobals* thread_eh_globals() { return reinterpret_cast<EhGlobals*>(abi::__cxa_
 void tsan_switch(void* to) { __tsan_switch_to_fiber(to, 0); }
 #endif
 
+// AddressSanitizer's side of a switch into a fiber and back, on the resumer's stack.
+class AsanResume {
+ public:
+#if defined(WEIR_ASAN)
+  AsanResume(const char* stack_low, size_t stack_size) {
+    __sanitizer_start_switch_fiber(&fake_stack_, stack_low, stack_size);
+  }
+  ~AsanResume() { __sanitizer_finish_switch_fiber(fake_stack_, nullptr, nullptr); }
+
+ private:
+  void* fake_stack_ = nullptr;  // The resumer's, while the fiber runs.
+#else
+  AsanResume(const char*, size_t) {}
+#endif
+};
+
 }  // namespace
 
 struct Fiber::Impl {
@@ -419,6 +421,28 @@ struct Fiber::Impl {
   void* tsan_fiber = nullptr;
   void* tsan_caller = nullptr;
 #endif
+#if defined(WEIR_ASAN)
+  void* asan_fake_stack = nullptr;        // The fiber's own, while it is suspended.
+  const void* asan_caller_low = nullptr;  // The resumer's stack, while the fiber runs.
+  size_t asan_caller_size = 0;
+#endif
+
+  // In the fiber, right after control arrived on its stack.
+  void asan_arrived() {
+#if defined(WEIR_ASAN)
+    __sanitizer_finish_switch_fiber(asan_fake_stack, &asan_caller_low, &asan_caller_size);
+#endif
+  }
+  // In the fiber, right before it switches back to its resumer: keeping its fake stack, or
+  // (`finished`) freeing it.
+  void asan_leaving(bool finished) {
+#if defined(WEIR_ASAN)
+    __sanitizer_start_switch_fiber(finished ? nullptr : &asan_fake_stack, asan_caller_low,
+                                   asan_caller_size);
+#else
+    (void)finished;
+#endif
+  }
 };
 
 Fiber::Fiber(std::function<void()> entry, size_t stack_size, std::string label)
@@ -446,6 +470,7 @@ Fiber::~Fiber() {
     impl.previous_info = std::exchange(running_info, &impl.fault_info);
     impl.swap_eh();
     {
+      AsanResume asan(impl.fault_info.stack_low, impl.stack_size);
       // Destroying a suspended Boost fiber resumes it with forced_unwind thrown from its
       // suspension point; the stack unwinds to the entry and the fiber finishes.
       ctx::fiber doomed = std::move(impl.fiber);
@@ -484,11 +509,14 @@ void Fiber::resume() {
       impl.fiber = ctx::fiber(
           std::allocator_arg, PooledStack(impl.stack_size, &impl.fault_info),
           [raw](ctx::fiber&& caller) -> ctx::fiber {
+            raw->asan_arrived();
             raw->caller = std::move(caller);
             try {
               raw->entry();
             } catch (const ctx::detail::forced_unwind&) {
-              throw;  // Boost catches it at the fiber's entry.
+              // Boost catches it at the fiber's entry and switches away for good.
+              raw->asan_leaving(/*finished=*/true);
+              throw;
             } catch (...) {
               raw->exception = std::current_exception();
             }
@@ -496,6 +524,7 @@ void Fiber::resume() {
                 << (raw->fault_info.label.empty() ? std::string("a fiber") : raw->fault_info.label)
                 << " swallowed the unwinding of its fiber (catch (...) without "
                    "rethrow)";
+            raw->asan_leaving(/*finished=*/true);
             return std::move(raw->caller);
           });
     } catch (const std::exception&) {
@@ -510,6 +539,18 @@ void Fiber::resume() {
 #if defined(WEIR_TSAN)
     tsan_switch(impl.tsan_caller);
 #endif
+#if defined(WEIR_ASAN)
+    {
+      // Back from the constructor's round trip to the new stack (announced in PooledStack): the
+      // finish takes the fiber's stack for ours, so announce a switch to our own stack too.
+      const void* low = nullptr;
+      size_t size = 0;
+      __sanitizer_finish_switch_fiber(impl.fault_info.creator_fake_stack, &low, &size);
+      void* fake_stack = nullptr;
+      __sanitizer_start_switch_fiber(&fake_stack, low, size);
+      __sanitizer_finish_switch_fiber(fake_stack, nullptr, nullptr);
+    }
+#endif
   }
   impl.previous = running_fiber;
   running_fiber = this;
@@ -519,7 +560,10 @@ void Fiber::resume() {
 #endif
   impl.previous_info = std::exchange(running_info, &impl.fault_info);
   impl.swap_eh();
-  impl.fiber = std::move(impl.fiber).resume();
+  {
+    AsanResume asan(impl.fault_info.stack_low, impl.stack_size);
+    impl.fiber = std::move(impl.fiber).resume();
+  }
   impl.swap_eh();
   running_info = impl.previous_info;
   running_fiber = impl.previous;
@@ -548,7 +592,19 @@ void Fiber::suspend() {
 #if defined(WEIR_TSAN)
   tsan_switch(impl.tsan_caller);
 #endif
+  impl.asan_leaving(/*finished=*/false);
+#if defined(WEIR_ASAN)
+  try {
+    impl.caller = std::move(impl.caller).resume();
+  } catch (const ctx::detail::forced_unwind&) {
+    // Resumed to be unwound: control arrived here by an exception.
+    impl.asan_arrived();
+    throw;
+  }
+#else
   impl.caller = std::move(impl.caller).resume();
+#endif
+  impl.asan_arrived();
 }
 
 bool Fiber::is_done() const { return impl_->state == Impl::State::kDone; }

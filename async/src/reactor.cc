@@ -6,8 +6,10 @@
 #include <string>
 
 #include <sys/epoll.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "weir/async/context.h"
 #include "weir/check.h"
 #include "weir/errno_message.h"
 #include "weir/mutex.h"
@@ -31,6 +33,14 @@ Reactor& Reactor::instance() {
 Reactor::Reactor() {
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   WEIR_CHECK(epoll_fd_ >= 0) << "epoll_create1 failed: " << weir::errno_message(errno);
+  // steady_clock is CLOCK_MONOTONIC: deadlines go to the timerfd as they are.
+  timer_fd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  WEIR_CHECK(timer_fd_ >= 0) << "timerfd_create failed: " << weir::errno_message(errno);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = timer_fd_;
+  WEIR_CHECK(::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, timer_fd_, &ev) == 0)
+      << "epoll_ctl of the reactor's timerfd failed: " << weir::errno_message(errno);
   thread_ = std::thread([this] { run(); });
   thread_.detach();
 }
@@ -66,13 +76,21 @@ int Reactor::arm(int fd) {
 
 absl::Status Reactor::watch(IoWait* wait) {
   weir::MutexLock lock(mu_);
+  if (waiters_.empty()) {
+    // The first watched descriptor: start checking for closed ones.
+    next_check_ = Clock::now() + kClosedDescriptorCheck;
+  }
   waiters_[wait->fd].push_back(wait);
   const int error = arm(wait->fd);
-  if (error == 0) return absl::OkStatus();
+  if (error == 0) {
+    arm_timer();
+    return absl::OkStatus();
+  }
   std::erase(waiters_[wait->fd], wait);
   (void)arm(wait->fd);
   if (error == EPERM) {
     // A regular file or directory: epoll refuses it because reads and writes never block.
+    wait->result.store(wait->events, std::memory_order_relaxed);
     wait->ready.store(true, std::memory_order_release);
     return absl::OkStatus();
   }
@@ -84,6 +102,82 @@ void Reactor::cancel(IoWait* wait) {
   auto it = waiters_.find(wait->fd);
   if (it == waiters_.end()) return;
   if (std::erase(it->second, wait) > 0) (void)arm(wait->fd);
+}
+
+Reactor::TimerKey Reactor::add_timer(Clock::time_point deadline, SyncActivator activator) {
+  weir::MutexLock lock(mu_);
+  TimerKey key{deadline, next_timer_++};
+  timers_.emplace(key, std::move(activator));
+  if (deadline < armed_) arm_timer();
+  return key;
+}
+
+void Reactor::cancel_timer(const TimerKey& key) {
+  weir::MutexLock lock(mu_);
+  // The timerfd may stay armed for it: a wake-up with nothing due re-arms it for the next.
+  timers_.erase(key);
+}
+
+size_t Reactor::timers() const {
+  weir::MutexLock lock(mu_);
+  return timers_.size();
+}
+
+void Reactor::arm_timer() {
+  Clock::time_point target =
+      timers_.empty() ? Clock::time_point::max() : timers_.begin()->first.first;
+  if (!waiters_.empty()) target = std::min(target, next_check_);
+  if (target == armed_) return;
+  itimerspec spec{};
+  if (target != Clock::time_point::max()) {
+    const auto ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(target.time_since_epoch()).count();
+    // Zero would disarm: a deadline at the clock's origin is long past anyway.
+    spec.it_value.tv_sec = static_cast<time_t>(std::max<int64_t>(ns, 1) / 1000000000);
+    spec.it_value.tv_nsec = static_cast<long>(std::max<int64_t>(ns, 1) % 1000000000);
+  }
+  WEIR_CHECK(::timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &spec, nullptr) == 0)
+      << "timerfd_settime failed: " << weir::errno_message(errno);
+  armed_ = target;
+}
+
+void Reactor::fire_timers() {
+  const auto now = Clock::now();
+  while (!timers_.empty() && timers_.begin()->first.first <= now) {
+    timers_.begin()->second.activate();
+    timers_.erase(timers_.begin());
+  }
+}
+
+void Reactor::wake_all(int fd, uint32_t result) {
+  auto it = waiters_.find(fd);
+  if (it == waiters_.end()) return;
+  for (IoWait* w : it->second) {
+    w->result.store(result, std::memory_order_relaxed);
+    w->ready.store(true, std::memory_order_release);
+    w->activator.activate();
+  }
+  waiters_.erase(it);
+}
+
+void Reactor::check_closed() {
+  std::vector<int> closed;
+  for (const auto& [fd, waiters] : waiters_) {
+    uint32_t events = 0;
+    for (const IoWait* w : waiters) events |= w->events;
+    if (events == 0) continue;
+    // Re-arming is harmless for a descriptor that is open (its waiters' events are one-shot
+    // and armed anyway); the kernel refuses it for one that was closed (EBADF) or whose number
+    // now names another file (ENOENT, or EPERM for a regular file).
+    epoll_event ev{};
+    ev.events = events | EPOLLONESHOT;
+    ev.data.fd = fd;
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, fd, &ev) != 0) closed.push_back(fd);
+  }
+  for (int fd : closed) {
+    wake_all(fd, IoWait::kClosed);
+    registered_.erase(fd);
+  }
 }
 
 void Reactor::run() {
@@ -98,13 +192,19 @@ void Reactor::run() {
     weir::MutexLock lock(mu_);
     for (int i = 0; i < n; ++i) {
       const int fd = events[i].data.fd;
+      if (fd == timer_fd_) {
+        uint64_t expirations = 0;
+        (void)::read(timer_fd_, &expirations, sizeof(expirations));
+        continue;
+      }
       const uint32_t ready = events[i].events;
       auto it = waiters_.find(fd);
       if (it == waiters_.end()) continue;
       auto& waiters = it->second;
-      // Errors and hang-ups wake every waiter: its next read or write reports them.
+      // Errors and hang-ups wake every waiter: await_fd reports them.
       std::erase_if(waiters, [&](IoWait* w) {
         if ((ready & (w->events | EPOLLERR | EPOLLHUP)) == 0) return false;
+        w->result.store(ready, std::memory_order_relaxed);
         w->ready.store(true, std::memory_order_release);
         w->activator.activate();
         return true;
@@ -112,6 +212,15 @@ void Reactor::run() {
       // One-shot: the descriptor is disarmed now; re-arm it for the waiters left.
       (void)arm(fd);
     }
+    const auto now = Clock::now();
+    // The timerfd is one-shot: once its deadline passed it is disarmed.
+    if (armed_ <= now) armed_ = Clock::time_point::max();
+    fire_timers();
+    if (!waiters_.empty() && next_check_ <= now) {
+      check_closed();
+      next_check_ = now + kClosedDescriptorCheck;
+    }
+    arm_timer();
   }
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 
 namespace weir::graph {
 
@@ -56,8 +57,9 @@ inline absl::StatusOr<std::vector<Edge>> read_edges(const std::string& path) {
     long long src = -1, dst = -1;
     std::string rest;
     if (!(in >> src >> dst) || src < 0 || dst < 0 || (in >> rest)) {
-      return absl::InvalidArgumentError("edge file '" + path + "' line " + std::to_string(number) +
-                                        ": expected two non-negative node ids, got '" + line + "'");
+      return absl::InvalidArgumentError(absl::StrCat("edge file '", path, "' line ", number,
+                                                     ": expected two non-negative node ids, got '",
+                                                     line, "'"));
     }
     edges.emplace_back(static_cast<Node>(src), static_cast<Node>(dst));
   }

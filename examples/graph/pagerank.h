@@ -189,7 +189,7 @@ inline Stream<uint64_t, RankChange> pagerank(const Stream<uint64_t, EdgeChange>&
   auto changes = binary_frontier<RankChange>(
       edges, ranks, Exchange([](const EdgeChange& e) { return e.first.first; }),
       Exchange([](const RankChange& r) { return r.first; }), "PageRank",
-      [state](Capability<uint64_t>, OperatorInfo) {
+      [state](const Capability<uint64_t>&, const OperatorInfo&) {
         struct Stash {
           std::optional<Capability<uint64_t>> capability;
           std::vector<EdgeChange> edges;

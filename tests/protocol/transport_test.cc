@@ -471,6 +471,11 @@ TEST(TransportTest, FloodsKeepMemoryBounded) {
   Recorder r0, r1;
   Config c0 = config_for(hostfile, 2, 0), c1 = config_for(hostfile, 2, 1);
   c0.cluster_secret = c1.cluster_secret = "flood-test-secret-0123456789abcdef";
+  // The flooders run in this process, on the same cores as both transports: on a loaded 2-core
+  // host (4 of these tests at once, load 8) they starved a poller past the default 5 s and the
+  // link was failed as silent, as the heartbeat is meant to. What is tested here is memory, and
+  // that the flood itself breaks no link.
+  c0.heartbeat_timeout = c1.heartbeat_timeout = std::chrono::seconds(60);
   auto transports = connect_all({c0, c1}, {&r0, &r1});
   for (auto& t : transports) ASSERT_TRUE(t.ok()) << t.status();
   const std::string address = address_of(hostfile, 0);
@@ -536,8 +541,9 @@ TEST(TransportTest, FloodsKeepMemoryBounded) {
   EXPECT_LT(grown, size_t{256} << 20) << "RSS grew by " << (grown >> 20) << " MiB";
   // And the cluster still runs.
   (*transports[1])->send_data(0, 3, 1, 0, "still here");
-  ASSERT_TRUE(r0.wait([](const Recorder& r) { return r.data_size() == 1; }));
-  EXPECT_TRUE(r0.failures().empty()) << r0.failures()[0];
+  const bool arrived = r0.wait([](const Recorder& r) { return r.data_size() == 1; });
+  for (const absl::Status& failure : r0.failures()) ADD_FAILURE() << failure;
+  EXPECT_TRUE(arrived);
   std::filesystem::remove(hostfile);
 }
 

@@ -10,13 +10,13 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
+#include "weir/mutex.h"
 #include "weir/worker/logging.h"
 
 namespace weir::internal {
@@ -42,8 +42,8 @@ class LogFile : public std::enable_shared_from_this<LogFile> {
  private:
   std::string path_;
   int fd_;
-  mutable std::mutex mu_;
-  absl::Status status_;  // Guarded by mu_.
+  mutable weir::Mutex mu_;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
 };
 
 // WEIR_LOG's value, or empty when it is not set.

@@ -207,7 +207,7 @@ absl::StatusOr<std::shared_ptr<LogFile>> LogFile::open(std::string path) {
 LogFile::~LogFile() { ::close(fd_); }
 
 void LogFile::write(std::string_view lines) {
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   while (!lines.empty() && status_.ok()) {
     const ssize_t n = ::write(fd_, lines.data(), lines.size());
     if (n < 0) {
@@ -221,7 +221,7 @@ void LogFile::write(std::string_view lines) {
 }
 
 absl::Status LogFile::status() const {
-  std::lock_guard lock(mu_);
+  weir::MutexLock lock(mu_);
   return status_;
 }
 

@@ -28,9 +28,10 @@
 // consumed only when its InputCapability is destroyed (with the event, or later if the body moves
 // it out to keep it), so it may be used to give records until then, across suspensions.
 //
-// Outputs are fueled: after AsyncOptions' fuel bytes given since the body last suspended, giving
-// yields (flushing what was given and letting other operators run). To give many records one by
-// one, `output.session(capability)` checks the capability once.
+// Outputs are fueled: after AsyncOptions' fuel given since the body last suspended, giving yields
+// (flushing what was given and letting other operators run). Fuel counts records times
+// sizeof(D), not the heap data they own (AsyncContext::use_fuel counts more). To give many records
+// one by one, `output.session(capability)` checks the capability once.
 //
 // Capabilities should be dropped by the body: a change made outside it (by the worker's own code
 // holding a copy, say) is reported only when the operator next runs.
@@ -115,8 +116,10 @@ enum class OnError {
 
 struct AsyncOptions {
   size_t stack_size = kDefaultFiberStackSize;
-  size_t fuel_bytes = kDefaultFuelBytes;
+  size_t fuel_bytes = kDefaultFuelBytes;  // Records times sizeof(D): see kDefaultFuelBytes.
   OnError on_error = OnError::kFail;
+  // The most blocking calls of the operator in flight at once, over its workers in the process.
+  size_t max_blocking_calls = kDefaultMaxBlockingCalls;
 };
 
 namespace internal {
@@ -127,7 +130,10 @@ namespace internal {
 class ButtonShared {
  public:
   ButtonShared(ProcessShared* process, uint64_t channel)
-      : process_(process), channel_(channel), activators_(process->workers()) {}
+      : process_(process),
+        channel_(channel),
+        blocking_limit_(make_blocking_limit()),
+        activators_(process->workers()) {}
 
   // What decodes presses from other processes (a transport thread calls it).
   static RemoteSink remote_sink(std::shared_ptr<ButtonShared> button) {
@@ -159,6 +165,8 @@ class ButtonShared {
   }
   // Presses seen so far, from every worker of the cluster.
   size_t presses() const { return presses_.load(); }
+  // The operator's bound on blocking calls, shared by its instances on the process's workers.
+  const std::shared_ptr<BlockingLimit>& blocking_limit() const { return blocking_limit_; }
 
  private:
   void count() {
@@ -173,6 +181,7 @@ class ButtonShared {
 
   ProcessShared* process_;  // Outlives every operator, which detaches its ButtonState.
   uint64_t channel_;
+  std::shared_ptr<BlockingLimit> blocking_limit_;
   std::atomic<size_t> presses_{0};
   weir::Mutex mu_;
   std::vector<SyncActivator> activators_ ABSL_GUARDED_BY(mu_);  // Per local worker.
@@ -429,7 +438,7 @@ class AsyncOperator final : public Operator<T> {
       : name_(std::move(name)),
         scope_(scope),
         node_(node),
-        context_(scope.worker(), scope.path_of(node), scope.sync_activator_for(node), name_) {
+        context_(scope.worker(), scope.sync_activator_for(node), name_) {
     Worker& worker = scope.worker();
     // Every worker builds the same operators in the same order: they meet at the same button.
     button_channel_ = worker.allocator().next_channel_id();
@@ -548,6 +557,7 @@ class AsyncOperator final : public Operator<T> {
     }
     body_ = std::move(body);
     context_.set_fuel(options_.fuel_bytes);
+    context_.set_blocking_limit(button_->shared->blocking_limit(), options_.max_blocking_calls);
     fiber_ = std::make_unique<Fiber>(
         [this] { status_ = body_(context_, capabilities_); }, options_.stack_size,
         "async operator '" + name_ + "' in dataflow '" + scope_.name() + "' on worker " +
@@ -827,8 +837,12 @@ class AsyncOperatorBuilder {
   void set_options(const AsyncOptions& options) { options_ = options; }
   // The fiber's stack size (default kDefaultFiberStackSize).
   void set_stack_size(size_t bytes) { options_.stack_size = bytes; }
-  // Bytes given between suspensions before giving yields (default kDefaultFuelBytes).
+  // Fuel between suspensions before giving yields (default kDefaultFuelBytes): records times
+  // sizeof(D), not the heap data records own.
   void set_fuel(size_t bytes) { options_.fuel_bytes = bytes; }
+  // The most blocking calls of this operator in flight at once, over all its workers in the
+  // process (default kDefaultMaxBlockingCalls); more wait for one of them to return.
+  void set_max_blocking_calls(size_t calls) { options_.max_blocking_calls = calls; }
   void set_on_error(OnError on_error) { options_.on_error = on_error; }
 
   Scope<T>& scope() const { return scope_; }

@@ -498,7 +498,7 @@ struct Codec<std::variant<Ts...>> {
   static bool decode_at(std::string_view& in, std::variant<Ts...>& value, size_t index,
                         std::index_sequence<I...>) {
     bool ok = false;
-    ((I == index ? (ok = decode_one<I>(in, value), true) : false) || ...);
+    (void)((I == index ? (ok = decode_one<I>(in, value), true) : false) || ...);
     return ok;
   }
   template <size_t I>

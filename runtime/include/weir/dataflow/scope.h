@@ -29,7 +29,6 @@
 #include <exception>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -48,6 +47,7 @@
 #include "weir/dataflow/operator.h"
 #include "weir/dataflow/pact.h"
 #include "weir/dataflow/port.h"
+#include "weir/mutex.h"
 #include "weir/progress/change_batch.h"
 #include "weir/progress/location.h"
 #include "weir/progress/reachability.h"
@@ -445,13 +445,16 @@ absl::Status Scope<T>::build() {
       channel, [&] { return std::make_shared<ProgressShared>(process->workers()); },
       [process, channel](std::shared_ptr<ProgressShared> shared) -> RemoteSink {
         // Runs on a transport thread: check the order, decode once, give every local worker a copy.
-        auto expected =
-            std::make_shared<std::pair<std::mutex, std::unordered_map<uint32_t, uint64_t>>>();
+        struct Expected {
+          weir::Mutex mu;
+          std::unordered_map<uint32_t, uint64_t> next_seq ABSL_GUARDED_BY(mu);  // Per worker.
+        };
+        auto expected = std::make_shared<Expected>();
         return [process, channel, shared, expected](uint32_t from, uint32_t, uint64_t seq,
                                                     std::string_view payload) -> absl::Status {
           {
-            std::lock_guard lock(expected->first);
-            uint64_t& next = expected->second[from];
+            weir::MutexLock lock(expected->mu);
+            uint64_t& next = expected->next_seq[from];
             if (seq != next) {
               return absl::DataLossError(
                   "progress batch " + std::to_string(seq) + " from worker " + std::to_string(from) +

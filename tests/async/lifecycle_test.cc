@@ -1,0 +1,355 @@
+// Async operators whose bodies are dropped or fail while they wait: blocking calls that are still
+// running, timers of waits that ended early, descriptors that close or hang up while awaited.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "testing/harness.h"
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "weir/async/async_operator.h"
+#include "weir/weir.h"
+
+namespace weir {
+namespace {
+
+using namespace std::chrono_literals;
+using Caps = std::span<CapabilitySet<uint64_t>>;
+using testing::step_until;
+using testing::Watchdog;
+
+// A latch a blocking call waits on and the test releases: shared, so a call that outlives the
+// test's frame (a detached one) still finds it.
+struct Latch {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool released = false;
+  std::atomic<bool> call_started{false};
+  std::atomic<bool> call_returned{false};
+  // Set by the call: whether it saw the latch released (not its own timeout).
+  std::atomic<bool> saw_release{false};
+
+  void release() {
+    {
+      std::lock_guard lock(mu);
+      released = true;
+    }
+    cv.notify_all();
+  }
+  // Waits for the release, at most `limit`; returns whether it was released.
+  bool wait(std::chrono::milliseconds limit) {
+    std::unique_lock lock(mu);
+    return cv.wait_for(lock, limit, [&] { return released; });
+  }
+  // Waits for the call to return (bounded, so a bug fails rather than hangs).
+  bool wait_returned(std::chrono::seconds limit = 10s) {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (!call_returned.load()) {
+      if (std::chrono::steady_clock::now() > until) return false;
+      std::this_thread::sleep_for(1ms);
+    }
+    return true;
+  }
+};
+
+// One dataflow: "Waiter" makes a blocking call that waits on `latch` (at most `limit`), and
+// "Failer" fails once the call has started. Returns execute's status.
+absl::Status run_failing_beside_a_blocking_call(std::shared_ptr<Latch> latch,
+                                                std::chrono::milliseconds limit) {
+  auto result = testing::run_workers(1, [latch, limit](Worker& worker) {
+    worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+      {
+        AsyncOperatorBuilder<uint64_t> builder("Waiter", scope);
+        builder.add_output<uint64_t>();
+        builder.build([latch, limit](AsyncContext& ctx, Caps) {
+          // An owning closure: it keeps the latch alive however long it runs.
+          ctx.run_blocking_owned([latch, limit] {
+            latch->call_started = true;
+            latch->saw_release = latch->wait(limit);
+            latch->call_returned = true;
+          });
+        });
+      }
+      {
+        AsyncOperatorBuilder<uint64_t> builder("Failer", scope);
+        builder.add_output<uint64_t>();
+        builder.build([latch](AsyncContext& ctx, Caps) -> absl::Status {
+          while (!latch->call_started.load()) ctx.sleep_for(1ms);
+          return absl::UnavailableError("upstream went away");
+        });
+      }
+    });
+  });
+  return result;
+}
+
+// ---- blocking calls ----
+
+// A failure beside a blocking call that runs for 3 s is returned at once: execute does not wait
+// for the call, which returns later (after the test releases it) and whose result is discarded.
+TEST(AsyncBlockingTest, AFailureDoesNotWaitForARunningBlockingCall) {
+  Watchdog watchdog("AFailureDoesNotWaitForARunningBlockingCall");
+  auto latch = std::make_shared<Latch>();
+  const auto start = std::chrono::steady_clock::now();
+  absl::Status status = run_failing_beside_a_blocking_call(latch, 3000ms);
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_NE(status.message().find("Failer"), std::string::npos) << status;
+  // The call was still waiting when execute returned: it sees the release, not its timeout.
+  EXPECT_FALSE(latch->call_returned.load());
+  latch->release();
+  ASSERT_TRUE(latch->wait_returned());
+  EXPECT_TRUE(latch->saw_release.load());
+  EXPECT_LT(elapsed, 1500ms);
+  // Its result discarded, the call and its closure are destroyed on the pool thread.
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (latch.use_count() > 1 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(latch.use_count(), 1);
+}
+
+// A call that never returns (until the test releases it, after execute returned) does not hang
+// execute.
+TEST(AsyncBlockingTest, ANeverReturningCallDoesNotHangExecute) {
+  Watchdog watchdog("ANeverReturningCallDoesNotHangExecute");
+  auto latch = std::make_shared<Latch>();
+  absl::Status status = run_failing_beside_a_blocking_call(latch, std::chrono::hours(1));
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_FALSE(latch->call_returned.load());
+  latch->release();
+  ASSERT_TRUE(latch->wait_returned());
+  EXPECT_TRUE(latch->saw_release.load());
+}
+
+// A borrowing call (run_blocking) that takes a stop token: a drop stops it and waits for it,
+// which returns at once.
+TEST(AsyncBlockingTest, ADropStopsABorrowingCallThatTakesAStopToken) {
+  Watchdog watchdog("ADropStopsABorrowingCall");
+  auto result = testing::run_workers(1, [](Worker& worker) {
+    std::atomic<bool> started{false};
+    std::atomic<bool> saw_stop{false};
+    const size_t index = worker.next_dataflow_index();
+    worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+      AsyncOperatorBuilder<uint64_t> builder("Stoppable", scope);
+      builder.add_output<uint64_t>();
+      builder.build([&](AsyncContext& ctx, Caps) {
+        int local = 7;  // Borrowed by the call: the drop must wait for it.
+        ctx.run_blocking([&](std::stop_token stop) {
+          started = true;
+          const auto until = std::chrono::steady_clock::now() + 30s;
+          while (!stop.stop_requested() && std::chrono::steady_clock::now() < until) {
+            std::this_thread::sleep_for(100us);
+          }
+          saw_stop = stop.stop_requested() && local == 7;
+        });
+      });
+    });
+    EXPECT_TRUE(step_until(worker, [&] { return started.load(); }));
+    const auto start = std::chrono::steady_clock::now();
+    worker.drop_dataflow(index);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+    EXPECT_TRUE(saw_stop.load());  // The drop waited for the call: it saw its stop.
+  });
+  ASSERT_TRUE(result.ok()) << result;
+}
+
+// At most max_blocking_calls calls of one operator run at once, over all its workers; a call
+// still waiting for its turn when its operator is dropped never runs.
+TEST(AsyncBlockingTest, AnOperatorsCallsInFlightAreBounded) {
+  Watchdog watchdog("AnOperatorsCallsInFlightAreBounded");
+  auto latch = std::make_shared<Latch>();
+  auto running = std::make_shared<std::atomic<int>>(0);
+  auto most = std::make_shared<std::atomic<int>>(0);
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  auto status = testing::run_workers(3, [&](Worker& worker) {
+    worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+      {
+        AsyncOperatorBuilder<uint64_t> builder("Bounded", scope);
+        builder.add_output<uint64_t>();
+        builder.set_max_blocking_calls(2);
+        builder.build([latch, running, most, calls](AsyncContext& ctx, Caps) {
+          ctx.run_blocking_owned([latch, running, most, calls] {
+            ++*calls;
+            const int now = ++*running;
+            int seen = most->load();
+            while (now > seen && !most->compare_exchange_weak(seen, now)) {
+            }
+            latch->call_started = true;
+            latch->wait(std::chrono::hours(1));
+            --*running;
+          });
+        });
+      }
+      {
+        // Another operator's calls run meanwhile: the bounded one does not take the pool.
+        AsyncOperatorBuilder<uint64_t> builder("Other", scope);
+        builder.add_output<uint64_t>();
+        builder.build([calls](AsyncContext& ctx, Caps) -> absl::Status {
+          const int seen = ctx.run_blocking_owned([calls] { return calls->load(); });
+          (void)seen;
+          // Fail once the bounded operator has its two calls running.
+          while (calls->load() < 2) ctx.sleep_for(1ms);
+          return absl::AbortedError("done");
+        });
+      }
+    });
+  });
+  EXPECT_EQ(status.code(), absl::StatusCode::kAborted) << status;
+  // Let the two running calls return; the third, abandoned before it started, never runs.
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(running->load(), 2);
+  latch->release();
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (running->load() > 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(1ms);
+  }
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(running->load(), 0);
+  EXPECT_EQ(most->load(), 2);
+  EXPECT_EQ(calls->load(), 2);
+}
+
+// ---- timers ----
+
+// A wait with a deadline that returns early (here: 20000 times) cancels its timer; the
+// reactor keeps none of them. So does a sleep unwound by a drop.
+TEST(AsyncTimerTest, WaitsThatReturnEarlyLeaveNoTimers) {
+  Watchdog watchdog("WaitsThatReturnEarlyLeaveNoTimers");
+  constexpr int kWaits = 20000;
+  const size_t before = async_timers_pending_in_process();
+  auto result = testing::run_workers(1, [&](Worker& worker) {
+    std::atomic<int> waits{0};
+    size_t during = 0;
+    std::atomic<bool> sleeping{false};
+    const size_t index = worker.next_dataflow_index();
+    worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+      {
+        AsyncOperatorBuilder<uint64_t> builder("Early", scope);
+        builder.add_output<uint64_t>();
+        builder.build([&](AsyncContext& ctx, Caps) {
+          for (int i = 0; i < kWaits; ++i) {
+            bool first = true;
+            ctx.sync_activator().activate();  // Wakes the wait below at once.
+            const bool ready =
+                ctx.wait_until([&] { return !std::exchange(first, false); },
+                               std::chrono::steady_clock::now() + std::chrono::hours(1));
+            EXPECT_TRUE(ready);
+            ++waits;
+          }
+          during = async_timers_pending_in_process();
+        });
+      }
+      {
+        AsyncOperatorBuilder<uint64_t> builder("Sleeper", scope);
+        builder.add_output<uint64_t>();
+        builder.build([&](AsyncContext& ctx, Caps) {
+          sleeping = true;
+          ctx.sleep_for(std::chrono::hours(1));
+        });
+      }
+    });
+    EXPECT_TRUE(step_until(worker, [&] { return waits.load() == kWaits && sleeping.load(); }));
+    // The sleeper's timer, and nothing of the early waits.
+    EXPECT_LE(during, before + 1);
+    worker.drop_dataflow(index);
+    EXPECT_EQ(async_timers_pending_in_process(), before);
+  });
+  ASSERT_TRUE(result.ok()) << result;
+}
+
+// ---- descriptors ----
+
+// Runs one body that awaits `fd` readable on one worker while `act` runs on another thread once
+// the body waits; returns what await_readable returned (nullopt: it never woke within 5 s).
+std::optional<absl::Status> await_readable_while(int fd, std::function<void()> act) {
+  std::optional<absl::Status> awaited;
+  auto result = testing::run_workers(1, [&](Worker& worker) {
+    std::atomic<bool> waiting{false};
+    std::atomic<bool> woke{false};
+    worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+      AsyncOperatorBuilder<uint64_t> builder("Reader", scope);
+      builder.add_output<uint64_t>();
+      builder.build([&, fd](AsyncContext& ctx, Caps) {
+        waiting = true;
+        awaited = ctx.await_readable(fd);
+        woke = true;
+      });
+    });
+    EXPECT_TRUE(step_until(worker, [&] { return waiting.load(); }));
+    // Let the body reach epoll before the descriptor changes.
+    for (int i = 0; i < 10; ++i) worker.step_or_park(1ms);
+    std::thread actor(std::move(act));
+    step_until(
+        worker, [&] { return woke.load(); }, 5s);
+    actor.join();
+    if (!woke.load()) {
+      // Let the body go: the test already failed.
+      worker.drop_dataflow(0);
+    }
+  });
+  EXPECT_TRUE(result.ok()) << result;
+  return awaited;
+}
+
+TEST(AsyncDescriptorTest, AHangUpWakesTheWaiterWithAnErrorNamingTheDescriptor) {
+  Watchdog watchdog("AHangUpWakesTheWaiter");
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  auto awaited = await_readable_while(fds[0], [&] { ::close(fds[1]); });
+  ASSERT_TRUE(awaited.has_value());
+  EXPECT_EQ(awaited->code(), absl::StatusCode::kUnavailable) << *awaited;
+  EXPECT_NE(awaited->message().find("file descriptor " + std::to_string(fds[0]) + " hung up"),
+            std::string::npos)
+      << *awaited;
+  EXPECT_NE(awaited->message().find("Reader"), std::string::npos) << *awaited;
+  ::close(fds[0]);
+}
+
+TEST(AsyncDescriptorTest, DataBeforeAHangUpIsReadFirst) {
+  Watchdog watchdog("DataBeforeAHangUpIsReadFirst");
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+  auto awaited = await_readable_while(fds[0], [&] {
+    EXPECT_EQ(::write(fds[1], "x", 1), 1);
+    ::close(fds[1]);
+  });
+  ASSERT_TRUE(awaited.has_value());
+  EXPECT_TRUE(awaited->ok()) << *awaited;
+  char byte = 0;
+  EXPECT_EQ(::read(fds[0], &byte, 1), 1);
+  EXPECT_EQ(byte, 'x');
+  ::close(fds[0]);
+}
+
+// epoll forgets a descriptor closed while it is watched, without an event: the reactor notices
+// within kClosedDescriptorCheck.
+TEST(AsyncDescriptorTest, ClosingTheAwaitedDescriptorWakesTheWaiterWithAnError) {
+  Watchdog watchdog("ClosingTheAwaitedDescriptor");
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const int awaited_fd = fds[0];
+  auto awaited = await_readable_while(awaited_fd, [&] { ::close(awaited_fd); });
+  ASSERT_TRUE(awaited.has_value()) << "the waiter never woke";
+  EXPECT_EQ(awaited->code(), absl::StatusCode::kUnavailable) << *awaited;
+  EXPECT_NE(
+      awaited->message().find("file descriptor " + std::to_string(awaited_fd) + " was closed"),
+      std::string::npos)
+      << *awaited;
+  ::close(fds[1]);
+}
+
+}  // namespace
+}  // namespace weir
