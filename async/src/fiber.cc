@@ -508,25 +508,27 @@ void Fiber::resume() {
 #endif
     Impl* raw = &impl;
     try {
-      impl.fiber =
-          ctx::fiber(std::allocator_arg, PooledStack(impl.stack_size, &impl.fault_info),
-                     [raw](ctx::fiber&& caller) -> ctx::fiber {
-                       raw->asan_arrived();
-                       raw->caller = std::move(caller);
-                       try {
-                         raw->entry();
-                       } catch (const ctx::detail::forced_unwind&) {
-                         // Boost catches it at the fiber's entry and switches away for good.
-                         raw->asan_leaving(/*finished=*/true);
-                         throw;
-                       } catch (...) {
-                         raw->exception = std::current_exception();
-                       }
-                       WEIR_CHECK(!raw->unwinding)
-                           << "a fiber swallowed its unwinding (catch (...) without rethrow)";
-                       raw->asan_leaving(/*finished=*/true);
-                       return std::move(raw->caller);
-                     });
+      impl.fiber = ctx::fiber(
+          std::allocator_arg, PooledStack(impl.stack_size, &impl.fault_info),
+          [raw](ctx::fiber&& caller) -> ctx::fiber {
+            raw->asan_arrived();
+            raw->caller = std::move(caller);
+            try {
+              raw->entry();
+            } catch (const ctx::detail::forced_unwind&) {
+              // Boost catches it at the fiber's entry and switches away for good.
+              raw->asan_leaving(/*finished=*/true);
+              throw;
+            } catch (...) {
+              raw->exception = std::current_exception();
+            }
+            WEIR_CHECK(!raw->unwinding)
+                << (raw->fault_info.label.empty() ? std::string("a fiber") : raw->fault_info.label)
+                << " swallowed the unwinding of its fiber (catch (...) without "
+                   "rethrow)";
+            raw->asan_leaving(/*finished=*/true);
+            return std::move(raw->caller);
+          });
     } catch (const std::exception&) {
       // No stack: the fiber ends before it starts, with the error as its exception.
 #if defined(WEIR_TSAN)
@@ -581,10 +583,14 @@ void Fiber::resume() {
 
 void Fiber::suspend() {
   Impl& impl = *impl_;
+  // Checked first: a fiber being unwound runs, but is not marked running.
+  WEIR_CHECK(!impl.unwinding)
+      << (impl.fault_info.label.empty() ? std::string("a fiber") : impl.fault_info.label)
+      << " waited while its fiber was being unwound: its code caught the unwinding (a catch (...) "
+         "that does not rethrow) and went on, or waits in a destructor; such a fiber can be "
+         "neither resumed nor stopped";
   WEIR_CHECK(running_fiber == this && impl.state == Impl::State::kRunning)
       << "suspend() called outside its fiber";
-  WEIR_CHECK(!impl.unwinding) << "a fiber waited while being unwound (a catch (...) that does "
-                                 "not rethrow, or a wait in a destructor)";
 #if defined(WEIR_TSAN)
   tsan_switch(impl.tsan_caller);
 #endif

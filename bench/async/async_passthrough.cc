@@ -59,7 +59,7 @@ weir::Stream<uint64_t, uint64_t> pass_through(const weir::Stream<uint64_t, uint6
           auto session = output.session(data->capability);
           for (uint64_t x : data->batch) session.give(x);
         } else {
-          output.give_batch(data->capability, data->batch);
+          output.give_vec(data->capability, data->batch);
         }
       } else if (event.is_end()) {
         return;

@@ -52,7 +52,7 @@ double activation_ns(uint64_t rounds, bool async) {
               caps[0].clear();
               for (;;) {
                 auto event = in.next();
-                if (auto* data = event.data()) out.give_batch(data->capability, data->batch);
+                if (auto* data = event.data()) out.give_vec(data->capability, data->batch);
                 if (event.is_end()) return;
               }
             });

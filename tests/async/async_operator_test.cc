@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "testing/harness.h"
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "weir/weir.h"
@@ -20,6 +22,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using Caps = std::span<CapabilitySet<uint64_t>>;
+using ::testing::HasSubstr;
 using testing::step_until;
 using testing::Watchdog;
 
@@ -227,78 +230,185 @@ TEST(AsyncCapabilityTest, ASessionHoldsItsTimeAfterTheSetIsCleared) {
   EXPECT_EQ(seen, std::vector<uint64_t>{7});
 }
 
-// Gives with an InputCapability that was moved from: a clear error naming the operator.
-TEST(AsyncCapabilityDeathTest, AMovedFromInputCapabilityCannotGive) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_DEATH(
-      {
-        (void)testing::run_workers(1, [](Worker& worker) {
-          auto input = worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
-            auto [handle, stream] = new_input<uint64_t>(scope);
-            AsyncOperatorBuilder<uint64_t> builder("Mover", scope);
-            auto in = builder.add_input(stream);
-            auto [out, out_stream] = builder.add_output<uint64_t>();
-            builder.build([in, out](AsyncContext&, Caps caps) mutable {
-              caps[0].clear();
-              for (;;) {
-                auto event = in.next();
-                if (auto* data = event.data()) {
-                  InputCapability<uint64_t> kept = std::move(data->capability);
-                  out.give(data->capability, 1);
-                }
-                if (event.is_end()) return;
-              }
-            });
-            return std::move(handle);
-          });
-          input.send(1);
-          input.close();
-          while (worker.step_or_park(1ms)) {
-          }
-        });
-      },
-      "moved-from input capability used with output 0 of Mover");
+// Runs a dataflow "misuse" on one worker: an input, and the async operator "Bad" (two outputs, its
+// input connected to output 0 only) whose body calls `bad` with each batch's capability; sends one
+// record at time 1 and closes the input.
+using BadBody = std::function<void(InputCapability<uint64_t>&, AsyncOutput<uint64_t, uint64_t>&,
+                                   AsyncOutput<uint64_t, uint64_t>&, CapabilitySet<uint64_t>&)>;
+absl::Status run_bad(BadBody bad) {
+  return testing::run_workers(1, [bad](Worker& worker) {
+    auto input = worker.dataflow_named<uint64_t>("misuse", [&](Scope<uint64_t>& scope) {
+      auto [handle, stream] = new_input<uint64_t>(scope);
+      AsyncOperatorBuilder<uint64_t> builder("Bad", scope);
+      auto [out0, s0] = builder.add_output<uint64_t>();
+      auto [out1, s1] = builder.add_output<uint64_t>();
+      auto in = builder.add_input_connected(stream, Pipeline{}, {out0.index()});
+      builder.build([in, out0, out1, bad](AsyncContext&, Caps caps) mutable {
+        caps[0].clear();
+        for (;;) {
+          auto event = in.next();
+          if (auto* data = event.data()) bad(data->capability, out0, out1, caps[1]);
+          if (event.is_end()) return;
+        }
+      });
+      return std::move(handle);
+    });
+    input.advance_to(1);
+    input.send(7);
+    input.close();
+  });
 }
 
-// Gives on one operator's output with another operator's InputCapability: a clear error.
-TEST(AsyncCapabilityDeathTest, AnotherOperatorsInputCapabilityCannotGive) {
+void expect_broken_rule(const absl::Status& status, const std::string& rule) {
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_THAT(status.message(), HasSubstr("operator 'Bad'"));
+  EXPECT_THAT(status.message(), HasSubstr("dataflow 'misuse'"));
+  EXPECT_THAT(status.message(), HasSubstr("worker 0"));
+  EXPECT_THAT(status.message(), HasSubstr(rule));
+}
+
+TEST(AsyncMisuseTest, ACorrectBodySucceeds) {
+  Watchdog watchdog("AsyncMisuseTest.ACorrectBodySucceeds");
+  auto status = run_bad([](InputCapability<uint64_t>& cap, AsyncOutput<uint64_t, uint64_t>& out0,
+                           AsyncOutput<uint64_t, uint64_t>&,
+                           CapabilitySet<uint64_t>&) { out0.give(cap, 1); });
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+TEST(AsyncMisuseTest, DowngradeToAnEarlierTime) {
+  Watchdog watchdog("AsyncMisuseTest.DowngradeToAnEarlierTime");
+  auto status = run_bad([](InputCapability<uint64_t>& cap, AsyncOutput<uint64_t, uint64_t>&,
+                           AsyncOutput<uint64_t, uint64_t>&, CapabilitySet<uint64_t>&) {
+    Capability<uint64_t> kept = cap.retain();
+    kept.downgrade(0);
+  });
+  expect_broken_rule(status, "downgraded only to a later time: from 1 to 0");
+}
+
+TEST(AsyncMisuseTest, UseOfAMovedFromCapability) {
+  Watchdog watchdog("AsyncMisuseTest.UseOfAMovedFromCapability");
+  auto status = run_bad([](InputCapability<uint64_t>& cap, AsyncOutput<uint64_t, uint64_t>& out0,
+                           AsyncOutput<uint64_t, uint64_t>&, CapabilitySet<uint64_t>&) {
+    Capability<uint64_t> kept = cap.retain();
+    Capability<uint64_t> moved = std::move(kept);
+    out0.give(kept, 1);  // NOLINT(bugprone-use-after-move): the misuse under test.
+  });
+  expect_broken_rule(status, "a moved-from capability was used with output 0");
+}
+
+TEST(AsyncMisuseTest, CapabilityForAnotherOutput) {
+  Watchdog watchdog("AsyncMisuseTest.CapabilityForAnotherOutput");
+  auto status = run_bad([](InputCapability<uint64_t>&, AsyncOutput<uint64_t, uint64_t>& out0,
+                           AsyncOutput<uint64_t, uint64_t>&,
+                           CapabilitySet<uint64_t>& caps1) { out0.give(caps1.first(), 1); });
+  expect_broken_rule(status, "a capability for another output was used with output 0");
+}
+
+TEST(AsyncMisuseTest, InputCapabilityForAnUnconnectedOutput) {
+  Watchdog watchdog("AsyncMisuseTest.InputCapabilityForAnUnconnectedOutput");
+  auto status = run_bad([](InputCapability<uint64_t>& cap, AsyncOutput<uint64_t, uint64_t>&,
+                           AsyncOutput<uint64_t, uint64_t>& out1,
+                           CapabilitySet<uint64_t>&) { out1.session(cap).give(1); });
+  expect_broken_rule(status, "input data cannot produce output 1");
+}
+
+// Gives with an InputCapability that was moved from: a Status naming the operator.
+TEST(AsyncMisuseTest, AMovedFromInputCapabilityCannotGive) {
+  Watchdog watchdog("AsyncMisuseTest.AMovedFromInputCapabilityCannotGive");
+  auto status = run_bad([](InputCapability<uint64_t>& cap, AsyncOutput<uint64_t, uint64_t>& out0,
+                           AsyncOutput<uint64_t, uint64_t>&, CapabilitySet<uint64_t>&) {
+    InputCapability<uint64_t> kept = std::move(cap);
+    out0.give(cap, 1);  // NOLINT(bugprone-use-after-move): the misuse under test.
+  });
+  expect_broken_rule(status, "moved-from input capability used with output 0 of Bad");
+}
+
+// A body that catches the error and goes on still fails.
+TEST(AsyncMisuseTest, CatchingTheErrorDoesNotHideIt) {
+  Watchdog watchdog("AsyncMisuseTest.CatchingTheErrorDoesNotHideIt");
+  auto status = run_bad([](InputCapability<uint64_t>& cap, AsyncOutput<uint64_t, uint64_t>&,
+                           AsyncOutput<uint64_t, uint64_t>&, CapabilitySet<uint64_t>&) {
+    try {
+      cap.retain().downgrade(0);
+    } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): the misuse under test.
+    }
+  });
+  expect_broken_rule(status, "downgraded only to a later time: from 1 to 0");
+}
+
+// Gives on one operator's output with another operator's InputCapability: a Status naming it.
+TEST(AsyncMisuseTest, AnotherOperatorsInputCapabilityCannotGive) {
+  Watchdog watchdog("AsyncMisuseTest.AnotherOperatorsInputCapabilityCannotGive");
+  auto status = testing::run_workers(1, [](Worker& worker) {
+    std::optional<InputCapability<uint64_t>> stolen;
+    auto input = worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+      auto [handle, stream] = new_input<uint64_t>(scope);
+      AsyncOperatorBuilder<uint64_t> first("First", scope);
+      auto in = first.add_input(stream);
+      first.add_output<uint64_t>();
+      first.build([&, in](AsyncContext& ctx, Caps caps) mutable {
+        caps[0].clear();
+        for (;;) {
+          auto event = in.next();
+          if (auto* data = event.data()) {
+            stolen.emplace(std::move(data->capability));
+            break;
+          }
+        }
+        ctx.wait_until([] { return false; });
+      });
+      AsyncOperatorBuilder<uint64_t> second("Second", scope);
+      auto [out, out_stream] = second.add_output<uint64_t>();
+      second.build([&, out](AsyncContext& ctx, Caps caps) mutable {
+        caps[0].clear();
+        while (!stolen) ctx.sleep_for(1ms);
+        out.give(*stolen, 1);
+      });
+      return std::move(handle);
+    });
+    input.send(1);
+    input.advance_to(1);
+    while (worker.step_or_park(1ms)) {
+    }
+    stolen.reset();
+  });
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_THAT(status.message(), HasSubstr("operator 'Second'"));
+  EXPECT_THAT(status.message(),
+              HasSubstr("input capability of another operator used with output 0 of Second"));
+}
+
+// A body that catches everything, the unwinding of its fiber included, and keeps waiting cannot be
+// unwound: the process stops with a message naming the operator and the cause (it used to say
+// "suspend() called outside its fiber").
+TEST(AsyncMisuseDeathTest, ABodyThatCatchesEverythingAndKeepsWaiting) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(
       {
         (void)testing::run_workers(1, [](Worker& worker) {
-          std::optional<InputCapability<uint64_t>> stolen;
-          auto input = worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+          auto started = std::make_shared<bool>(false);
+          auto input = worker.dataflow_named<uint64_t>("misuse", [&](Scope<uint64_t>& scope) {
             auto [handle, stream] = new_input<uint64_t>(scope);
-            AsyncOperatorBuilder<uint64_t> first("First", scope);
-            auto in = first.add_input(stream);
-            first.add_output<uint64_t>();
-            first.build([&, in](AsyncContext& ctx, Caps caps) mutable {
-              caps[0].clear();
+            AsyncOperatorBuilder<uint64_t> builder("Stubborn", scope);
+            auto in = builder.add_input(stream);
+            builder.build([in, started](AsyncContext&, Caps) mutable {
+              *started = true;
               for (;;) {
-                auto event = in.next();
-                if (auto* data = event.data()) {
-                  stolen.emplace(std::move(data->capability));
-                  break;
+                try {
+                  (void)in.next();
+                } catch (...) {  // NOLINT(bugprone-empty-catch): the misuse under test.
                 }
               }
-              ctx.wait_until([] { return false; });
-            });
-            AsyncOperatorBuilder<uint64_t> second("Second", scope);
-            auto [out, out_stream] = second.add_output<uint64_t>();
-            second.build([&, out](AsyncContext& ctx, Caps caps) mutable {
-              caps[0].clear();
-              while (!stolen) ctx.sleep_for(1ms);
-              out.give(*stolen, 1);
             });
             return std::move(handle);
           });
           input.send(1);
-          input.advance_to(1);
-          while (worker.step_or_park(1ms)) {
-          }
+          step_until(worker, [&] { return *started; });
+          worker.drop_dataflow(0);
         });
       },
-      "input capability of another operator used with output 0 of Second");
+      "async operator 'Stubborn' in dataflow 'misuse' on worker 0 waited while its fiber was being "
+      "unwound");
 }
 
 // With little fuel, giving yields often: the records leave in many flushes.
@@ -418,7 +528,7 @@ TEST(AsyncOperatorTest, RunsInsideNestedScopes) {
           for (;;) {
             auto event = in.next();
             if (event.is_end()) return;
-            if (auto* data = event.data()) out.give_batch(data->capability, data->batch);
+            if (auto* data = event.data()) out.give_vec(data->capability, data->batch);
           }
         });
         return inner.leave(out_stream);

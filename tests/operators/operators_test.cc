@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -68,6 +69,35 @@ class OperatorsTest : public ::testing::TestWithParam<size_t> {
     return out;
   }
 };
+
+// One name for "give a whole vector": InputHandle::give_vec, as Session::give_vec; send_batch stays
+// one release as a deprecated alias.
+TEST(InputHandleTest, GiveVecSendsAWholeBatch) {
+  auto result = testing::run_workers(1, [](Worker& worker) {
+    std::vector<uint64_t> seen;
+    auto input = worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+      auto [handle, stream] = new_input<uint64_t>(scope);
+      stream | inspect_batch([&](const uint64_t&, const std::vector<uint64_t>& batch) {
+        seen.insert(seen.end(), batch.begin(), batch.end());
+      });
+      return std::move(handle);
+    });
+    std::vector<uint64_t> batch{1, 2, 3};
+    input.give_vec(batch);
+    EXPECT_TRUE(batch.empty());
+    batch = {4};
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    input.send_batch(batch);
+#pragma GCC diagnostic pop
+    input.close();
+    while (worker.step_or_park(std::chrono::milliseconds(1))) {
+    }
+    return seen;
+  });
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ((*result)[0], (std::vector<uint64_t>{1, 2, 3, 4}));
+}
 
 TEST_P(OperatorsTest, Map) {
   EXPECT_EQ(run([](auto s) { return s | map([](uint64_t x) { return x * 3; }); }),

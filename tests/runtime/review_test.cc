@@ -59,7 +59,7 @@ TEST_P(ReviewTest, AsyncKeptInputCapabilityHoldsTheFrontier) {
               continue;
             }
             const bool late = data->time() >= 5;
-            output.give_batch(data->capability, data->batch);
+            output.give_vec(data->capability, data->batch);
             // Later data arrived while the kept capability held time 0 (the frontier cannot
             // pass it, so waiting for the frontier would wait forever): give with it now.
             if (kept && late) {

@@ -3,8 +3,8 @@
 // - run_workers(W, fn): executes `fn(worker)` on W workers and returns the per-worker results,
 //   failing the test (not hanging) if execution fails.
 // - step_until(worker, done): steps until done() or a generous deadline, then fails loudly.
-// - Watchdog: aborts the process with a message if a test runs past its deadline (a hang is a
-//   test failure that names the case, not a CI timeout).
+// - Watchdog: aborts the process with a message (and the workers' progress reports) if a test runs
+//   past its deadline (a hang is a test failure that names the case, not a CI timeout).
 
 #pragma once
 
@@ -60,6 +60,9 @@ class Watchdog {
             std::fprintf(stderr, "watchdog: %s did not finish within %lld s\n", what_.c_str(),
                          static_cast<long long>(limit.count()));
             std::fflush(stderr);
+            // What holds the dataflows back: workers that still step print their reports.
+            request_progress_reports();
+            cv_.wait_for(lock, std::chrono::seconds(2), [this] { return done_; });
             std::abort();
           }
         }) {}

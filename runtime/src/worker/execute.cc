@@ -1,10 +1,15 @@
 #include "weir/worker/execute.h"
 
+#include <csignal>
+#include <cstdlib>
 #include <exception>
+#include <mutex>
 #include <string>
 #include <thread>
 
 #include "log_file.h"
+
+#include "weir/usage_error.h"
 
 namespace weir::internal {
 namespace {
@@ -15,6 +20,9 @@ void run_one(Worker& worker, const std::function<void(Worker&)>& per_worker,
   try {
     per_worker(worker);
     while (worker.has_dataflows() && !worker.failed()) worker.step_or_park(std::nullopt);
+  } catch (const UsageError& e) {
+    worker.fail(absl::FailedPreconditionError("worker " + std::to_string(worker.index()) +
+                                              " broke a rule: " + e.what()));
   } catch (const std::exception& e) {
     worker.fail(
         absl::InternalError("worker " + std::to_string(worker.index()) + " failed: " + e.what()));
@@ -24,10 +32,28 @@ void run_one(Worker& worker, const std::function<void(Worker&)>& per_worker,
   }
 }
 
+// With WEIR_STALL_REPORT_AFTER set, SIGUSR1 asks every worker for its progress report (unless the
+// program handles SIGUSR1 itself).
+void install_report_signal() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* after = std::getenv("WEIR_STALL_REPORT_AFTER");
+    if (after == nullptr || *after == '\0') return;
+    struct sigaction current {};
+    if (sigaction(SIGUSR1, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) return;
+    struct sigaction action {};
+    action.sa_handler = [](int) { request_progress_reports(); };
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    sigaction(SIGUSR1, &action, nullptr);
+  });
+}
+
 }  // namespace
 
 absl::Status run_workers(const Config& config, const std::function<void(Worker&)>& per_worker) {
   if (absl::Status status = config.validate(); !status.ok()) return status;
+  install_report_signal();
   // WEIR_LOG=FILE: this process's workers write their events to FILE (FILE.<process> in a
   // cluster, so processes on one machine do not overwrite each other).
   std::shared_ptr<LogFile> log_file;

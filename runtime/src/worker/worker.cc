@@ -1,5 +1,10 @@
 #include "weir/worker/worker.h"
 
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <string>
 #include <thread>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -20,6 +25,24 @@ constexpr auto kSpin = std::chrono::microseconds(200);
 // The wake-up it saves is small next to a network hop.
 constexpr auto kClusterSpin = std::chrono::microseconds(0);
 
+// Requests for progress reports (request_progress_reports), counted. Relaxed: a request is a
+// hint that reaches each worker at some later step; nothing is published through it.
+std::atomic<uint64_t> progress_report_requests{0};
+
+// While WEIR_STALL_REPORT_AFTER is set, a worker parks at most this long at a time, so that it
+// notices requests and stalls.
+constexpr auto kReportPoll = std::chrono::seconds(1);
+
+// WEIR_STALL_REPORT_AFTER=SECONDS (fractions allowed), or none.
+std::optional<std::chrono::nanoseconds> stall_report_after_from_env() {
+  const char* value = std::getenv("WEIR_STALL_REPORT_AFTER");
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  char* end = nullptr;
+  const double seconds = std::strtod(value, &end);
+  if (end == value || seconds <= 0) return std::nullopt;
+  return std::chrono::nanoseconds(static_cast<int64_t>(seconds * 1e9));
+}
+
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
   _mm_pause();
@@ -31,7 +54,32 @@ inline void cpu_relax() {
 }  // namespace
 
 Worker::Worker(size_t index, std::shared_ptr<ProcessShared> process)
-    : allocator_(index, std::move(process)), logger_(allocator_.index()) {}
+    : allocator_(index, std::move(process)),
+      logger_(allocator_.index()),
+      reports_seen_(progress_report_requests.load(std::memory_order_relaxed)),
+      stall_report_after_(stall_report_after_from_env()),
+      last_work_(std::chrono::steady_clock::now()) {}
+
+void request_progress_reports() {
+  progress_report_requests.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::string Worker::describe_progress() {
+  std::ostringstream out;
+  out << "progress of worker " << index() << " (" << dataflows_.size() << " dataflow"
+      << (dataflows_.size() == 1 ? "" : "s") << "):\n";
+  for (const auto& [index, dataflow] : dataflows_) {
+    out << "dataflow " << index << " '" << dataflow->name() << "':\n";
+    dataflow->describe_progress(out);
+  }
+  return out.str();
+}
+
+void Worker::report_progress(const char* why) {
+  const std::string report = "weir: " + std::string(why) + ": " + describe_progress();
+  std::fwrite(report.data(), 1, report.size(), stderr);  // One write: reports do not interleave.
+  std::fflush(stderr);
+}
 
 Worker::~Worker() { drop_all(); }
 
@@ -74,6 +122,11 @@ bool Worker::step() {
     drop_all();
     return false;
   }
+  if (const uint64_t requests = progress_report_requests.load(std::memory_order_relaxed);
+      requests != reports_seen_) [[unlikely]] {
+    reports_seen_ = requests;
+    if (has_dataflows()) report_progress("progress report requested");
+  }
   allocator_.activation_queue()->drain_into(activations_);
   fire_timers();
   activations_.advance();
@@ -98,6 +151,16 @@ bool Worker::step() {
 
 bool Worker::step_or_park(std::optional<std::chrono::nanoseconds> timeout) {
   const bool worked = step();
+  if (stall_report_after_) [[unlikely]] {
+    if (worked) {
+      last_work_ = std::chrono::steady_clock::now();
+      stall_reported_ = false;
+    } else if (!stall_reported_ && has_dataflows() &&
+               std::chrono::steady_clock::now() - last_work_ >= *stall_report_after_) {
+      stall_reported_ = true;
+      report_progress("stalled (no work for WEIR_STALL_REPORT_AFTER)");
+    }
+  }
   if (worked || !activations_.empty() || failed()) return has_dataflows();
   if (timeout && *timeout <= std::chrono::nanoseconds::zero()) return has_dataflows();
   const auto& queue = allocator_.activation_queue();
@@ -116,6 +179,7 @@ bool Worker::step_or_park(std::optional<std::chrono::nanoseconds> timeout) {
     auto until_timer = timers_.top().deadline - now;
     if (!park_for || until_timer < *park_for) park_for = until_timer;
   }
+  if (stall_report_after_ && (!park_for || *park_for > kReportPoll)) park_for = kReportPoll;
   if (park_for && *park_for <= std::chrono::nanoseconds::zero()) return has_dataflows();
   if (logger_.active()) [[unlikely]] {
     logger_.log(Park{park_for});

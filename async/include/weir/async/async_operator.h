@@ -15,7 +15,7 @@
 //     for (;;) {
 //       auto event = input.next();
 //       if (auto* data = event.data()) {
-//         output.give_batch(data->capability, data->batch);
+//         output.give_vec(data->capability, data->batch);
 //       } else if (event.is_end()) {
 //         return;
 //       }
@@ -352,11 +352,12 @@ class AsyncOutput {
       context_->use_fuel(sizeof(D));
     }
     // Gives a whole batch; leaves `batch` empty.
-    void give_batch(std::vector<D>& batch) {
+    void give_vec(std::vector<D>& batch) {
       const size_t bytes = batch.size() * sizeof(D);
       port_->give_batch(capability_.time(), batch);
       context_->use_fuel(bytes);
     }
+    [[deprecated("use give_vec")]] void give_batch(std::vector<D>& batch) { give_vec(batch); }
     const T& time() const { return capability_.time(); }
 
    private:
@@ -393,18 +394,26 @@ class AsyncOutput {
     port_->give(capability.time(), std::move(record));
     spend(sizeof(D));
   }
-  // Gives a whole batch; leaves `batch` empty.
-  void give_batch(const Capability<T>& capability, std::vector<D>& batch) {
+  // Gives a whole batch; leaves `batch` empty (timely's give_vec).
+  void give_vec(const Capability<T>& capability, std::vector<D>& batch) {
     check(capability);
     const size_t bytes = batch.size() * sizeof(D);
     port_->give_batch(capability.time(), batch);
     spend(bytes);
   }
-  void give_batch(const InputCapability<T>& capability, std::vector<D>& batch) {
+  void give_vec(const InputCapability<T>& capability, std::vector<D>& batch) {
     check(capability);
     const size_t bytes = batch.size() * sizeof(D);
     port_->give_batch(capability.time(), batch);
     spend(bytes);
+  }
+  [[deprecated("use give_vec")]] void give_batch(const Capability<T>& capability,
+                                                 std::vector<D>& batch) {
+    give_vec(capability, batch);
+  }
+  [[deprecated("use give_vec")]] void give_batch(const InputCapability<T>& capability,
+                                                 std::vector<D>& batch) {
+    give_vec(capability, batch);
   }
 
   uint32_t index() const { return index_; }
@@ -484,8 +493,15 @@ class AsyncOperator final : public Operator<T> {
     }
     bool again = false;
     if (state_ == State::kRunning) {
+      const uint64_t broken_rules = internal::usage_errors;
       fiber_->resume();
-      if (fiber_->is_done()) {
+      if (internal::usage_errors != broken_rules) [[unlikely]] {
+        // The body broke a rule of weir's API and caught the UsageError: it fails all the same,
+        // and is not resumed again.
+        if (fiber_->is_done()) body_ = nullptr;
+        fail_body(absl::FailedPreconditionError(internal::last_usage_error), true);
+        again = true;
+      } else if (fiber_->is_done()) {
         finish_body();
         again = fail_pending_;
       } else {
@@ -558,13 +574,21 @@ class AsyncOperator final : public Operator<T> {
     // output forever): its release is reported with the run's, or held again if the body failed.
     body_ = nullptr;
     absl::Status status = status_;
-    if (std::exception_ptr error = fiber_->exception()) status = exception_status(error);
+    bool rule = false;
+    if (std::exception_ptr error = fiber_->exception()) status = exception_status(error, rule);
     if (status.ok()) {
       state_ = State::kDone;
       capabilities_.clear();
       error_capability_.reset();
       return;
     }
+    fail_body(std::move(status), rule);
+  }
+
+  // The body failed (returned an error, threw, or broke a rule): keep what it held, report the
+  // error on the error stream, and fail the execution unless OnError::kHold (a broken rule fails
+  // it regardless). The fiber may still be suspended; it is not resumed again.
+  void fail_body(absl::Status status, bool rule) {
     hold_released();
     withhold_consumed();
     state_ = State::kFailed;
@@ -572,7 +596,8 @@ class AsyncOperator final : public Operator<T> {
     error_port_->give(error_capability_->time(),
                       AsyncError{name_, scope_.worker().index(), status});
     error_capability_.reset();
-    fail_pending_ = options_.on_error == OnError::kFail;
+    fail_pending_ = options_.on_error == OnError::kFail || rule;
+    failure_is_rule_ = rule;
   }
 
   // Holds again every capability the failed run released: until the operator is shut down, no
@@ -603,10 +628,11 @@ class AsyncOperator final : public Operator<T> {
 
   void fail_execution() {
     Worker& worker = scope_.worker();
-    worker.fail(absl::Status(failure_.code(), "operator '" + name_ + "' in dataflow '" +
-                                                  scope_.name() + "' on worker " +
-                                                  std::to_string(worker.index()) +
-                                                  " failed: " + std::string(failure_.message())));
+    worker.fail(
+        absl::Status(failure_.code(), "operator '" + name_ + "' in dataflow '" + scope_.name() +
+                                          "' on worker " + std::to_string(worker.index()) +
+                                          (failure_is_rule_ ? " broke a rule: " : " failed: ") +
+                                          std::string(failure_.message())));
   }
 
   void shut_down() {
@@ -624,9 +650,13 @@ class AsyncOperator final : public Operator<T> {
     for (size_t i = 0; i < inputs_.size(); ++i) inputs_[i]->discard(consumed(i));
   }
 
-  static absl::Status exception_status(std::exception_ptr error) {
+  // `rule`: set when the exception was a UsageError (a rule of weir's API broken).
+  static absl::Status exception_status(std::exception_ptr error, bool& rule) {
     try {
       std::rethrow_exception(std::move(error));
+    } catch (const UsageError& e) {
+      rule = true;
+      return absl::FailedPreconditionError(e.what());
     } catch (const std::exception& e) {
       return absl::InternalError(e.what());
     } catch (...) {
@@ -651,6 +681,7 @@ class AsyncOperator final : public Operator<T> {
   absl::Status status_;   // What the body returned.
   absl::Status failure_;  // Why it failed.
   bool fail_pending_ = false;
+  bool failure_is_rule_ = false;  // failure_ is a rule of weir's API the body broke.
 
   std::vector<CapabilitySet<T>> capabilities_;  // The body's, one set per output.
   std::optional<Capability<T>> error_capability_;
@@ -734,17 +765,20 @@ uint32_t AsyncInput<T, D>::index() const {
 
 template <Timestamp T, class D>
 void AsyncOutput<T, D>::check(const Capability<T>& capability) const {
-  WEIR_CHECK(capability.output_identity() == op_->internals()[index_].get())
-      << "capability for another output used with output " << index_ << " of " << op_->name();
+  WEIR_USAGE_CHECK(capability.valid())
+      << "a moved-from capability was used with output " << index_ << " of " << op_->name();
+  WEIR_USAGE_CHECK(capability.output_identity() == op_->internals()[index_].get())
+      << "a capability for another output was used with output " << index_ << " of " << op_->name()
+      << " (a capability is for the one output it was minted for)";
 }
 template <Timestamp T, class D>
 void AsyncOutput<T, D>::check(const InputCapability<T>& capability) const {
-  WEIR_CHECK(capability.valid()) << "moved-from input capability used with output " << index_
-                                 << " of " << op_->name();
-  WEIR_CHECK(capability.operator_identity() == op_->internals().data())
+  WEIR_USAGE_CHECK(capability.valid())
+      << "moved-from input capability used with output " << index_ << " of " << op_->name();
+  WEIR_USAGE_CHECK(capability.operator_identity() == op_->internals().data())
       << "input capability of another operator used with output " << index_ << " of "
       << op_->name();
-  WEIR_CHECK(capability.can_produce(index_, capability.time()))
+  WEIR_USAGE_CHECK(capability.can_produce(index_, capability.time()))
       << "input data cannot produce output " << index_ << " of " << op_->name()
       << " at its own time";
 }

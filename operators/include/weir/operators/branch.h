@@ -18,6 +18,7 @@
 
 #include "weir/dataflow/operator_builder.h"
 #include "weir/operators/pipe.h"
+#include "weir/usage_error.h"
 
 namespace weir {
 
@@ -121,7 +122,8 @@ auto partition(const Stream<T, D>& stream, uint64_t parts, F f) {
       input.for_each([&](const InputCapability<T>& cap, std::vector<D>& data) {
         for (D& record : data) {
           auto [part, out] = f(std::move(record));
-          WEIR_CHECK(part < parts) << "partition " << part << " out of range (" << parts << ")";
+          WEIR_USAGE_CHECK(part < parts)
+              << "partition " << part << " out of range (" << parts << " parts)";
           outputs[part].session(cap).give(std::move(out));
         }
       });

@@ -27,6 +27,7 @@
 #include "weir/dataflow/scope.h"
 #include "weir/dataflow/stream.h"
 #include "weir/progress/capability.h"
+#include "weir/usage_error.h"
 
 namespace weir {
 
@@ -95,13 +96,14 @@ class InputHandle {
     s.buffer.push_back(std::move(record));
     if (s.buffer.size() >= s.capacity) s.flush_buffer();
   }
-  // Sends a batch of records at time(); leaves `batch` empty.
-  void send_batch(std::vector<D>& batch) {
+  // Sends a batch of records at time(); leaves `batch` empty (the name of Session::give_vec).
+  void give_vec(std::vector<D>& batch) {
     if (!usable() || batch.empty()) return;
     state_->flush_buffer();
     state_->port->give_batch(state_->time, batch);
     state_->activate();
   }
+  [[deprecated("use give_vec")]] void send_batch(std::vector<D>& batch) { give_vec(batch); }
   // Sends buffered records now (they are sent anyway on advance_to, close and when full).
   void flush() {
     if (!usable()) return;
@@ -113,7 +115,8 @@ class InputHandle {
   void advance_to(const T& time) {
     if (!usable()) return;
     auto& s = *state_;
-    WEIR_CHECK(time_le(s.time, time)) << "input cannot go back from " << s.time << " to " << time;
+    WEIR_USAGE_CHECK(time_le(s.time, time))
+        << "an input cannot go back from " << s.time << " to " << time;
     if (s.time == time) return;
     flush();
     s.time = time;
@@ -133,7 +136,7 @@ class InputHandle {
   }
 
   const T& time() const {
-    WEIR_CHECK(state_ != nullptr) << "time() of a closed input";
+    WEIR_USAGE_CHECK(state_ != nullptr) << "time() of a closed input";
     return state_->time;
   }
   bool is_closed() const { return state_ == nullptr; }
@@ -249,7 +252,8 @@ class UnorderedInput {
 
   // A session at `capability`'s time. REQUIRES: a capability of this input.
   Session session(const ActivateCapability& capability) {
-    WEIR_CHECK(!state_->alive || capability.capability().output_identity() == state_->identity)
+    WEIR_USAGE_CHECK(!state_->alive ||
+                     capability.capability().output_identity() == state_->identity)
         << "capability of another operator used with an unordered input";
     return Session(state_, capability.time());
   }

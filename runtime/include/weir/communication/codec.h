@@ -15,11 +15,18 @@
 // with private members) have no codec: their bytes mean nothing in another process, and they are
 // refused at compile time. Specialize Codec for your own types:
 //
-//   template <> struct weir::Codec<Point> {
-//     static void encode(const Point& p, std::string& out) { Codec<int64_t>::encode(p.x, out); }
-//     static bool decode(std::string_view& in, Point& p) { return Codec<int64_t>::decode(in, p.x);
+// clang-format off
+//   template <>
+//   struct weir::Codec<Point> {
+//     static void encode(const Point& p, std::string& out) {
+//       Codec<int64_t>::encode(p.x, out);
+//       Codec<int64_t>::encode(p.y, out);
+//     }
+//     static bool decode(std::string_view& in, Point& p) {
+//       return Codec<int64_t>::decode(in, p.x) && Codec<int64_t>::decode(in, p.y);
 //     }
 //   };
+// clang-format on
 //
 // or, for a class whose every byte pattern is a valid value and that has no padding, declare
 // `template <> struct weir::CodecAsBytes<Id> : std::true_type {};` to copy it as bytes.

@@ -280,6 +280,9 @@ class NestedOperator final : public Operator<TOuter>, public ProgressHost {
     return scope_->take_initial_projection();
   }
   bool is_incomplete() const override { return scope_->is_incomplete(); }
+  void describe_progress(std::ostream& out, size_t depth) override {
+    scope_->describe_progress(out, depth);
+  }
 
  private:
   std::unique_ptr<NestedScope<TOuter, TInner>> scope_;

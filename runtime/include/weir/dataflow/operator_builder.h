@@ -194,21 +194,25 @@ class OperatorOutput {
   OperatorOutput(OutputPort<T, D>* port, BuiltOperator<T>* op, uint32_t index)
       : port_(port), op_(op), index_(index) {}
 
-  // A session at `capability`'s time. REQUIRES: the capability is for this output.
+  // A session at `capability`'s time. REQUIRES: the capability is for this output and not moved
+  // from (otherwise a UsageError, which fails the operator).
   Session session(const Capability<T>& capability) const {
-    WEIR_CHECK(capability.output_identity() == op_->progress().internals[index_].get())
-        << "capability for another output used with output " << index_ << " of " << op_->name();
+    WEIR_USAGE_CHECK(capability.valid())
+        << "a moved-from capability was used with output " << index_ << " of " << op_->name();
+    WEIR_USAGE_CHECK(capability.output_identity() == op_->progress().internals[index_].get())
+        << "a capability for another output was used with output " << index_ << " of "
+        << op_->name() << " (a capability is for the one output it was minted for)";
     return Session(port_, capability);
   }
   // A session at the time of input data. REQUIRES: that input is connected to this output with
   // a summary that keeps the time.
   Session session(const InputCapability<T>& capability) const {
-    WEIR_CHECK(capability.valid())
+    WEIR_USAGE_CHECK(capability.valid())
         << "moved-from input capability used with output " << index_ << " of " << op_->name();
-    WEIR_CHECK(capability.operator_identity() == op_->progress().internals.data())
+    WEIR_USAGE_CHECK(capability.operator_identity() == op_->progress().internals.data())
         << "input capability of another operator used with output " << index_ << " of "
         << op_->name();
-    WEIR_CHECK(capability.can_produce(index_, capability.time()))
+    WEIR_USAGE_CHECK(capability.can_produce(index_, capability.time()))
         << "input data cannot produce output " << index_ << " of " << op_->name()
         << " at its own time";
     return Session(port_, capability.retain_for_output(index_));

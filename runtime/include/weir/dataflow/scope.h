@@ -29,6 +29,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -51,6 +52,7 @@
 #include "weir/progress/location.h"
 #include "weir/progress/reachability.h"
 #include "weir/status.h"
+#include "weir/usage_error.h"
 #include "weir/worker/activator.h"
 #include "weir/worker/worker.h"
 
@@ -124,6 +126,8 @@ class ProgressHost {
   // worker's view, or has an operator that asked to run again. What leads to no output of the
   // scope is invisible to its parent's tracker: the parent asks this instead.
   virtual bool is_incomplete() const = 0;
+  // Writes the scope's progress report (see Scope::describe_progress), indented by `depth`.
+  virtual void describe_progress(std::ostream& out, size_t depth) = 0;
 
  protected:
   ~ProgressHost() = default;
@@ -286,6 +290,12 @@ class Scope : public LocalActivator {
   // Diagnostics: every nonzero pointstamp count.
   std::vector<std::tuple<Location, T, int64_t>> pointstamps() { return tracker_.pointstamps(); }
 
+  // Diagnostics (what holds the scope back): the capabilities its operators hold and at which
+  // times, the messages in flight, the operator inputs whose frontier is not yet empty with the
+  // outputs that feed them, then the same for nested scopes. Counts are this worker's view of
+  // the whole cluster. Builds the report only when called: allocates.
+  void describe_progress(std::ostream& out, size_t depth);
+
  protected:
   using Update = std::pair<std::pair<Location, T>, int64_t>;
   struct ProgressMessage {
@@ -314,7 +324,8 @@ class Scope : public LocalActivator {
   void deliver_frontiers();
   void run_child(uint32_t child);
   void harvest(uint32_t child);
-  void fail(uint32_t child, std::string_view what);
+  // Fails the execution: operator `child` threw `what`, or broke a rule of weir's API (`rule`).
+  void fail(uint32_t child, std::string_view what, bool rule = false);
   // Applies progress changes. Those from other processes are checked against the graph first:
   // false if one names a location that does not exist.
   bool valid(const std::vector<Update>& updates) const {
@@ -540,17 +551,26 @@ void Scope<T>::run_child(uint32_t child) {
     log.schedule_start(op_ids_[child]);
   }
   bool again = false;
+  // A rule broken inside the operator fails it even if its logic caught the UsageError.
+  const uint64_t broken_rules = internal::usage_errors;
   try {
     again = op.schedule();
     for (auto& port : ports_[child]) port->flush();
     if (log.active()) [[unlikely]] {
       log.schedule_stop(op_ids_[child]);
     }
+  } catch (const UsageError& e) {
+    fail(child, e.what(), true);
+    return;
   } catch (const std::exception& e) {
     fail(child, e.what());
     return;
   } catch (...) {
     fail(child, "unknown exception");
+    return;
+  }
+  if (internal::usage_errors != broken_rules) [[unlikely]] {
+    fail(child, internal::last_usage_error, true);
     return;
   }
   harvest(child);
@@ -585,10 +605,97 @@ void Scope<T>::harvest(uint32_t child) {
 }
 
 template <Timestamp T>
-void Scope<T>::fail(uint32_t child, std::string_view what) {
-  worker_.fail(absl::InternalError("operator '" + names_[child] + "' in dataflow '" + name_ +
-                                   "' on worker " + std::to_string(index()) +
-                                   " failed: " + std::string(what)));
+void Scope<T>::fail(uint32_t child, std::string_view what, bool rule) {
+  std::string message = "operator '" + names_[child] + "' in dataflow '" + name_ + "' on worker " +
+                        std::to_string(index()) + (rule ? " broke a rule: " : " failed: ") +
+                        std::string(what);
+  worker_.fail(rule ? absl::FailedPreconditionError(std::move(message))
+                    : absl::InternalError(std::move(message)));
+}
+
+namespace internal {
+// Writes `time`, or a placeholder for a timestamp type that cannot be streamed.
+template <class T>
+void write_time(std::ostream& out, const T& time) {
+  if constexpr (requires(std::ostream & o, const T& t) { o << t; }) {
+    out << time;
+  } else {
+    out << "(a time)";
+  }
+}
+template <class T>
+void write_frontier(std::ostream& out, std::span<const T> frontier) {
+  out << "{";
+  for (size_t i = 0; i < frontier.size(); ++i) {
+    if (i > 0) out << ", ";
+    write_time(out, frontier[i]);
+  }
+  out << "}";
+}
+}  // namespace internal
+
+template <Timestamp T>
+void Scope<T>::describe_progress(std::ostream& out, size_t depth) {
+  const std::string indent(depth * 2, ' ');
+  auto node_name = [&](uint32_t node) {
+    return node == 0 ? "the boundary of scope '" + name_ + "'"
+                     : "operator '" + names_[node] + "' (node " + std::to_string(node) + ")";
+  };
+  auto points = tracker_.pointstamps();
+  std::sort(points.begin(), points.end(), [](const auto& a, const auto& b) {
+    const Location& la = std::get<0>(a);
+    const Location& lb = std::get<0>(b);
+    if (la.is_source != lb.is_source) return la.is_source;
+    if (la.node != lb.node) return la.node < lb.node;
+    if (la.port != lb.port) return la.port < lb.port;
+    return time_lt(std::get<1>(a), std::get<1>(b));
+  });
+  out << indent << "capabilities held:";
+  bool any = false;
+  for (const auto& [location, time, count] : points) {
+    if (!location.is_source) continue;
+    out << "\n"
+        << indent << "  " << node_name(location.node) << ", output " << location.port << ": at ";
+    internal::write_time(out, time);
+    if (count != 1) out << " (" << count << " times)";
+    any = true;
+  }
+  out << (any ? "\n" : " none\n");
+  out << indent << "messages in flight:";
+  any = false;
+  for (const auto& [location, time, count] : points) {
+    if (location.is_source) continue;
+    out << "\n" << indent << "  " << count << " at ";
+    internal::write_time(out, time);
+    out << " to " << node_name(location.node) << ", input " << location.port;
+    any = true;
+  }
+  out << (any ? "\n" : " none\n");
+  out << indent << "inputs waiting (frontier not empty):";
+  any = false;
+  for (uint32_t node = 1; node < children_.size(); ++node) {
+    if (children_[node] == nullptr) continue;
+    for (uint32_t input = 0; input < children_[node]->inputs(); ++input) {
+      auto frontier = tracker_.implications(Target{node, input});
+      if (frontier.empty()) continue;
+      out << "\n" << indent << "  " << node_name(node) << ", input " << input << ": frontier ";
+      internal::write_frontier(out, frontier);
+      for (const auto& [source, target] : edges_) {
+        if (target.node != node || target.port != input) continue;
+        out << "; fed by " << node_name(source.node) << ", output " << source.port
+            << " at frontier ";
+        internal::write_frontier(out, tracker_.source_implications(source));
+      }
+      any = true;
+    }
+  }
+  out << (any ? "\n" : " none\n");
+  for (uint32_t node = 1; node < children_.size(); ++node) {
+    auto* host = dynamic_cast<ProgressHost*>(children_[node].get());
+    if (host == nullptr) continue;
+    out << indent << "nested scope " << node_name(node) << ":\n";
+    host->describe_progress(out, depth + 1);
+  }
 }
 
 template <Timestamp T>
@@ -711,6 +818,10 @@ void Scope<T>::deliver_frontiers() {
     if (notify_[target.node]) activate_child(target.node);
   });
 }
+
+// Compiled once, in weir::runtime, for the common timestamps (compile time of every user file).
+extern template class Scope<uint64_t>;
+extern template class Scope<Product<uint64_t, uint64_t>>;
 
 }  // namespace weir
 

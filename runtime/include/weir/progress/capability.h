@@ -20,6 +20,7 @@
 #include "weir/progress/antichain.h"
 #include "weir/progress/change_batch.h"
 #include "weir/progress/timestamp.h"
+#include "weir/usage_error.h"
 
 namespace weir {
 
@@ -105,11 +106,12 @@ class Capability {
 
   const T& time() const { return time_; }
 
-  // Moves this capability to `time`. REQUIRES: time() <= time.
+  // Moves this capability to `time`. REQUIRES: time() <= time, and not moved from (otherwise a
+  // UsageError, which fails the operator that broke the rule).
   void downgrade(const T& time) {
-    WEIR_CHECK(valid()) << "downgrade of a moved-from capability";
-    WEIR_CHECK(time_le(time_, time))
-        << "cannot downgrade capability at " << time_ << " to " << time;
+    WEIR_USAGE_CHECK(valid()) << "a moved-from capability was downgraded (to " << time << ")";
+    WEIR_USAGE_CHECK(time_le(time_, time))
+        << "a capability can be downgraded only to a later time: from " << time_ << " to " << time;
     internal_->batch().update(time, 1);
     internal_->batch().update(time_, -1);
     time_ = time;
@@ -117,8 +119,9 @@ class Capability {
 
   // A new capability for the same output at `time`. REQUIRES: time() <= time.
   Capability delayed(const T& time) const {
-    WEIR_CHECK(valid()) << "delayed of a moved-from capability";
-    WEIR_CHECK(time_le(time_, time)) << "cannot delay capability at " << time_ << " to " << time;
+    WEIR_USAGE_CHECK(valid()) << "a moved-from capability was delayed (to " << time << ")";
+    WEIR_USAGE_CHECK(time_le(time_, time))
+        << "a capability can be delayed only to a later time: from " << time_ << " to " << time;
     return Capability(time, internal_);
   }
 
@@ -229,9 +232,11 @@ class InputCapability {
   // A capability for output 0 at `time` >= time().
   Capability<T> delayed(const T& time) const { return delayed_for_output(time, 0); }
   Capability<T> delayed_for_output(const T& time, size_t output) const {
-    WEIR_CHECK(valid()) << "input capability at " << time_ << " used after it was moved from";
-    WEIR_CHECK(output < internals_.size()) << "output " << output << " out of range";
-    WEIR_CHECK(can_produce(output, time))
+    WEIR_USAGE_CHECK(valid()) << "input capability at " << time_ << " used after it was moved from";
+    WEIR_USAGE_CHECK(output < internals_.size())
+        << "input capability used for output " << output << ", out of range (the operator has "
+        << internals_.size() << ")";
+    WEIR_USAGE_CHECK(can_produce(output, time))
         << "input capability at " << time_ << " cannot produce output " << output << " at " << time
         << ": not allowed by the input's connectivity";
     return Capability<T>::mint(time, internals_[output].get());
@@ -284,7 +289,7 @@ class CapabilitySet {
   // REQUIRES: some held capability is at or before `time`.
   Capability<T> delayed(const T& time) const {
     auto c = try_delayed(time);
-    WEIR_CHECK(c.has_value()) << "no capability in the set is at or before " << time;
+    WEIR_USAGE_CHECK(c.has_value()) << "no capability in the set is at or before " << time;
     return std::move(*c);
   }
 
@@ -302,7 +307,7 @@ class CapabilitySet {
   bool empty() const { return elements_.empty(); }
   size_t size() const { return elements_.size(); }
   const Capability<T>& first() const {
-    WEIR_CHECK(!elements_.empty()) << "empty capability set";
+    WEIR_USAGE_CHECK(!elements_.empty()) << "first() of an empty capability set";
     return elements_.front();
   }
   auto begin() const { return elements_.begin(); }

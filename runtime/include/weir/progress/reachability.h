@@ -436,4 +436,10 @@ std::vector<std::tuple<Location, T, int64_t>> Tracker<T>::pointstamps() {
   return result;
 }
 
+// Compiled once, in weir::runtime, for the common timestamps (compile time of every user file).
+extern template class ReachabilityBuilder<uint64_t>;
+extern template class Tracker<uint64_t>;
+extern template class ReachabilityBuilder<Product<uint64_t, uint64_t>>;
+extern template class Tracker<Product<uint64_t, uint64_t>>;
+
 }  // namespace weir

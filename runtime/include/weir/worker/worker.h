@@ -28,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <queue>
 #include <string>
 #include <type_traits>
@@ -52,7 +53,16 @@ class DataflowBase {
   virtual ~DataflowBase() = default;
   // Runs one round. Returns true while the dataflow is incomplete.
   virtual bool step() = 0;
+  // Writes what holds the dataflow back (Scope::describe_progress).
+  virtual void describe_progress(std::ostream& out) = 0;
+  virtual const std::string& name() const = 0;
 };
+
+// Asks every worker of this process to write its progress report (Worker::describe_progress) to
+// stderr, at its next step. Async-signal-safe: a signal handler may call it. A worker parked with
+// no timeout notices only when it wakes; with WEIR_STALL_REPORT_AFTER set, workers park at most
+// a second at a time, and `execute` makes SIGUSR1 call this.
+void request_progress_reports();
 
 class Worker {
  public:
@@ -89,6 +99,14 @@ class Worker {
   }
 
   bool has_dataflows() const { return !dataflows_.empty(); }
+
+  // What holds each of this worker's dataflows back, for a human: per dataflow (and nested
+  // scope) the operators holding capabilities and at which times, the messages in flight, and
+  // the operator inputs whose frontier is not empty, with what feeds them. Built only when
+  // called (the step path does not pay for it). Printed to stderr on request: see
+  // request_progress_reports, and WEIR_STALL_REPORT_AFTER=SECONDS (a worker that did no work for
+  // that long while dataflows remain prints it once per stall).
+  std::string describe_progress();
   std::vector<size_t> installed_dataflows() const;
   // Drops a dataflow now, whatever its state: its operators are destroyed, releasing their
   // capabilities. Dropping it on only some workers leaves the others waiting for it.
@@ -135,6 +153,13 @@ class Worker {
   size_t next_dataflow_ = 0;
   std::vector<size_t> active_;
   std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
+
+  // Progress reports (describe_progress) on request and on stalls.
+  void report_progress(const char* why);
+  uint64_t reports_seen_ = 0;  // Requests (request_progress_reports) answered.
+  std::optional<std::chrono::nanoseconds> stall_report_after_;  // WEIR_STALL_REPORT_AFTER.
+  std::chrono::steady_clock::time_point last_work_;
+  bool stall_reported_ = false;
 };
 
 }  // namespace weir
@@ -149,6 +174,8 @@ class Dataflow final : public DataflowBase {
  public:
   explicit Dataflow(std::unique_ptr<Scope<T>> scope) : scope_(std::move(scope)) {}
   bool step() override { return scope_->step(); }
+  void describe_progress(std::ostream& out) override { scope_->describe_progress(out, 1); }
+  const std::string& name() const override { return scope_->name(); }
 
  private:
   std::unique_ptr<Scope<T>> scope_;
