@@ -239,8 +239,7 @@ TEST_P(PersistSinkBlobHangTest, AFailureDoesNotWaitForAHungUpload) {
   auto client = persist::PersistClient::create(
       std::make_shared<HangingBlob>(Blob::open(location.blob_url).value(), gate),
       Consensus::open(location.consensus_url).value(), persist_config);
-  auto writer =
-      std::make_shared<persist::WriteHandle>(client->open_writer("orders").value());
+  auto writer = std::make_shared<persist::WriteHandle>(client->open_writer("orders").value());
   gate->arm();
 
   const auto start = std::chrono::steady_clock::now();
@@ -266,9 +265,9 @@ INSTANTIATE_TEST_SUITE_P(PartSize, PersistSinkBlobHangTest,
 
 // When the append that hung completes, relative to the restart that writes the same data.
 enum class LateAppend {
-  kBeforeTheRestart,          // The restart resumes from the upper the late append left.
+  kBeforeTheRestart,             // The restart resumes from the upper the late append left.
   kAfterTheRestartReadTheUpper,  // The restart appends at the old upper: it finds a mismatch.
-  kAfterTheRestart,           // The late append finds the restart's upper.
+  kAfterTheRestart,              // The late append finds the restart's upper.
 };
 
 class PersistSinkConsensusHangTest : public ::testing::TestWithParam<LateAppend> {};
@@ -283,8 +282,7 @@ TEST_P(PersistSinkConsensusHangTest, AFailureDoesNotWaitForAHungAppendAndTheLate
   auto client = persist::PersistClient::create(
       Blob::open(location.blob_url).value(),
       std::make_shared<HangingConsensus>(Consensus::open(location.consensus_url).value(), gate));
-  auto writer =
-      std::make_shared<persist::WriteHandle>(client->open_writer("orders").value());
+  auto writer = std::make_shared<persist::WriteHandle>(client->open_writer("orders").value());
   gate->arm();
 
   const auto start = std::chrono::steady_clock::now();
@@ -300,8 +298,7 @@ TEST_P(PersistSinkConsensusHangTest, AFailureDoesNotWaitForAHungAppendAndTheLate
   // The restart: another process's client and writer on the same stores.
   auto restarted = persist::PersistClient::open(location);
   ASSERT_TRUE(restarted.ok()) << restarted.status();
-  auto second =
-      std::make_shared<persist::WriteHandle>((*restarted)->open_writer("orders").value());
+  auto second = std::make_shared<persist::WriteHandle>((*restarted)->open_writer("orders").value());
   if (GetParam() == LateAppend::kBeforeTheRestart) {
     gate->release();
     ASSERT_TRUE(gate->wait_all_returned());
