@@ -56,8 +56,12 @@ constexpr size_t kMaxHandshakeMessageBytes = size_t{64} << 10;
 constexpr size_t kMinSecretBytes = 16;
 // Between attempts to dial a peer that is not up yet.
 constexpr milliseconds kRetryInterval{100};
-// How long a failing process tries to get its Goodbye (with the error) out before cancelling.
-constexpr milliseconds kFailureGoodbyeWait{500};
+// How long a failing process waits, before cancelling its links, for each peer to have read its
+// Goodbye (with the error): until the peer's own Goodbye or the end of its stream arrives.
+// Cancelling as soon as the Goodbye was written lost it now and then: a peer's gRPC drops the
+// messages it has received but not yet handed over when the stream is reset, and the peer
+// reported a broken link instead of the error (1 in 10-30 runs of FailingWorkerFailsEveryProcess).
+constexpr milliseconds kFailureGoodbyeWait{2000};
 // How long the orderly end of a link (after both Goodbyes) may take before it is cancelled.
 constexpr milliseconds kTeardownGrace{2000};
 constexpr uint32_t kUnknownPeer = ~uint32_t{0};
@@ -1131,15 +1135,17 @@ absl::Status GrpcTransport::close() {
         changed_.wait_for(mu_, tick_);
       }
     } else {
-      // This process failed: give the Goodbyes carrying the error a moment to go out.
+      // This process failed: give each peer a moment to read the Goodbye carrying the error (it
+      // answers with its own Goodbye, or ends its stream).
       const auto deadline = Clock::now() + kFailureGoodbyeWait;
       for (;;) {
-        bool sent = true;
+        bool read = true;
         for (Connection* c : links) {
           weir::MutexLock link_lock(c->mu);
-          sent = sent && (c->goodbye_written || c->write_closed);
+          read = read && (c->link_done() || c->write_closed ||
+                          (c->goodbye_written && (c->goodbye_received || c->read_ended)));
         }
-        if (sent || Clock::now() >= deadline) break;
+        if (read || Clock::now() >= deadline) break;
         changed_.wait_for(mu_, milliseconds(5));
       }
     }
