@@ -538,7 +538,16 @@ TEST(TransportTest, FloodsKeepMemoryBounded) {
   sampler.join();
   const size_t grown = peak.load() - baseline;
   std::printf("FloodsKeepMemoryBounded: RSS grew by %zu MiB at most\n", grown >> 20);
-  EXPECT_LT(grown, size_t{256} << 20) << "RSS grew by " << (grown >> 20) << " MiB";
+  // ThreadSanitizer's shadow memory grows with every byte the flood touches (322 MiB seen).
+  size_t bound = size_t{256} << 20;
+#if defined(__SANITIZE_THREAD__)
+  bound = size_t{1024} << 20;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+  bound = size_t{1024} << 20;
+#endif
+#endif
+  EXPECT_LT(grown, bound) << "RSS grew by " << (grown >> 20) << " MiB";
   // And the cluster still runs.
   (*transports[1])->send_data(0, 3, 1, 0, "still here");
   const bool arrived = r0.wait([](const Recorder& r) { return r.data_size() == 1; });
