@@ -11,7 +11,9 @@
 #include <thread>
 #include <vector>
 
+#include "deep_recursion.h"
 #include "testing/harness.h"
+#include "testing/misuse.h"
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -259,13 +261,7 @@ absl::Status run_bad(BadBody bad) {
   });
 }
 
-void expect_broken_rule(const absl::Status& status, const std::string& rule) {
-  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
-  EXPECT_THAT(status.message(), HasSubstr("operator 'Bad'"));
-  EXPECT_THAT(status.message(), HasSubstr("dataflow 'misuse'"));
-  EXPECT_THAT(status.message(), HasSubstr("worker 0"));
-  EXPECT_THAT(status.message(), HasSubstr(rule));
-}
+using testing::expect_broken_rule;
 
 TEST(AsyncMisuseTest, ACorrectBodySucceeds) {
   Watchdog watchdog("AsyncMisuseTest.ACorrectBodySucceeds");
@@ -897,14 +893,7 @@ TEST(AsyncErrorTest, APressDoesNotHideAFailure) {
       << result.message();
 }
 
-// Recursion that the compiler cannot turn into a loop.
-__attribute__((noinline)) int recurse(volatile char* previous, int depth) {
-  volatile char frame[1024];
-  frame[0] = static_cast<char>(depth);
-  if (previous != nullptr) frame[1] = previous[0];
-  if (depth < 0) return 0;  // Never: keeps the compiler from calling the recursion infinite.
-  return recurse(frame, depth + 1) + frame[1];
-}
+using testing::recurse;
 
 // A body that overflows its stack dies with a message naming its operator and worker.
 TEST(AsyncStackDeathTest, AnOverflowNamesTheOperatorAndWorker) {

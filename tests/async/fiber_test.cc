@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "deep_recursion.h"
 #include <gtest/gtest.h>
 
 namespace weir {
@@ -234,14 +235,7 @@ TEST(FiberExceptionTest, UncaughtExceptionsAreCountedPerFiber) {
   EXPECT_EQ(uncaught_while_unwinding, 1);
 }
 
-// Recursion that the compiler cannot turn into a loop.
-__attribute__((noinline)) int recurse(volatile char* previous, int depth) {
-  volatile char frame[1024];
-  frame[0] = static_cast<char>(depth);
-  if (previous != nullptr) frame[1] = previous[0];
-  if (depth < 0) return 0;  // Never: keeps the compiler from calling the recursion infinite.
-  return recurse(frame, depth + 1) + frame[1];
-}
+using testing::recurse;
 
 TEST(FiberDeathTest, OverflowingTheStackHitsTheGuardPage) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");

@@ -1,6 +1,8 @@
 // Rules user code can break inside an operator (capabilities, sessions, inputs) fail the execution
 // with a Status naming the operator, dataflow, worker and the rule, instead of aborting.
 
+#include "testing/misuse.h"
+
 #include <functional>
 #include <string>
 #include <utility>
@@ -54,14 +56,7 @@ absl::Status run_bad(BadLogic bad) {
   });
 }
 
-// The Status names the operator, the dataflow, the worker and the rule.
-void expect_broken_rule(const absl::Status& status, const std::string& rule) {
-  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
-  EXPECT_THAT(status.message(), HasSubstr("operator 'Bad'"));
-  EXPECT_THAT(status.message(), HasSubstr("dataflow 'misuse'"));
-  EXPECT_THAT(status.message(), HasSubstr("worker 0"));
-  EXPECT_THAT(status.message(), HasSubstr(rule));
-}
+using testing::expect_broken_rule;
 
 TEST(MisuseTest, ACorrectOperatorSucceeds) {
   auto status =
