@@ -151,7 +151,14 @@ absl::StatusOr<SnapshotCursor> PersistClient::inspect_snapshot(std::string_view 
 
 absl::Status PersistClient::maintain(std::string_view name) {
   WEIR_RETURN_IF_ERROR(compact(name).status());
-  return gc(name).status();
+  WEIR_ASSIGN_OR_RETURN(const GcResult gc_result, gc(name));
+  if (gc_result.blobs_failed > 0) {
+    return absl::UnavailableError(internal::str_cat(
+        "shard \"", name, "\": GC could not remove ", gc_result.blobs_failed,
+        " blob(s) (it removed ", gc_result.blobs_deleted, " and truncated ",
+        gc_result.versions_truncated, " version(s)); first: ", gc_result.failures.front()));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace weir::persist

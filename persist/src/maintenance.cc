@@ -418,6 +418,7 @@ absl::StatusOr<GcResult> PersistClient::gc(std::string_view name) {
   for (uint64_t from = 0;;) {
     WEIR_ASSIGN_OR_RETURN(std::vector<VersionedData> versions,
                           core_->consensus().scan(id->str(), from, kPage));
+    result.versions_scanned += versions.size();
     for (const VersionedData& version : versions) {
       WEIR_ASSIGN_OR_RETURN(ProtoShardState s,
                             internal::decode_state(shard.label(), id->str(), version));
@@ -439,19 +440,29 @@ absl::StatusOr<GcResult> PersistClient::gc(std::string_view name) {
     writers.insert(writer.writer_id());
   }
 
-  // 4. Remove what no retained version needs and no live writer may still append.
+  // 4. Remove what no retained version needs and no live writer may still append. A blob that
+  // cannot be removed (a store error, a file under the shard's prefix that is no valid key) is
+  // reported and skipped: it must not keep the others, or the truncation, from happening.
   for (const BlobMetadata& blob : blobs) {
     if (live.contains(blob.key)) {
       continue;
     }
     if (retired.contains(blob.key) || !writers.contains(internal::writer_of_key(blob.key))) {
-      WEIR_RETURN_IF_ERROR(core_->blob()->remove(blob.key));
+      if (absl::Status removed = core_->blob()->remove(blob.key); !removed.ok()) {
+        if (result.failures.size() < GcResult::kMaxFailuresListed) {
+          result.failures.push_back(internal::str_cat(blob.key, ": ", removed.message()));
+        }
+        ++result.blobs_failed;
+        continue;
+      }
       ++result.blobs_deleted;
       result.bytes_deleted += blob.size_bytes;
     }
   }
 
-  // 5. Only now drop the versions: until then a crash leaves them to be collected again.
+  // 5. Only now drop the versions: until then a crash leaves them to be collected again. A blob
+  // that failed above is no longer named by a retained version once they are gone; it is removed
+  // by a later run once its writer is gone (an unreferenced blob of a gone writer always is).
   if (oldest && *oldest < seqno_since) {
     WEIR_ASSIGN_OR_RETURN(result.versions_truncated,
                           core_->consensus().truncate(id->str(), seqno_since));

@@ -114,6 +114,16 @@ struct GcResult {
   size_t blobs_deleted = 0;
   uint64_t bytes_deleted = 0;
   size_t versions_truncated = 0;
+  // Blobs this run should have removed but could not. A failure does not stop the run: the other
+  // blobs are removed and the versions truncated all the same. A blob that failed is tried again
+  // by a later run once no live writer can append it (at once if its writer is gone).
+  size_t blobs_failed = 0;
+  // "KEY: ERROR" for the first kMaxFailuresListed of them.
+  static constexpr size_t kMaxFailuresListed = 10;
+  std::vector<std::string> failures;
+  // Consensus versions decoded: those written since the previous run truncated (or held by a
+  // reader), not the whole history.
+  size_t versions_scanned = 0;
 };
 
 class PersistClient {
@@ -155,7 +165,7 @@ class PersistClient {
   // no retained state references (unless its writer is alive), and truncates consensus versions
   // no reader holds.
   absl::StatusOr<GcResult> gc(std::string_view name);
-  // compact then gc.
+  // compact then gc; an error if gc could not remove some blobs (it still did the rest).
   absl::Status maintain(std::string_view name);
 
  private:
