@@ -393,10 +393,11 @@ absl::StatusOr<Envelope> read_envelope(const PartErrors& errors, std::string_vie
             return true;  // A field this version does not know: skipped, as protobuf does.
         }
       });
-  if (!envelope_ok) {
+  if (!envelope_ok || !version.has_value()) {
+    // Every part this or an older build wrote starts with its version: one without is no part.
     return errors.corrupt(str_cat("not a part encoding (", blob.size(), " bytes)"));
   }
-  if (version.value_or(0) < 1 || *version > kPartFormatVersion) {
+  if (*version < 1 || *version > kPartFormatVersion) {
     return absl::FailedPreconditionError(
         str_cat(errors.shard_label, ": part \"", errors.key, "\" has format version ",
                 version.value_or(0), "; this build reads versions 1 to ", kPartFormatVersion));
@@ -592,6 +593,10 @@ absl::StatusOr<std::shared_ptr<const DecodedPart>> decode_part(std::string_view 
                                                                std::string_view blob,
                                                                DecodedPartPool* pool) {
   const PartErrors errors{shard_label, ref.key};
+  if (ref.encoded_bytes != 0 && blob.size() != ref.encoded_bytes) {
+    return errors.corrupt(
+        str_cat("it has ", blob.size(), " bytes; the state says ", ref.encoded_bytes));
+  }
   WEIR_ASSIGN_OR_RETURN(const Envelope envelope, read_envelope(errors, shard_id, blob));
   std::unique_ptr<DecodedPart> part =
       pool != nullptr ? pool->take() : std::make_unique<DecodedPart>();

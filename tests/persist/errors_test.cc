@@ -65,6 +65,29 @@ TEST_F(ErrorsTest, CorruptPart) {
   EXPECT_EQ(snapshot_error(part_).code(), absl::StatusCode::kDataLoss);
 }
 
+// Issue 15 item 8: an empty part read as "format version 0" (FailedPrecondition: "upgrade
+// weir"), and a part whose envelope had lost its version field the same.
+TEST_F(ErrorsTest, EmptyPartIsCorruptNotAnUnknownVersion) {
+  ASSERT_TRUE(blob_->set(part_, "").ok());
+  absl::Status error = snapshot_error(part_);
+  EXPECT_EQ(error.code(), absl::StatusCode::kDataLoss) << error;
+  EXPECT_NE(error.message().find("0 bytes"), std::string::npos) << error;
+  EXPECT_EQ(error.message().find("format version"), std::string::npos) << error;
+}
+
+// A part of another size than the state recorded is corrupt, whatever its bytes say. Before,
+// a part grown by a field the decoder skips (field 15, a varint: how a newer build may extend the
+// envelope) read as if nothing had happened to it.
+TEST_F(ErrorsTest, PartOfAnotherSizeThanTheStateSays) {
+  std::string bytes = blob_->get(part_).value().value();
+  ASSERT_TRUE(blob_->set(part_, bytes + std::string("\x78\x01", 2)).ok());
+  absl::Status error = snapshot_error(part_);
+  EXPECT_EQ(error.code(), absl::StatusCode::kDataLoss) << error;
+  EXPECT_NE(error.message().find("the state says " + std::to_string(bytes.size())),
+            std::string::npos)
+      << error;
+}
+
 TEST_F(ErrorsTest, MissingPart) {
   ASSERT_TRUE(blob_->remove(part_).ok());
   EXPECT_EQ(snapshot_error(part_).code(), absl::StatusCode::kNotFound);
