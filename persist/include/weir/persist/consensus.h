@@ -42,7 +42,9 @@ class Consensus {
   //                                     every commit; safe for many processes on one host.
   //   postgres://... or postgresql://...  a libpq connection URL; the table "consensus" is
   //                                     created if absent. Add ?options=-csearch_path%3DNAME to
-  //                                     keep several stores apart in one database.
+  //                                     keep several stores apart in one database, and
+  //                                     operation_timeout=SECONDS (default 30) to bound each
+  //                                     round trip (docs/persist.md).
   //   mem://  or  mem://NAME            in memory, for tests (NAME: shared in this process).
   static absl::StatusOr<std::unique_ptr<Consensus>> open(std::string_view url);
 
