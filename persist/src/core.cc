@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <thread>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/escaping.h"
 #include "str_cat.h"
 
 #include "weir/mutex.h"
+#include "weir/persist/write_handle.h"
 #include "weir/status.h"
 
 namespace weir::persist::internal {
@@ -175,6 +177,22 @@ absl::StatusOr<ShardState> Shard::fetch() const {
   return ShardState{head->seqno, std::move(state)};
 }
 
+constexpr char kIndeterminatePayload[] = "weir.persist/indeterminate";
+
+absl::Status mark_indeterminate(absl::Status status) {
+  switch (status.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kUnknown:
+    case absl::StatusCode::kAborted:
+      status.SetPayload(kIndeterminatePayload, absl::Cord("1"));
+      break;
+    default:
+      break;  // A definite refusal: nothing was written.
+  }
+  return status;
+}
+
 absl::StatusOr<ShardState> Shard::apply(
     ShardState current,
     absl::FunctionRef<absl::StatusOr<Step>(proto::ProtoShardState&)> change) const {
@@ -188,10 +206,12 @@ absl::StatusOr<ShardState> Shard::apply(
     next.proto.set_walltime_ms(core_->now_ms());
     const std::optional<uint64_t> expected =
         current.seqno == 0 ? std::nullopt : std::optional(current.seqno);
-    WEIR_ASSIGN_OR_RETURN(CasResult result,
-                          core_->consensus().compare_and_set(
-                              id_.str(), expected, {next.seqno, encode_state(next.proto)}));
-    if (result == CasResult::kCommitted) {
+    absl::StatusOr<CasResult> result = core_->consensus().compare_and_set(
+        id_.str(), expected, {next.seqno, encode_state(next.proto)});
+    if (!result.ok()) {
+      return mark_indeterminate(result.status());
+    }
+    if (*result == CasResult::kCommitted) {
       return next;
     }
     WEIR_ASSIGN_OR_RETURN(current, fetch());
@@ -291,3 +311,11 @@ std::vector<std::vector<PartRef>> runs_of(const proto::ProtoBatch& batch) {
 }
 
 }  // namespace weir::persist::internal
+
+namespace weir::persist {
+
+bool is_indeterminate(const absl::Status& status) {
+  return status.GetPayload(internal::kIndeterminatePayload).has_value();
+}
+
+}  // namespace weir::persist

@@ -122,6 +122,9 @@ class Shard {
 // The writer id in a part key (its second component), or "" if it has none.
 std::string_view writer_of_key(std::string_view key);
 
+// Tags a failed consensus compare_and_set whose outcome is unknown (see is_indeterminate).
+absl::Status mark_indeterminate(absl::Status status);
+
 // Helpers over a state.
 proto::ProtoWriter* find_writer(proto::ProtoShardState& state, std::string_view id);
 bool has_writer(const proto::ProtoShardState& state, std::string_view id);

@@ -1,5 +1,7 @@
 #include "weir/persist/write_handle.h"
 
+#include <algorithm>
+
 #include "handles.h"
 #include "str_cat.h"
 
@@ -87,10 +89,20 @@ absl::StatusOr<AppendResult> WriterCore::compare_and_append(const Batch& batch,
       return absl::FailedPreconditionError(
           internal::str_cat(label, ": writer ", writer_id_, " has expired"));
     }
+    if (!batch.idempotency_token.empty() &&
+        std::any_of(state.writers().begin(), state.writers().end(), [&](const auto& writer) {
+          return writer.last_append_token() == batch.idempotency_token;
+        })) {
+      // A retry of an append that went through (say, before a lost reply), by this writer or by
+      // a later incarnation's: done already.
+      return Shard::Step::kKeep;
+    }
     const Frontier upper = frontier_of(state.upper());
     if (upper != expected_upper) {
-      // A retry of an append that went through (say, before a lost connection) finds its parts.
-      if (!batch.parts.empty() && references_part(state, batch.parts.front().key)) {
+      // A batch without a token (an older encoding) is recognised by its first part, as long as
+      // no compaction has rewritten it.
+      if (batch.idempotency_token.empty() && !batch.parts.empty() &&
+          references_part(state, batch.parts.front().key)) {
         return Shard::Step::kKeep;
       }
       result.mismatch = UpperMismatch{upper};
@@ -106,6 +118,7 @@ absl::StatusOr<AppendResult> WriterCore::compare_and_append(const Batch& batch,
       return Shard::Step::kKeep;  // Nothing to add: the upper is as expected.
     }
     self->set_last_heartbeat_ms(now);
+    self->set_last_append_token(batch.idempotency_token);
     const int n = state.batches_size();
     if (batch.parts.empty() && n > 0 && state.batches(n - 1).parts_size() == 0) {
       // Progress only: widen the trailing empty batch rather than adding one per append.
@@ -258,6 +271,7 @@ absl::StatusOr<Batch> BatchBuilderImpl::finish(Frontier upper) {
   batch.shard_id = writer_->shard().id();
   batch.writer_id = writer_->writer_id();
   batch.description = {lower_, upper, Frontier(0)};
+  batch.idempotency_token = random_id('t');
   for (size_t i = 0; i < parts->size(); ++i) {
     if (i > 0 && !continues_run((*parts)[i - 1], (*parts)[i])) {
       batch.run_starts.push_back(static_cast<uint32_t>(i));
@@ -296,6 +310,7 @@ std::string Batch::encode() const {
   wire.set_format_version(internal::kBatchFormatVersion);
   wire.set_shard_id(shard_id.str());
   internal::to_proto(*this, wire.mutable_batch());
+  wire.set_idempotency_token(idempotency_token);
   return wire.SerializeAsString();
 }
 
@@ -330,7 +345,9 @@ absl::StatusOr<Batch> Batch::decode(std::string_view bytes) {
           internal::str_cat("encoded batch has a malformed part key \"", part.key(), "\""));
     }
   }
-  return internal::batch_of(shard_id, batch);
+  Batch decoded = internal::batch_of(shard_id, batch);
+  decoded.idempotency_token = wire.idempotency_token();
+  return decoded;
 }
 
 BatchBuilder::BatchBuilder(std::unique_ptr<internal::BatchBuilderImpl> impl)

@@ -72,6 +72,12 @@ struct Batch {
   // Parts form runs, sorted end to end; this is the index of the first part of each run after
   // the first one.
   std::vector<uint32_t> run_starts;
+  // Unique to this batch (BatchBuilder::finish draws it; encode/decode keep it). A writer records
+  // the token of the last batch it appended, so compare_and_append of a batch that is already in
+  // the shard (a retry after an indeterminate outcome) reports it appended, not a mismatch, even
+  // after compaction rewrote its parts or when it has none. Empty for batches decoded from an
+  // older encoding: those are recognised by their first part only.
+  std::string idempotency_token;
 
   uint64_t num_updates() const;
   uint64_t update_bytes() const;

@@ -47,6 +47,13 @@ struct AppendResult {
   bool is_appended() const { return !mismatch.has_value(); }
 };
 
+// Whether `status`, an error of compare_and_append (or of any call that writes the shard's state),
+// leaves the outcome unknown: consensus failed after the new state was sent (a lost reply, a
+// timeout), so the write may have committed. Retry compare_and_append with the same batch: its
+// idempotency token makes the retry report the truth (appended, or a mismatch). Any other error
+// means nothing was written.
+bool is_indeterminate(const absl::Status& status);
+
 namespace internal {
 class WriterCore;
 }  // namespace internal
