@@ -5,6 +5,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 #include "weir/operators/exchange.h"
 #include "weir/operators/inspect.h"
@@ -137,6 +138,64 @@ absl::StatusOr<uint64_t> take_incarnation(persist::PersistClient& client, const 
                             ".incarnations");
 }
 
+// The options that decide what the source's tables hold, as "name=value" fields: shards written
+// with one identity must not be resumed with another.
+std::vector<std::string> source_identity(const sources::loadgen::GeneratorOptions& generator) {
+  std::vector<std::string> fields = {absl::StrCat("kind=", generator.kind),
+                                     absl::StrCat("seed=", generator.seed),
+                                     absl::StrCat("scale=", generator.scale)};
+  for (const auto& [table, rows] : generator.snapshot_rows) {
+    fields.push_back(absl::StrCat("snapshot_rows.", table, "=", rows));
+  }
+  if (!generator.fault_table.empty()) {
+    fields.push_back(absl::StrCat("fault=", generator.fault_table, "@", generator.fault_offset));
+  }
+  return fields;
+}
+
+// Records the source's identity in `<kind>.source` on the first run, and refuses a run whose
+// identity differs from the recorded one, saying what differs (issue 15 item 6: resuming with
+// another seed and scale mixed two sources' data, 2,662 rows with negative multiplicity).
+absl::Status check_source_identity(persist::PersistClient& client, const std::string& kind,
+                                   const sources::loadgen::GeneratorOptions& generator) {
+  const std::string shard = kind + ".source";
+  const std::vector<std::string> ours = source_identity(generator);
+  WEIR_ASSIGN_OR_RETURN(auto writer, client.open_writer(shard, "ingest source identity"));
+  absl::Cleanup expire = [&writer] { (void)writer.expire(); };
+  WEIR_ASSIGN_OR_RETURN(const auto upper, writer.fetch_recent_upper());
+  if (upper == Frontier(0)) {
+    std::vector<persist::Update> rows;
+    for (const auto& field : ours) rows.push_back({field, 0, 1});
+    WEIR_ASSIGN_OR_RETURN(const auto result,
+                          writer.compare_and_append(rows, Frontier(0), Frontier(1)));
+    if (result.is_appended()) return absl::OkStatus();
+    // Another run recorded its identity first: compare with that one.
+  }
+  WEIR_ASSIGN_OR_RETURN(auto reader, client.open_reader(shard, "ingest source identity"));
+  absl::Cleanup expire_reader = [&reader] { (void)reader.expire(); };
+  WEIR_ASSIGN_OR_RETURN(const auto recorded_rows, reader.snapshot(0));
+  std::map<std::string, int64_t> recorded;
+  for (const auto& row : recorded_rows) recorded[row.data] += row.diff;
+  std::vector<std::string> theirs;
+  for (const auto& [field, count] : recorded) {
+    if (count != 0) theirs.push_back(field);
+  }
+  std::vector<std::string> sorted_ours = ours;
+  std::sort(sorted_ours.begin(), sorted_ours.end());
+  if (theirs == sorted_ours) return absl::OkStatus();
+  std::vector<std::string> only_theirs, only_ours;
+  std::set_difference(theirs.begin(), theirs.end(), sorted_ours.begin(), sorted_ours.end(),
+                      std::back_inserter(only_theirs));
+  std::set_difference(sorted_ours.begin(), sorted_ours.end(), theirs.begin(), theirs.end(),
+                      std::back_inserter(only_ours));
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the shards of source \"", kind, "\" were written with ",
+      only_theirs.empty() ? "(nothing else)" : absl::StrJoin(only_theirs, " "), "; this run has ",
+      only_ours.empty() ? "(nothing else)" : absl::StrJoin(only_ours, " "),
+      ": resuming would mix two sources' data. Run with the options the shards were written "
+      "with, or use another persist location"));
+}
+
 // One export's last aggregated health, as the report gives it.
 struct ExportHealth {
   sources::Health status = sources::Health::kStarting;
@@ -259,6 +318,27 @@ struct Ingestion {
   size_t epochs = 0;
 };
 
+// The definite error the shard holds at `upper`, or "" if none. Errors ("!error: ...") sort
+// before every row, so the snapshot cursor reads only the first parts of each run.
+absl::StatusOr<std::string> definite_error_in(persist::PersistClient& client,
+                                              const std::string& shard, const Frontier& upper) {
+  if (upper == Frontier(0)) return std::string();
+  WEIR_ASSIGN_OR_RETURN(auto reader, client.open_reader(shard, "ingest plan"));
+  absl::Cleanup expire = [&reader] { (void)reader.expire(); };
+  const uint64_t as_of = upper.is_empty() ? std::numeric_limits<uint64_t>::max() : upper.time() - 1;
+  WEIR_ASSIGN_OR_RETURN(auto cursor, reader.snapshot_cursor(as_of));
+  const std::string prefix = sources::definite_error("");
+  while (cursor.next()) {
+    const std::string_view data = cursor.data();
+    if (data.starts_with(prefix) && cursor.diff() > 0) {
+      return std::string(data.substr(prefix.size()));
+    }
+    if (data.substr(0, prefix.size()) > prefix) return std::string();
+  }
+  WEIR_RETURN_IF_ERROR(cursor.status());
+  return std::string();
+}
+
 absl::StatusOr<Plan> Ingestion::make_plan(uint64_t epoch) {
   Plan plan;
   plan.epoch = epoch;
@@ -267,7 +347,12 @@ absl::StatusOr<Plan> Ingestion::make_plan(uint64_t epoch) {
     WEIR_ASSIGN_OR_RETURN(const auto upper, writers[table]->fetch_recent_upper());
     const Offset resume = upper.is_empty() ? std::numeric_limits<Offset>::max() : upper.time();
     if (!final_upper || resume < *final_upper) all_done = false;
-    plan.exports.push_back(ExportSpec{table, resume});
+    // A definite error is a durable fact: the export stays errored across restarts (issue 15
+    // item 1: a restarted run ingested 43,730 updates after the "permanent" error).
+    WEIR_ASSIGN_OR_RETURN(std::string error,
+                          definite_error_in(*client, shard_name(kind, table), upper));
+    if (!error.empty() && epoch == 0) log(absl::StrCat(table, ": stays errored: ", error));
+    plan.exports.push_back(ExportSpec{table, resume, std::move(error)});
   }
   plan.finished = all_done;
   plan.source_stats = std::make_shared<sources::loadgen::SourceStats>(tables.size());
@@ -307,6 +392,7 @@ absl::Status open_shards(Ingestion& in) {
     WEIR_RETURN_IF_ERROR(generator.table_index(table).status());
   }
 
+  WEIR_RETURN_IF_ERROR(check_source_identity(*in.client, in.kind, options.source.generator));
   WEIR_ASSIGN_OR_RETURN(in.incarnation, take_incarnation(*in.client, in.kind));
   in.log(absl::StrCat("incarnation ", in.incarnation));
 

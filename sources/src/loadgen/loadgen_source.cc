@@ -59,12 +59,22 @@ void render_snapshot(Scope<Offset>& scope, const LoadgenSourceConfig& config,
   AsyncOperatorBuilder<Offset> builder("LoadgenSnapshot", scope);
   auto [outputs, health_out] = add_source_outputs(builder, exports.size(), outs, health);
   const size_t worker = scope.index(), peers = scope.peers();
+  const bool leader = worker == config.leader % peers;
   auto built = builder.build([=](AsyncContext&, std::span<CapabilitySet<Offset>> caps) mutable {
     const size_t n = exports.size();
     std::optional<Capability<Offset>> health_cap(caps[n].first());
     caps[n].clear();
     std::vector<size_t> snapshotting;
     for (size_t e = 0; e < n; ++e) {
+      if (!exports[e].needs_snapshot() && !leader) {
+        // A resumed export: the replication reports for the leader; every other worker has no
+        // part in it but must say so, or the aggregate stays "starting" (issue 15 item 2).
+        const bool errored = !exports[e].definite_error.empty();
+        health_out.give(
+            *health_cap,
+            HealthUpdate{static_cast<uint32_t>(e), static_cast<uint32_t>(worker),
+                         errored ? Health::kStalled : Health::kRunning, exports[e].definite_error});
+      }
       if (exports[e].needs_snapshot()) {
         snapshotting.push_back(e);
         if (config.stats) config.stats->set_snapshot_total(e, generator.snapshot_rows(tables[e]));
@@ -141,8 +151,12 @@ void render_replication(Scope<Offset>& scope, const LoadgenSourceConfig& config,
     gen.skip_to(start);
     std::vector<bool> errored(n, false);
     for (size_t e = 0; e < n; ++e) {
+      errored[e] = !exports[e].definite_error.empty();
       health_out.give(*health_cap,
-                      HealthUpdate{static_cast<uint32_t>(e), worker, Health::kRunning, ""});
+                      errored[e]
+                          ? HealthUpdate{static_cast<uint32_t>(e), worker, Health::kStalled,
+                                         exports[e].definite_error}
+                          : HealthUpdate{static_cast<uint32_t>(e), worker, Health::kRunning, ""});
     }
     const auto t0 = Clock::now();
     const Offset o0 = gen.next_offset();

@@ -51,6 +51,10 @@ std::string_view to_string(ProgressMode mode);
 struct ExportSpec {
   std::string table;
   Offset resume_upper = 0;  // The shard's upper; 0 means: snapshot first.
+  // Set if the export's shard already holds a definite error (this message): the export stays
+  // errored, as it was when the error was written. It gets no more data, its frontier still
+  // advances, and its health is stalled with this error, until the user drops the shard.
+  std::string definite_error;
   bool needs_snapshot() const { return resume_upper == 0; }
 };
 
