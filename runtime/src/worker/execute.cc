@@ -17,8 +17,14 @@ namespace {
 void run_one(Worker& worker, const std::function<void(Worker&)>& per_worker,
              const std::shared_ptr<LogFile>& log_file) {
   if (log_file) worker.log_to(log_file->sink());
+  // A rule broken by the closure fails the worker even if the closure caught the UsageError (as
+  // one broken inside an operator does).
+  const uint64_t broken_rules = usage_errors;
   try {
     per_worker(worker);
+    if (usage_errors != broken_rules && !worker.failed()) [[unlikely]] {
+      throw UsageError(last_usage_error);
+    }
     while (worker.has_dataflows() && !worker.failed()) worker.step_or_park(std::nullopt);
   } catch (const UsageError& e) {
     worker.fail(absl::FailedPreconditionError("worker " + std::to_string(worker.index()) +
