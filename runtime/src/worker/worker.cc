@@ -33,8 +33,9 @@ constexpr auto kClusterSpin = std::chrono::microseconds(0);
 // hint that reaches each worker at some later step; nothing is published through it.
 std::atomic<uint64_t> progress_report_requests{0};
 
-// While WEIR_STALL_REPORT_AFTER is set, a worker parks at most this long at a time, so that it
-// notices requests and stalls.
+// A worker parks at most this long at a time, so that it notices report requests (which only
+// count, to stay async-signal-safe, and wake no one) and, with WEIR_STALL_REPORT_AFTER, stalls.
+// An idle worker wakes once a second: nothing next to what parking saves.
 constexpr auto kReportPoll = std::chrono::seconds(1);
 
 inline void cpu_relax() {
@@ -198,7 +199,7 @@ bool Worker::step_or_park(std::optional<std::chrono::nanoseconds> timeout) {
     auto until_timer = timers_.top().deadline - now;
     if (!park_for || until_timer < *park_for) park_for = until_timer;
   }
-  if (stall_report_after_ && (!park_for || *park_for > kReportPoll)) park_for = kReportPoll;
+  if (!park_for || *park_for > kReportPoll) park_for = kReportPoll;
   if (park_for && *park_for <= std::chrono::nanoseconds::zero()) return has_dataflows();
   if (logger_.active()) [[unlikely]] {
     logger_.log(Park{park_for});

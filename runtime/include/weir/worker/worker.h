@@ -60,9 +60,9 @@ class DataflowBase {
 };
 
 // Asks every worker of this process to write its progress report (Worker::describe_progress) to
-// stderr, at its next step. Async-signal-safe: a signal handler may call it. A worker parked with
-// no timeout notices only when it wakes; with WEIR_STALL_REPORT_AFTER set, workers park at most
-// a second at a time, and `execute` makes SIGUSR1 call this.
+// stderr, at its next step. Async-signal-safe: a signal handler may call it. Workers park at most
+// a second at a time, so a parked one answers within about a second. With WEIR_STALL_REPORT_AFTER
+// set, `execute` makes SIGUSR1 call this.
 void request_progress_reports();
 
 namespace internal {
