@@ -401,6 +401,41 @@ TEST_P(OperatorsTest, UnorderedInputSendsAtAnyHeldTime) {
   }
 }
 
+// A session kept open while its capability moves on holds its own time back, as an operator's
+// session does: what it gives later is never behind the frontier downstream.
+TEST_P(OperatorsTest, UnorderedInputSessionHoldsItsTime) {
+  auto results = testing::run_workers(workers(), [&](Worker& worker) {
+    ProbeHandle<T> probe;
+    std::vector<bool> behind_frontier;  // Per record: had the probe passed its time already?
+    std::optional<UnorderedInput<T, uint64_t>> input;
+    std::optional<UnorderedInput<T, uint64_t>::ActivateCapability> cap;
+    worker.dataflow<T>([&](Scope<T>& scope) {
+      auto [handle, initial, stream] = new_unordered_input<uint64_t>(scope);
+      input.emplace(std::move(handle));
+      cap.emplace(std::move(initial));
+      stream | inspect_time([&](const T& t, const uint64_t&) {
+        behind_frontier.push_back(!probe.less_equal(t));
+      }) | probe_with(probe);
+    });
+    bool passed_0_while_open = false;
+    {
+      auto session = input->session(*cap);
+      cap->downgrade(5);
+      for (int i = 0; i < 100; ++i) worker.step();
+      passed_0_while_open = !probe.less_equal(0);
+      session.give(1);
+    }
+    cap.reset();
+    testing::step_until(worker, [&] { return probe.done(); });
+    return std::pair{behind_frontier, passed_0_while_open};
+  });
+  ASSERT_TRUE(results.ok()) << results.status();
+  for (auto& [behind, passed] : *results) {
+    EXPECT_FALSE(passed) << "the frontier passed the time of an open session";
+    EXPECT_EQ(behind, std::vector<bool>{false});
+  }
+}
+
 TEST_P(OperatorsTest, FeedbackLoopIterates) {
   // Each record halves each round until zero; all iterations are observed at time t + round.
   auto out = run([](auto s) {

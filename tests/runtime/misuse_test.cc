@@ -195,5 +195,43 @@ TEST(MisuseTest, AnInputCannotGoBack) {
   EXPECT_THAT(status.message(), HasSubstr("an input cannot go back from 5 to 3"));
 }
 
+// A rule broken by the closure given to execute (not inside an operator) fails the execution even
+// when the closure catches the UsageError and goes on.
+TEST(MisuseTest, TheWorkerClosureCatchingTheErrorDoesNotHideIt) {
+  Config config;
+  auto status = execute(config, [](Worker& worker) {
+    auto input = worker.dataflow_named<uint64_t>("misuse", [&](Scope<uint64_t>& scope) {
+      auto [handle, stream] = new_input<uint64_t>(scope);
+      return std::move(handle);
+    });
+    input.advance_to(3);
+    try {
+      input.advance_to(1);
+    } catch (...) {  // NOLINT(bugprone-empty-catch): the mistake being tested
+    }
+    input.close();
+  });
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_THAT(status.message(),
+              HasSubstr("worker 0 broke a rule: an input cannot go back from 3 to 1"));
+}
+
+// A rule broken by an operator's constructor (while the dataflow is built) names the operator.
+TEST(MisuseTest, ARuleBrokenWhileBuildingNamesTheOperator) {
+  Config config;
+  auto status = execute(config, [](Worker& worker) {
+    worker.dataflow_named<uint64_t>("misuse", [&](Scope<uint64_t>& scope) {
+      auto [handle, stream] = new_input<uint64_t>(scope);
+      unary<uint64_t>(stream, Pipeline{}, "Bad",
+                      [](Capability<uint64_t> initial, const OperatorInfo&) {
+                        Capability<uint64_t> moved = std::move(initial);
+                        initial.downgrade(3);  // NOLINT(bugprone-use-after-move): the mistake
+                        return [](auto&, auto&) {};
+                      });
+    });
+  });
+  expect_broken_rule(status, "a moved-from capability was downgraded (to 3)");
+}
+
 }  // namespace
 }  // namespace weir

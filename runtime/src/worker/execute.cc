@@ -17,8 +17,14 @@ namespace {
 void run_one(Worker& worker, const std::function<void(Worker&)>& per_worker,
              const std::shared_ptr<LogFile>& log_file) {
   if (log_file) worker.log_to(log_file->sink());
+  // A rule broken by the closure fails the worker even if the closure caught the UsageError (as
+  // one broken inside an operator does).
+  const uint64_t broken_rules = usage_errors;
   try {
     per_worker(worker);
+    if (usage_errors != broken_rules && !worker.failed()) [[unlikely]] {
+      throw UsageError(last_usage_error);
+    }
     while (worker.has_dataflows() && !worker.failed()) worker.step_or_park(std::nullopt);
   } catch (const UsageError& e) {
     worker.fail(absl::FailedPreconditionError("worker " + std::to_string(worker.index()) +
@@ -37,8 +43,8 @@ void run_one(Worker& worker, const std::function<void(Worker&)>& per_worker,
 void install_report_signal() {
   static std::once_flag once;
   std::call_once(once, [] {
-    const char* after = std::getenv("WEIR_STALL_REPORT_AFTER");
-    if (after == nullptr || *after == '\0') return;
+    auto after = stall_report_after_from_env();
+    if (!after.ok() || !after->has_value()) return;
     struct sigaction current {};
     if (sigaction(SIGUSR1, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) return;
     struct sigaction action {};
@@ -53,6 +59,7 @@ void install_report_signal() {
 
 absl::Status run_workers(const Config& config, const std::function<void(Worker&)>& per_worker) {
   if (absl::Status status = config.validate(); !status.ok()) return status;
+  if (auto after = stall_report_after_from_env(); !after.ok()) return after.status();
   install_report_signal();
   // WEIR_LOG=FILE: this process's workers write their events to FILE (FILE.<process> in a
   // cluster, so processes on one machine do not overwrite each other).

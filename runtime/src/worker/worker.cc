@@ -1,6 +1,10 @@
 #include "weir/worker/worker.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -29,19 +33,10 @@ constexpr auto kClusterSpin = std::chrono::microseconds(0);
 // hint that reaches each worker at some later step; nothing is published through it.
 std::atomic<uint64_t> progress_report_requests{0};
 
-// While WEIR_STALL_REPORT_AFTER is set, a worker parks at most this long at a time, so that it
-// notices requests and stalls.
+// A worker parks at most this long at a time, so that it notices report requests (which only
+// count, to stay async-signal-safe, and wake no one) and, with WEIR_STALL_REPORT_AFTER, stalls.
+// An idle worker wakes once a second: nothing next to what parking saves.
 constexpr auto kReportPoll = std::chrono::seconds(1);
-
-// WEIR_STALL_REPORT_AFTER=SECONDS (fractions allowed), or none.
-std::optional<std::chrono::nanoseconds> stall_report_after_from_env() {
-  const char* value = std::getenv("WEIR_STALL_REPORT_AFTER");
-  if (value == nullptr || *value == '\0') return std::nullopt;
-  char* end = nullptr;
-  const double seconds = std::strtod(value, &end);
-  if (end == value || seconds <= 0) return std::nullopt;
-  return std::chrono::nanoseconds(static_cast<int64_t>(seconds * 1e9));
-}
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -53,11 +48,36 @@ inline void cpu_relax() {
 
 }  // namespace
 
+namespace internal {
+absl::StatusOr<std::optional<std::chrono::nanoseconds>> stall_report_after_from_env() {
+  const char* value = std::getenv("WEIR_STALL_REPORT_AFTER");
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  // Beyond this (about 31 years) a stall report is as good as never; the bound keeps the
+  // conversion to nanoseconds in range.
+  constexpr double kMaxSeconds = 1e9;
+  char* end = nullptr;
+  errno = 0;
+  double seconds = std::strtod(value, &end);
+  const bool overflowed = errno == ERANGE && seconds == HUGE_VAL;
+  if (end != value) {
+    while (std::isspace(static_cast<unsigned char>(*end))) ++end;
+  }
+  if (end == value || *end != '\0' || (!overflowed && (!std::isfinite(seconds) || seconds <= 0))) {
+    return absl::InvalidArgumentError(
+        std::string("WEIR_STALL_REPORT_AFTER='") + value +
+        "': expected a number of seconds greater than 0, such as 30 or 0.5 (unset or empty: no "
+        "stall reports)");
+  }
+  seconds = overflowed ? kMaxSeconds : std::min(seconds, kMaxSeconds);
+  return std::chrono::nanoseconds(static_cast<int64_t>(seconds * 1e9));
+}
+}  // namespace internal
+
 Worker::Worker(size_t index, std::shared_ptr<ProcessShared> process)
     : allocator_(index, std::move(process)),
       logger_(allocator_.index()),
       reports_seen_(progress_report_requests.load(std::memory_order_relaxed)),
-      stall_report_after_(stall_report_after_from_env()),
+      stall_report_after_(internal::stall_report_after_from_env().value_or(std::nullopt)),
       last_work_(std::chrono::steady_clock::now()) {}
 
 void request_progress_reports() {
@@ -179,7 +199,7 @@ bool Worker::step_or_park(std::optional<std::chrono::nanoseconds> timeout) {
     auto until_timer = timers_.top().deadline - now;
     if (!park_for || until_timer < *park_for) park_for = until_timer;
   }
-  if (stall_report_after_ && (!park_for || *park_for > kReportPoll)) park_for = kReportPoll;
+  if (!park_for || *park_for > kReportPoll) park_for = kReportPoll;
   if (park_for && *park_for <= std::chrono::nanoseconds::zero()) return has_dataflows();
   if (logger_.active()) [[unlikely]] {
     logger_.log(Park{park_for});

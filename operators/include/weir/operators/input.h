@@ -228,11 +228,15 @@ class UnorderedInput {
     std::shared_ptr<State> state_;
   };
 
+  // Records at one time. Like an operator's session, it holds a capability at its time for as
+  // long as it lives: what it gives is never behind a frontier, even after the capability it was
+  // opened with is downgraded or dropped.
   class Session {
    public:
-    Session(std::shared_ptr<State> state, T time) : state_(std::move(state)), time_(time) {}
+    Session(std::shared_ptr<State> state, Capability<T> capability)
+        : state_(std::move(state)), capability_(std::move(capability)) {}
     void give(D record) {
-      if (state_->alive) state_->port->give(time_, std::move(record));
+      if (state_->alive) state_->port->give(capability_.time(), std::move(record));
     }
     ~Session() {
       if (state_->alive) {
@@ -245,17 +249,19 @@ class UnorderedInput {
 
    private:
     std::shared_ptr<State> state_;
-    T time_;
+    Capability<T> capability_;  // Released after the destructor has activated the operator.
   };
 
   explicit UnorderedInput(std::shared_ptr<State> state) : state_(std::move(state)) {}
 
   // A session at `capability`'s time. REQUIRES: a capability of this input.
   Session session(const ActivateCapability& capability) {
+    WEIR_USAGE_CHECK(capability.capability().valid())
+        << "a moved-from capability was used with an unordered input";
     WEIR_USAGE_CHECK(!state_->alive ||
                      capability.capability().output_identity() == state_->identity)
         << "capability of another operator used with an unordered input";
-    return Session(state_, capability.time());
+    return Session(state_, capability.capability());
   }
 
  private:

@@ -25,6 +25,7 @@
 
 #pragma once
 
+#include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -43,6 +44,7 @@
 #include "weir/dataflow/stream.h"
 #include "weir/progress/antichain.h"
 #include "weir/progress/capability.h"
+#include "weir/usage_error.h"
 
 namespace weir {
 
@@ -277,7 +279,18 @@ class OperatorBuilder {
       // The scope counts the initial capability itself; report changes relative to it.
       internal->update(minimum_time<T>(), -1);
     }
-    auto logic = constructor(std::move(capabilities));
+    // What the constructor throws names this operator (then unwinds the dataflow's building).
+    auto logic = [&] {
+      try {
+        return constructor(std::move(capabilities));
+      } catch (const UsageError& e) {
+        scope_.fail_building(node_, e.what(), true);
+        throw;
+      } catch (const std::exception& e) {
+        scope_.fail_building(node_, e.what(), false);
+        throw;
+      }
+    }();
     using Logic = decltype(logic);
     using Frontiers = std::span<const MutableAntichain<T>>;
     if constexpr (std::is_same_v<std::invoke_result_t<Logic&, Frontiers>, bool>) {

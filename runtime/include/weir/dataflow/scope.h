@@ -174,6 +174,9 @@ class Scope : public LocalActivator {
     children_[node] = std::move(op);
   }
   const std::string& operator_name(uint32_t node) const { return names_[node]; }
+  // Fails the execution naming operator `node`, whose constructor threw `what` (`rule`: a
+  // UsageError). The builder rethrows; `execute` keeps this first Status.
+  void fail_building(uint32_t node, std::string_view what, bool rule) { fail(node, what, rule); }
 
   // Creates output port `port` of operator `node`. Ports are created in order.
   template <class D>

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 #include "weir/communication/allocator.h"
 #include "weir/progress/timestamp.h"
@@ -59,10 +60,17 @@ class DataflowBase {
 };
 
 // Asks every worker of this process to write its progress report (Worker::describe_progress) to
-// stderr, at its next step. Async-signal-safe: a signal handler may call it. A worker parked with
-// no timeout notices only when it wakes; with WEIR_STALL_REPORT_AFTER set, workers park at most
-// a second at a time, and `execute` makes SIGUSR1 call this.
+// stderr, at its next step. Async-signal-safe: a signal handler may call it. Workers park at most
+// a second at a time, so a parked one answers within about a second. With WEIR_STALL_REPORT_AFTER
+// set, `execute` makes SIGUSR1 call this.
 void request_progress_reports();
+
+namespace internal {
+// WEIR_STALL_REPORT_AFTER: unset or empty, none; otherwise a number of seconds greater than 0
+// (fractions allowed, spaces around it ignored, values beyond 10^9 s read as 10^9 s). Anything
+// else is an InvalidArgument naming the variable, which `execute` returns before starting workers.
+absl::StatusOr<std::optional<std::chrono::nanoseconds>> stall_report_after_from_env();
+}  // namespace internal
 
 class Worker {
  public:
