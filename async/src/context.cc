@@ -45,7 +45,12 @@ void AsyncContext::yield() {
 }
 
 void AsyncContext::sleep_for(std::chrono::nanoseconds duration) {
-  sleep_until(std::chrono::steady_clock::now() + duration);
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point now = Clock::now();
+  // Saturating: now + duration past the clock's range would wrap into the past (and return at
+  // once); such a sleep lasts until the body is unwound.
+  sleep_until(duration >= Clock::time_point::max() - now ? Clock::time_point::max()
+                                                         : now + duration);
 }
 
 void AsyncContext::sleep_until(std::chrono::steady_clock::time_point deadline) {

@@ -323,6 +323,42 @@ TEST(AsyncTimerTest, WaitsThatReturnEarlyLeaveNoTimers) {
   ASSERT_TRUE(result.ok()) << result;
 }
 
+// Sleeps of every length: zero and negative ones yield and return, and the longest one
+// (nanoseconds::max(), which now() + d would overflow) sleeps until the dataflow is dropped,
+// leaving no timer behind.
+TEST(AsyncTimerTest, ZeroNegativeAndUnendingSleeps) {
+  Watchdog watchdog("ZeroNegativeAndUnendingSleeps");
+  const size_t before = async_timers_pending_in_process();
+  auto result = testing::run_workers(1, [&](Worker& worker) {
+    std::atomic<int> short_sleeps{0};
+    std::atomic<bool> sleeping{false};
+    std::atomic<bool> woke{false};
+    const size_t index = worker.next_dataflow_index();
+    worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+      AsyncOperatorBuilder<uint64_t> builder("Sleeper", scope);
+      builder.add_output<uint64_t>();
+      builder.build([&](AsyncContext& ctx, Caps) {
+        ctx.sleep_for(0ns);
+        ++short_sleeps;
+        ctx.sleep_for(-1h);
+        ++short_sleeps;
+        ctx.sleep_for(std::chrono::nanoseconds::min());
+        ++short_sleeps;
+        sleeping = true;
+        ctx.sleep_for(std::chrono::nanoseconds::max());
+        woke = true;
+      });
+    });
+    EXPECT_TRUE(step_until(worker, [&] { return sleeping.load(); }));
+    EXPECT_EQ(short_sleeps.load(), 3);
+    for (int i = 0; i < 20; ++i) worker.step_or_park(1ms);
+    EXPECT_FALSE(woke.load()) << "sleep_for(nanoseconds::max()) returned";
+    worker.drop_dataflow(index);
+    EXPECT_EQ(async_timers_pending_in_process(), before);
+  });
+  ASSERT_TRUE(result.ok()) << result;
+}
+
 // ---- descriptors ----
 
 // Runs one body that awaits `fd` readable on one worker while `act` runs on another thread once

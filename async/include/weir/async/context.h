@@ -232,6 +232,8 @@ class AsyncContext {
       if (std::chrono::steady_clock::now() >= deadline) return false;
     }
   }
+  // A duration of zero or less yields; one past the clock's range (nanoseconds::max()) sleeps
+  // until the body is unwound.
   void sleep_for(std::chrono::nanoseconds duration);
   void sleep_until(std::chrono::steady_clock::time_point deadline);
   // Suspends until `fd` is readable (or writable). Errors, each naming the descriptor and the
