@@ -74,7 +74,11 @@ absl::Status AsyncContext::await_fd(int fd, bool writable) {
   wait.events = writable ? EPOLLOUT : EPOLLIN;
   wait.activator = activator_;
   auto& reactor = internal::Reactor::instance();
-  if (absl::Status status = reactor.watch(&wait); !status.ok()) return status;
+  if (absl::Status status = reactor.watch(&wait); !status.ok()) {
+    return absl::Status(status.code(), "async operator '" + name_ + "': cannot await " +
+                                           (writable ? "writing" : "reading") + ": " +
+                                           std::string(status.message()));
+  }
   {
     // Whatever way the body leaves (the operator may be dropped while it waits), the reactor
     // must forget `wait` before it goes out of scope.
