@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -448,6 +449,10 @@ TEST(AsyncOperatorTest, GivingYieldsWhenFuelRunsOut) {
   const auto [many_batches, all_records_too] = run(2 * sizeof(uint64_t));
   EXPECT_EQ(all_records_too, 100u);
   EXPECT_GE(many_batches, 33u);
+  // Unlimited fuel never yields (SIZE_MAX must not wrap into a negative budget).
+  const auto [one_batch, all_records_again] = run(std::numeric_limits<size_t>::max());
+  EXPECT_EQ(all_records_again, 100u);
+  EXPECT_EQ(one_batch, 1u);
 }
 
 // A body that ends drops its capabilities and drains its inputs from then on.

@@ -20,12 +20,14 @@
 
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <stop_token>
@@ -293,7 +295,11 @@ class AsyncContext {
     fuel_left_ -= static_cast<int64_t>(bytes);
     if (fuel_left_ < 0) yield();
   }
-  void set_fuel(size_t bytes) { fuel_limit_ = fuel_left_ = static_cast<int64_t>(bytes); }
+  // More than INT64_MAX bytes (SIZE_MAX, say) is unlimited, never a negative budget.
+  void set_fuel(size_t bytes) {
+    fuel_limit_ = fuel_left_ = static_cast<int64_t>(
+        std::min<size_t>(bytes, static_cast<size_t>(std::numeric_limits<int64_t>::max())));
+  }
 
   // ---- about the operator ----
 
