@@ -417,6 +417,22 @@ TEST(AsyncMisuseDeathTest, ABodyThatCatchesEverythingAndKeepsWaiting) {
       kSwallowedUnwinding);
 }
 
+// An option set after build() would change nothing: the builder says so, naming the operator.
+TEST(AsyncMisuseDeathTest, SettingAnOptionAfterBuild) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        (void)testing::run_workers(1, [](Worker& worker) {
+          worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+            AsyncOperatorBuilder<uint64_t> builder("Late", scope);
+            builder.build([](AsyncContext&, Caps) {});
+            builder.set_max_blocking_calls(4);
+          });
+        });
+      },
+      "set_max_blocking_calls called after build.. of .*Late");
+}
+
 // With little fuel, giving yields often: the records leave in many flushes.
 TEST(AsyncOperatorTest, GivingYieldsWhenFuelRunsOut) {
   Watchdog watchdog("GivingYieldsWhenFuelRunsOut");
