@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "testing/harness.h"
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -438,6 +439,41 @@ TEST(AsyncDescriptorTest, ClosingTheAwaitedDescriptorWakesTheWaiterWithAnError) 
       std::string::npos)
       << *awaited;
   ::close(fds[1]);
+}
+
+// A descriptor closed while awaited whose open file lives on (a dup of it here; a forked child
+// or a passed descriptor elsewhere) stays in the reactor's epoll set: the kernel keeps the
+// registration as long as the file is open. Once its number names a new file, that stale
+// registration must not wake the new file's waiter: here the old pipe turns readable, and the
+// new one only hangs up later.
+TEST(AsyncDescriptorTest, AStaleRegistrationOfAClosedNumberWakesNobody) {
+  Watchdog watchdog("AStaleRegistrationOfAClosedNumberWakesNobody");
+  int old_pipe[2];
+  ASSERT_EQ(::pipe(old_pipe), 0);
+  const int number = old_pipe[0];
+  const int kept = ::dup(number);  // Keeps the old pipe's read end open.
+  ASSERT_GE(kept, 0);
+  auto closed = await_readable_while(number, [&] { ::close(number); });
+  ASSERT_TRUE(closed.has_value());
+  ASSERT_NE(closed->message().find("was closed"), std::string::npos) << *closed;
+  int new_pipe[2];
+  ASSERT_EQ(::pipe(new_pipe), 0);
+  if (new_pipe[0] != number) {  // The number names the new pipe now.
+    ASSERT_EQ(::dup2(new_pipe[0], number), number);
+    ::close(new_pipe[0]);
+  }
+  auto woken = await_readable_while(number, [&] {
+    EXPECT_EQ(::write(old_pipe[1], "x", 1), 1);  // Readable: the old pipe, not the awaited one.
+    std::this_thread::sleep_for(300ms);
+    ::close(new_pipe[1]);
+  });
+  ASSERT_TRUE(woken.has_value());
+  // Woken by the new pipe's hang-up, not by the old pipe's byte.
+  EXPECT_EQ(woken->code(), absl::StatusCode::kUnavailable) << *woken;
+  EXPECT_NE(woken->message().find("hung up"), std::string::npos) << *woken;
+  ::close(number);
+  ::close(kept);
+  ::close(old_pipe[1]);
 }
 
 }  // namespace
