@@ -66,7 +66,7 @@ void run_one() {
   Queued queued;
   if (!BlockingQueue::instance().pop(queued)) return;
   // A call abandoned before it started (its operator was dropped) never runs.
-  if (!queued.call->is_abandoned()) queued.call->run();
+  if (queued.call->start()) queued.call->run();
   queued.call->finish();
   // An abandoned call's function and result are destroyed here, on the pool thread, unless the
   // body still holds the call.

@@ -45,7 +45,12 @@ void AsyncContext::yield() {
 }
 
 void AsyncContext::sleep_for(std::chrono::nanoseconds duration) {
-  sleep_until(std::chrono::steady_clock::now() + duration);
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point now = Clock::now();
+  // Saturating: now + duration past the clock's range would wrap into the past (and return at
+  // once); such a sleep lasts until the body is unwound.
+  sleep_until(duration >= Clock::time_point::max() - now ? Clock::time_point::max()
+                                                         : now + duration);
 }
 
 void AsyncContext::sleep_until(std::chrono::steady_clock::time_point deadline) {
@@ -69,7 +74,11 @@ absl::Status AsyncContext::await_fd(int fd, bool writable) {
   wait.events = writable ? EPOLLOUT : EPOLLIN;
   wait.activator = activator_;
   auto& reactor = internal::Reactor::instance();
-  if (absl::Status status = reactor.watch(&wait); !status.ok()) return status;
+  if (absl::Status status = reactor.watch(&wait); !status.ok()) {
+    return absl::Status(status.code(), "async operator '" + name_ + "': cannot await " +
+                                           (writable ? "writing" : "reading") + ": " +
+                                           std::string(status.message()));
+  }
   {
     // Whatever way the body leaves (the operator may be dropped while it waits), the reactor
     // must forget `wait` before it goes out of scope.

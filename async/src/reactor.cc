@@ -17,6 +17,13 @@
 namespace weir::internal {
 namespace {
 
+// What an epoll event of a watched descriptor carries: the descriptor and its registration.
+uint64_t event_data(int fd, uint32_t registration) {
+  return (uint64_t{registration} << 32) | static_cast<uint32_t>(fd);
+}
+// The timerfd's events carry this (no descriptor's registration does).
+constexpr uint64_t kTimerEvent = ~uint64_t{0};
+
 absl::Status errno_status(const char* what, int fd, int error) {
   return absl::InvalidArgumentError(std::string(what) + " of file descriptor " +
                                     std::to_string(fd) + " failed: " + weir::errno_message(error));
@@ -38,7 +45,7 @@ Reactor::Reactor() {
   WEIR_CHECK(timer_fd_ >= 0) << "timerfd_create failed: " << weir::errno_message(errno);
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.fd = timer_fd_;
+  ev.data.u64 = kTimerEvent;
   WEIR_CHECK(::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, timer_fd_, &ev) == 0)
       << "epoll_ctl of the reactor's timerfd failed: " << weir::errno_message(errno);
   thread_ = std::thread([this] { run(); });
@@ -51,26 +58,32 @@ int Reactor::arm(int fd) {
   if (it != waiters_.end()) {
     for (const IoWait* w : it->second) events |= w->events;
   }
-  const bool registered = registered_.contains(fd);
+  const auto reg = registered_.find(fd);
+  const bool registered = reg != registered_.end();
   if (events == 0) {
     if (registered) ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
     registered_.erase(fd);
     if (it != waiters_.end()) waiters_.erase(it);
     return 0;
   }
+  // Re-arming keeps the registration's number; a new registration takes a new one.
+  uint32_t registration = registered ? reg->second : next_registration_++;
   epoll_event ev{};
   ev.events = events | EPOLLONESHOT;
-  ev.data.fd = fd;
+  ev.data.u64 = event_data(fd, registration);
   // The kernel forgets a descriptor when it is closed, so our bookkeeping may be stale either
   // way: fall back from MOD to ADD and from ADD to MOD.
   int rc = ::epoll_ctl(epoll_fd_, registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &ev);
   if (rc != 0 && registered && errno == ENOENT) {
+    // The number names another file now: a new registration (the old one may live on).
+    registration = next_registration_++;
+    ev.data.u64 = event_data(fd, registration);
     rc = ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
   } else if (rc != 0 && !registered && errno == EEXIST) {
     rc = ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, fd, &ev);
   }
   if (rc != 0) return errno;
-  registered_.insert(fd);
+  registered_[fd] = registration;
   return 0;
 }
 
@@ -169,9 +182,15 @@ void Reactor::check_closed() {
     // Re-arming is harmless for a descriptor that is open (its waiters' events are one-shot
     // and armed anyway); the kernel refuses it for one that was closed (EBADF) or whose number
     // now names another file (ENOENT, or EPERM for a regular file).
+    const auto reg = registered_.find(fd);
+    if (reg == registered_.end()) {
+      // Nothing would ever wake its waiters.
+      closed.push_back(fd);
+      continue;
+    }
     epoll_event ev{};
     ev.events = events | EPOLLONESHOT;
-    ev.data.fd = fd;
+    ev.data.u64 = event_data(fd, reg->second);
     if (::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, fd, &ev) != 0) closed.push_back(fd);
   }
   for (int fd : closed) {
@@ -191,12 +210,17 @@ void Reactor::run() {
     }
     weir::MutexLock lock(mu_);
     for (int i = 0; i < n; ++i) {
-      const int fd = events[i].data.fd;
-      if (fd == timer_fd_) {
+      const uint64_t data = events[i].data.u64;
+      if (data == kTimerEvent) {
         uint64_t expirations = 0;
         (void)::read(timer_fd_, &expirations, sizeof(expirations));
         continue;
       }
+      const int fd = static_cast<int>(static_cast<uint32_t>(data));
+      const auto reg = registered_.find(fd);
+      // A registration we no longer know: of a descriptor that was closed (its open file lives
+      // on elsewhere), whose number may name another file now.
+      if (reg == registered_.end() || reg->second != static_cast<uint32_t>(data >> 32)) continue;
       const uint32_t ready = events[i].events;
       auto it = waiters_.find(fd);
       if (it == waiters_.end()) continue;

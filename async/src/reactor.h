@@ -22,7 +22,6 @@
 #include <map>
 #include <thread>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -84,7 +83,12 @@ class Reactor {
   int timer_fd_ = -1;
   mutable weir::Mutex mu_;
   std::unordered_map<int, std::vector<IoWait*>> waiters_ ABSL_GUARDED_BY(mu_);
-  std::unordered_set<int> registered_ ABSL_GUARDED_BY(mu_);  // In the epoll set.
+  // In the epoll set: each descriptor with the registration's number, which its events carry
+  // (with the descriptor). The kernel keeps the registration of a closed descriptor whose open
+  // file lives on (a dup, a forked child): its events carry an older number and are ignored, so
+  // they never wake the waiters of a new file that reuses the descriptor's number.
+  std::unordered_map<int, uint32_t> registered_ ABSL_GUARDED_BY(mu_);
+  uint32_t next_registration_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<TimerKey, SyncActivator> timers_ ABSL_GUARDED_BY(mu_);
   uint64_t next_timer_ ABSL_GUARDED_BY(mu_) = 0;
   // The deadline the timerfd is armed for (max: disarmed).

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -416,6 +417,22 @@ TEST(AsyncMisuseDeathTest, ABodyThatCatchesEverythingAndKeepsWaiting) {
       kSwallowedUnwinding);
 }
 
+// An option set after build() would change nothing: the builder says so, naming the operator.
+TEST(AsyncMisuseDeathTest, SettingAnOptionAfterBuild) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        (void)testing::run_workers(1, [](Worker& worker) {
+          worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+            AsyncOperatorBuilder<uint64_t> builder("Late", scope);
+            builder.build([](AsyncContext&, Caps) {});
+            builder.set_max_blocking_calls(4);
+          });
+        });
+      },
+      "set_max_blocking_calls called after build.. of .*Late");
+}
+
 // With little fuel, giving yields often: the records leave in many flushes.
 TEST(AsyncOperatorTest, GivingYieldsWhenFuelRunsOut) {
   Watchdog watchdog("GivingYieldsWhenFuelRunsOut");
@@ -448,6 +465,10 @@ TEST(AsyncOperatorTest, GivingYieldsWhenFuelRunsOut) {
   const auto [many_batches, all_records_too] = run(2 * sizeof(uint64_t));
   EXPECT_EQ(all_records_too, 100u);
   EXPECT_GE(many_batches, 33u);
+  // Unlimited fuel never yields (SIZE_MAX must not wrap into a negative budget).
+  const auto [one_batch, all_records_again] = run(std::numeric_limits<size_t>::max());
+  EXPECT_EQ(all_records_again, 100u);
+  EXPECT_EQ(one_batch, 1u);
 }
 
 // A body that ends drops its capabilities and drains its inputs from then on.

@@ -13,6 +13,7 @@
 #include "testing/harness.h"
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -185,20 +186,44 @@ TEST(AsyncIoTest, AwaitWritableWaitsForRoom) {
   EXPECT_EQ(drained.load(), kTotal);
 }
 
+// -1 and a closed descriptor cannot be watched: INVALID_ARGUMENT naming the descriptor and the
+// operator. A regular file is always ready.
 TEST(AsyncIoTest, AwaitingABadDescriptorIsAnError) {
-  auto result = testing::run_workers(1, [](Worker& worker) {
-    absl::Status seen;
+  // A number far above the ones in use, so that no open() reuses it during the test.
+  const int closed = ::fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 900);
+  ASSERT_GE(closed, 900);
+  ::close(closed);
+  char path[] = "/tmp/weir-await-regular-XXXXXX";
+  const int regular = ::mkstemp(path);
+  ASSERT_GE(regular, 0);
+  ::unlink(path);
+  auto result = testing::run_workers(1, [&](Worker& worker) {
+    std::vector<absl::Status> seen;
     worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
       AsyncOperatorBuilder<uint64_t> builder("Bad", scope);
-      builder.build([&](AsyncContext& ctx, Caps) { seen = ctx.await_readable(-1); });
+      builder.build([&](AsyncContext& ctx, Caps) {
+        seen.push_back(ctx.await_readable(-1));
+        seen.push_back(ctx.await_writable(closed));
+        seen.push_back(ctx.await_readable(regular));
+        seen.push_back(ctx.await_writable(regular));
+      });
     });
     while (worker.step_or_park(std::nullopt)) {
     }
     return seen;
   });
+  ::close(regular);
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_EQ((*result)[0].code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE((*result)[0].message().find("file descriptor -1"), std::string::npos);
+  const std::vector<absl::Status>& seen = (*result)[0];
+  ASSERT_EQ(seen.size(), 4u);
+  for (int i = 0; i < 2; ++i) {
+    const std::string fd = std::to_string(i == 0 ? -1 : closed);
+    EXPECT_EQ(seen[i].code(), absl::StatusCode::kInvalidArgument) << seen[i];
+    EXPECT_NE(seen[i].message().find("file descriptor " + fd), std::string::npos) << seen[i];
+    EXPECT_NE(seen[i].message().find("'Bad'"), std::string::npos) << seen[i];
+  }
+  EXPECT_TRUE(seen[2].ok()) << seen[2];
+  EXPECT_TRUE(seen[3].ok()) << seen[3];
 }
 
 // Many bodies on several workers wait on their own pipes; each is woken by its own writer.

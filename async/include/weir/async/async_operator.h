@@ -834,16 +834,21 @@ class AsyncOperatorBuilder {
     return {AsyncOutput<T, D>(op_.get(), &port, index), Stream<T, D>(scope_, Source{node_, index})};
   }
 
-  void set_options(const AsyncOptions& options) { options_ = options; }
+  // Options are set before build(): afterwards the operator has taken them, and a setter aborts
+  // naming the operator rather than change nothing.
+  void set_options(const AsyncOptions& options) { unbuilt_options("set_options") = options; }
   // The fiber's stack size (default kDefaultFiberStackSize).
-  void set_stack_size(size_t bytes) { options_.stack_size = bytes; }
+  void set_stack_size(size_t bytes) { unbuilt_options("set_stack_size").stack_size = bytes; }
   // Fuel between suspensions before giving yields (default kDefaultFuelBytes): records times
-  // sizeof(D), not the heap data records own.
-  void set_fuel(size_t bytes) { options_.fuel_bytes = bytes; }
+  // sizeof(D), not the heap data records own. SIZE_MAX: unlimited.
+  void set_fuel(size_t bytes) { unbuilt_options("set_fuel").fuel_bytes = bytes; }
   // The most blocking calls of this operator in flight at once, over all its workers in the
-  // process (default kDefaultMaxBlockingCalls); more wait for one of them to return.
-  void set_max_blocking_calls(size_t calls) { options_.max_blocking_calls = calls; }
-  void set_on_error(OnError on_error) { options_.on_error = on_error; }
+  // process (default kDefaultMaxBlockingCalls; 0 counts as 1); more wait for one of them to
+  // return.
+  void set_max_blocking_calls(size_t calls) {
+    unbuilt_options("set_max_blocking_calls").max_blocking_calls = calls;
+  }
+  void set_on_error(OnError on_error) { unbuilt_options("set_on_error").on_error = on_error; }
 
   Scope<T>& scope() const { return scope_; }
   uint32_t index() const { return node_; }
@@ -917,6 +922,12 @@ class AsyncOperatorBuilder {
     std::vector<uint32_t> outputs;
     std::vector<Antichain<SummaryOf<T>>> summaries;
   };
+
+  AsyncOptions& unbuilt_options(const char* setter) {
+    WEIR_CHECK(op_) << "AsyncOperatorBuilder::" << setter << " called after build() of "
+                    << scope_.operator_name(node_) << ": the operator already took its options";
+    return options_;
+  }
 
   template <class D, class Pact>
   AsyncInput<T, D> add_input_impl(const Stream<T, D>& stream, const Pact& pact,

@@ -20,12 +20,14 @@
 
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <stop_token>
@@ -87,10 +89,19 @@ class BlockingCall {
   virtual void run() noexcept = 0;
 
   bool is_done() const { return done_.load(std::memory_order_acquire); }
-  // The body no longer wants the result (its operator is being dropped): a call that has not
-  // started yet never runs, and one that runs sees its stop token stopped.
-  void abandon() { stop_.request_stop(); }
-  bool is_abandoned() const { return stop_.stop_requested(); }
+  // The body no longer wants the result (its operator is being dropped): one that runs sees its
+  // stop token stopped; one that has not started yet (queued for the pool, or behind its
+  // operator's bound) never runs and is done at once, so a body unwound meanwhile waits for
+  // nothing.
+  void abandon() {
+    stop_.request_stop();
+    // Acquire/release pairs with start(): exactly one of them claims the call.
+    if (!started_.exchange(true, std::memory_order_acq_rel)) {
+      done_.store(true, std::memory_order_release);
+    }
+  }
+  // Called by the pool thread: claims the call to run it; false if it was abandoned first.
+  bool start() { return !started_.exchange(true, std::memory_order_acq_rel); }
   // Called by the pool thread after run() (or instead of it, once abandoned): publishes the
   // result and wakes the operator.
   void finish() noexcept {
@@ -108,6 +119,7 @@ class BlockingCall {
  private:
   friend class ::weir::AsyncContext;
   std::atomic<bool> done_{false};
+  std::atomic<bool> started_{false};  // Claimed by the pool (or by abandon(): never runs).
   std::stop_source stop_;
   SyncActivator activator_;  // Set before the call is submitted.
 };
@@ -222,6 +234,8 @@ class AsyncContext {
       if (std::chrono::steady_clock::now() >= deadline) return false;
     }
   }
+  // A duration of zero or less yields; one past the clock's range (nanoseconds::max()) sleeps
+  // until the body is unwound.
   void sleep_for(std::chrono::nanoseconds duration);
   void sleep_until(std::chrono::steady_clock::time_point deadline);
   // Suspends until `fd` is readable (or writable). Errors, each naming the descriptor and the
@@ -281,7 +295,11 @@ class AsyncContext {
     fuel_left_ -= static_cast<int64_t>(bytes);
     if (fuel_left_ < 0) yield();
   }
-  void set_fuel(size_t bytes) { fuel_limit_ = fuel_left_ = static_cast<int64_t>(bytes); }
+  // More than INT64_MAX bytes (SIZE_MAX, say) is unlimited, never a negative budget.
+  void set_fuel(size_t bytes) {
+    fuel_limit_ = fuel_left_ = static_cast<int64_t>(
+        std::min<size_t>(bytes, static_cast<size_t>(std::numeric_limits<int64_t>::max())));
+  }
 
   // ---- about the operator ----
 
