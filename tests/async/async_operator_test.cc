@@ -293,6 +293,17 @@ TEST(AsyncMisuseTest, UseOfAMovedFromCapability) {
   expect_broken_rule(status, "a moved-from capability was used with output 0");
 }
 
+// An AsyncOutput that no builder made dereferenced a null operator (a SEGV, found by review).
+TEST(AsyncMisuseTest, UseOfADefaultConstructedOutput) {
+  Watchdog watchdog("AsyncMisuseTest.UseOfADefaultConstructedOutput");
+  auto status = run_bad([](InputCapability<uint64_t>& cap, AsyncOutput<uint64_t, uint64_t>&,
+                           AsyncOutput<uint64_t, uint64_t>&, CapabilitySet<uint64_t>&) {
+    AsyncOutput<uint64_t, uint64_t> unmade;
+    unmade.give(cap, 1);
+  });
+  expect_broken_rule(status, "an AsyncOutput no builder made");
+}
+
 TEST(AsyncMisuseTest, CapabilityForAnotherOutput) {
   Watchdog watchdog("AsyncMisuseTest.CapabilityForAnotherOutput");
   auto status = run_bad([](InputCapability<uint64_t>&, AsyncOutput<uint64_t, uint64_t>& out0,

@@ -76,6 +76,20 @@ TEST(MisuseTest, DowngradeToAnEarlierTime) {
   expect_broken_rule(status, "downgraded only to a later time: from 1 to 0");
 }
 
+// A moved-from capability handed to a notificator is refused where it is handed over, not later
+// at the session that would use it ("moved-from capability used with output 0").
+TEST(MisuseTest, NotifyAtWithAMovedFromCapability) {
+  auto status = run_bad([](const InputCapability<uint64_t>& cap, std::vector<uint64_t>&,
+                           OperatorOutput<uint64_t, uint64_t>&, OperatorOutput<uint64_t, uint64_t>&,
+                           Capability<uint64_t>&) {
+    FrontierNotificator<uint64_t> notificator;
+    Capability<uint64_t> kept = cap.retain();
+    Capability<uint64_t> taken = std::move(kept);
+    notificator.notify_at(std::move(kept));  // NOLINT(bugprone-use-after-move): the misuse.
+  });
+  expect_broken_rule(status, "notify_at was given a moved-from capability");
+}
+
 TEST(MisuseTest, DelayToAnEarlierTime) {
   auto status = run_bad([](const InputCapability<uint64_t>& cap, std::vector<uint64_t>&,
                            OperatorOutput<uint64_t, uint64_t>&, OperatorOutput<uint64_t, uint64_t>&,

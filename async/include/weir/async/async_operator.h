@@ -765,6 +765,8 @@ uint32_t AsyncInput<T, D>::index() const {
 
 template <Timestamp T, class D>
 void AsyncOutput<T, D>::check(const Capability<T>& capability) const {
+  WEIR_USAGE_CHECK(op_ != nullptr) << "an AsyncOutput no builder made (default-constructed) was "
+                                      "used: outputs come from add_output";
   WEIR_USAGE_CHECK(capability.valid())
       << "a moved-from capability was used with output " << index_ << " of " << op_->name();
   WEIR_USAGE_CHECK(capability.output_identity() == op_->internals()[index_].get())
@@ -773,6 +775,8 @@ void AsyncOutput<T, D>::check(const Capability<T>& capability) const {
 }
 template <Timestamp T, class D>
 void AsyncOutput<T, D>::check(const InputCapability<T>& capability) const {
+  WEIR_USAGE_CHECK(op_ != nullptr) << "an AsyncOutput no builder made (default-constructed) was "
+                                      "used: outputs come from add_output";
   WEIR_USAGE_CHECK(capability.valid())
       << "moved-from input capability used with output " << index_ << " of " << op_->name();
   WEIR_USAGE_CHECK(capability.operator_identity() == op_->internals().data())

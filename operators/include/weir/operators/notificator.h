@@ -34,7 +34,10 @@ class FrontierNotificator {
   using Notification = std::pair<Capability<T>, uint64_t>;
 
   // Requests a notification at `capability`'s time.
-  void notify_at(Capability<T> capability) { incoming_.emplace_back(std::move(capability), 1); }
+  void notify_at(Capability<T> capability) {
+    WEIR_USAGE_CHECK(capability.valid()) << "notify_at was given a moved-from capability";
+    incoming_.emplace_back(std::move(capability), 1);
+  }
 
   // Moves requests whose time is complete in every frontier to the available list, in order.
   void make_available(std::span<const MutableAntichain<T>> frontiers) {
