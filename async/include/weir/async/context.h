@@ -155,9 +155,12 @@ class BlockingCallFor final : public BlockingCall {
     }
   }
 
-  // The result, or the exception rethrown. REQUIRES: is_done(), and the call ran.
+  // The result, or the exception rethrown. REQUIRES: is_done(), and the call ran. The exception
+  // leaves the call: the body's catch is then its last owner, and the pool thread, which may drop
+  // the call last, never frees it (a free TSan cannot order after the catch's reads, since the
+  // exception's reference count lives in uninstrumented libstdc++).
   R take() {
-    if (error_) std::rethrow_exception(error_);
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
     if constexpr (!std::is_void_v<R>) return std::move(*result_);
   }
 
