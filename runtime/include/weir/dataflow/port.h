@@ -53,9 +53,11 @@ class OutputPort final : public OutputPortBase<T> {
   // rare steps (a new time, a full buffer) out of line, so that the compiler inlines it into the
   // caller's loop (it stopped doing so once sessions grew, at 1.7x the cost per record).
   void give(const T& time, D&& record) {
-    if (!has_time_ || !(time == time_)) [[unlikely]] start(time);
+    if (!has_time_ || !(time == time_)) [[unlikely]]
+      start(time);
     buffer_.push_back(std::move(record));
-    if (buffer_.size() >= capacity_) [[unlikely]] flush_full();
+    if (buffer_.size() >= capacity_) [[unlikely]]
+      flush_full();
   }
   void give(const T& time, const D& record) { give(time, D(record)); }
 
