@@ -44,9 +44,7 @@ std::pair<Stream<Time, std::string>, Stream<Time, uint8_t>> render_write(
     const Stream<Time, Update>& updates, const Stream<Time, Description>& descriptions,
     const PersistSinkConfig& config, RenderedSink& rendered) {
   AsyncOperatorBuilder<Time> builder("PersistWrite(" + config.name + ")", updates.scope());
-  auto data = builder.add_input_connected(
-      updates, Exchange([](const Update& u) { return std::hash<std::string>{}(u.first); }),
-      std::vector<uint32_t>{0, 1});
+  auto data = builder.add_input_connected(updates, Pipeline{}, std::vector<uint32_t>{0, 1});
   auto described = builder.add_input_connected(descriptions, Broadcast{}, std::vector<uint32_t>{0});
   auto [batch_out, batches] = builder.add_output<std::string>();
   auto [marker_out, marker] = builder.add_output<uint8_t>();

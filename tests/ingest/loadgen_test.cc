@@ -74,9 +74,24 @@ TEST(GeneratorTest, FaultInjectionMarksOneRow) {
   std::vector<bool> all(g->num_tables(), true);
   std::vector<RowChange> changes;
   uint64_t bad = 0;
-  for (int i = 0; i < 5000; ++i) g->step(all, changes);
+  // A copy that emits nothing agrees on where the fault is (step's result), as a worker that
+  // does not own that offset must.
+  Generator silent = *g;
+  uint64_t reported_at = 0, reported = 0, emitted_at = 0;
+  for (int i = 0; i < 5000; ++i) {
+    const uint64_t offset = g->next_offset();
+    const size_t before = changes.size();
+    if (g->step(all, changes)) reported_at = offset;
+    for (size_t c = before; c < changes.size(); ++c) {
+      if (changes[c].bad) emitted_at = offset;
+    }
+    if (silent.step({}, changes)) reported += 1;
+  }
   for (auto& c : changes) bad += c.bad;
   EXPECT_EQ(bad, 1u);
+  EXPECT_EQ(reported, 1u);
+  EXPECT_GE(emitted_at, 500u);
+  EXPECT_EQ(reported_at, emitted_at);
   options.fault_table = "nope";
   auto wrong = Generator::make(options);
   ASSERT_FALSE(wrong.ok());

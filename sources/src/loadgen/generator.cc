@@ -86,7 +86,7 @@ uint32_t Generator::table_at(uint64_t offset) const {
   return 0;
 }
 
-void Generator::change(uint32_t table, uint64_t offset, bool emit, std::vector<RowChange>* out) {
+bool Generator::change(uint32_t table, uint64_t offset, bool emit, std::vector<RowChange>* out) {
   Table& t = tables_[table];
   const uint64_t h = mix(options_.seed, offset, table);
   const bool bad = !fault_done_ && static_cast<int64_t>(table) == fault_table_ &&
@@ -97,11 +97,11 @@ void Generator::change(uint32_t table, uint64_t offset, bool emit, std::vector<R
   if (op < 50 && options_.kind != "counter") {
     const uint64_t id = t.next_id++;
     if (emit) out->push_back(RowChange{table, row(table, id, 0), 1, bad});
-    return;
+    return bad;
   }
-  if (t.next_id == 0) return;
+  if (t.next_id == 0) return false;
   const uint64_t id = (h >> 8) % t.next_id;
-  if (t.deleted.contains(id)) return;  // A change to a deleted row changes nothing.
+  if (t.deleted.contains(id)) return false;  // A change to a deleted row changes nothing.
   auto it = t.versions.find(id);
   const uint64_t version = it == t.versions.end() ? 0 : it->second;
   if (emit) out->push_back(RowChange{table, row(table, id, version), -1, false});
@@ -113,12 +113,14 @@ void Generator::change(uint32_t table, uint64_t offset, bool emit, std::vector<R
     t.versions.erase(id);
     if (emit && bad) out->back().bad = true;
   }
+  return bad;
 }
 
-void Generator::step(const std::vector<bool>& wanted, std::vector<RowChange>& out) {
+bool Generator::step(const std::vector<bool>& wanted, std::vector<RowChange>& out) {
   const uint32_t table = table_at(next_);
-  change(table, next_, table < wanted.size() && wanted[table], &out);
+  const bool bad = change(table, next_, table < wanted.size() && wanted[table], &out);
   ++next_;
+  return bad;
 }
 
 void Generator::skip_to(uint64_t offset) {

@@ -59,22 +59,12 @@ void render_snapshot(Scope<Offset>& scope, const LoadgenSourceConfig& config,
   AsyncOperatorBuilder<Offset> builder("LoadgenSnapshot", scope);
   auto [outputs, health_out] = add_source_outputs(builder, exports.size(), outs, health);
   const size_t worker = scope.index(), peers = scope.peers();
-  const bool leader = worker == config.leader % peers;
   auto built = builder.build([=](AsyncContext&, std::span<CapabilitySet<Offset>> caps) mutable {
     const size_t n = exports.size();
     std::optional<Capability<Offset>> health_cap(caps[n].first());
     caps[n].clear();
     std::vector<size_t> snapshotting;
     for (size_t e = 0; e < n; ++e) {
-      if (!exports[e].needs_snapshot() && !leader) {
-        // A resumed export: the replication reports for the leader; every other worker has no
-        // part in it but must say so, or the aggregate stays "starting" (issue 15 item 2).
-        const bool errored = !exports[e].definite_error.empty();
-        health_out.give(
-            *health_cap,
-            HealthUpdate{static_cast<uint32_t>(e), static_cast<uint32_t>(worker),
-                         errored ? Health::kStalled : Health::kRunning, exports[e].definite_error});
-      }
       if (exports[e].needs_snapshot()) {
         snapshotting.push_back(e);
         if (config.stats) config.stats->set_snapshot_total(e, generator.snapshot_rows(tables[e]));
@@ -109,6 +99,10 @@ void render_snapshot(Scope<Offset>& scope, const LoadgenSourceConfig& config,
   buttons.push_back(built.button);
 }
 
+std::string undecodable(const std::string& table, Offset offset) {
+  return absl::StrCat("table ", table, ": undecodable row at offset ", offset);
+}
+
 // Builds the replication operator: outputs 0..n-1 are the exports, output n is health.
 void render_replication(Scope<Offset>& scope, const LoadgenSourceConfig& config,
                         const loadgen::Generator& generator, const std::vector<ExportSpec>& exports,
@@ -121,13 +115,15 @@ void render_replication(Scope<Offset>& scope, const LoadgenSourceConfig& config,
   auto [outputs, health_out] = add_source_outputs(builder, exports.size(), outs, health);
   const bool leader = scope.index() == config.leader % scope.peers();
   const uint32_t worker = static_cast<uint32_t>(scope.index());
+  const uint32_t peers = static_cast<uint32_t>(scope.peers());
   auto built = builder.build([=](AsyncContext& ctx,
                                  std::span<CapabilitySet<Offset>> caps) mutable -> absl::Status {
     const size_t n = exports.size();
-    if (!leader) {
-      for (auto& c : caps) c.clear();
-      return absl::OkStatus();
-    }
+    // Every worker runs the generator over every offset (its state is cheap to advance) and
+    // emits the changes of the offsets it owns, offset % peers: the rows, their encoding and
+    // their writing are shared among the workers.
+    auto owns = [&](Offset offset) { return offset % peers == worker; };
+    const std::vector<bool> none;
     loadgen::Generator gen = generator;
     // Where each export resumes: after its snapshot (time 0), or at its shard's upper.
     std::vector<Offset> resume(n);
@@ -187,20 +183,31 @@ void render_replication(Scope<Offset>& scope, const LoadgenSourceConfig& config,
       }
       while (gen.next_offset() < allowed) {
         const Offset offset = gen.next_offset();
-        if (config.transient_fault && offset == *config.transient_fault &&
+        const bool mine = owns(offset);
+        if (mine && config.transient_fault && offset == *config.transient_fault &&
             !config.transient_fired->exchange(true)) {
           return absl::UnavailableError(
               absl::StrCat("loadgen: injected transient fault at offset ", offset));
         }
         changes.clear();
-        gen.step(wanted, changes);
+        const uint32_t table = gen.table_at(offset);
+        const bool bad = gen.step(mine ? wanted : none, changes);
+        if (!mine && bad) {
+          // Another worker emits the error; this one stops the export's data here too.
+          for (size_t e : exports_of[table]) {
+            if (offset < resume[e] || errored[e]) continue;
+            errored[e] = true;
+            health_out.give(*health_cap,
+                            HealthUpdate{static_cast<uint32_t>(e), worker, Health::kStalled,
+                                         undecodable(exports[e].table, offset)});
+          }
+        }
         for (auto& change : changes) {
           for (size_t e : exports_of[change.table]) {
             if (offset < resume[e] || errored[e]) continue;
             if (held[e]->time() < offset) held[e]->downgrade(offset);
             if (change.bad) {
-              const std::string message =
-                  absl::StrCat("table ", exports[e].table, ": undecodable row at offset ", offset);
+              const std::string message = undecodable(exports[e].table, offset);
               outputs[e].give(*held[e], Update{definite_error(message), 1});
               errored[e] = true;
               health_out.give(*health_cap, HealthUpdate{static_cast<uint32_t>(e), worker,
@@ -211,7 +218,8 @@ void render_replication(Scope<Offset>& scope, const LoadgenSourceConfig& config,
           }
         }
       }
-      if (config.stats) config.stats->record_upstream(gen.next_offset() - 1, Clock::now());
+      if (config.stats && leader)
+        config.stats->record_upstream(gen.next_offset() - 1, Clock::now());
       downgrade_all(gen.next_offset());
       ctx.yield();
     }

@@ -3,7 +3,9 @@
 //
 // - mint (one worker): turns advances of the input's frontier into batch descriptions
 //   [lower, upper), starting at the shard's upper, and broadcasts them.
-// - write (every worker): adds its share of the updates to a BatchBuilder (uploading parts as
+// - write (every worker): adds the updates that reach it on its own worker (no exchange: a
+//   source spreads its output over the workers, and moving every record to a worker chosen by
+//   its row's hash cost more than the encoding it spread) to a BatchBuilder (uploading parts as
 //   they fill, so memory stays bounded), and finishes one batch per description. Updates below
 //   the shard's upper are dropped (they are already in the shard). An update at the current
 //   lower goes into the builder at once: a snapshot at one time streams into a single batch (the

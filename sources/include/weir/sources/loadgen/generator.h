@@ -67,8 +67,10 @@ class Generator {
   // The offset whose changes come next.
   uint64_t next_offset() const { return next_; }
   // Generates the changes at next_offset() for the tables with `wanted[table]` (all tables
-  // advance their state regardless) and moves to the next offset.
-  void step(const std::vector<bool>& wanted, std::vector<RowChange>& out);
+  // advance their state regardless) and moves to the next offset. Returns true if the change at
+  // that offset is the injected bad row, whether or not it was emitted (so that every copy of a
+  // generator agrees on where the fault is, whichever copy emits it).
+  bool step(const std::vector<bool>& wanted, std::vector<RowChange>& out);
   // Advances every table's state to `offset` without emitting anything.
   void skip_to(uint64_t offset);
   // Replays one table's history only (others stay behind; use on a dedicated copy):
@@ -89,7 +91,8 @@ class Generator {
     std::unordered_map<uint64_t, uint64_t> versions;  // Updated rows only.
   };
   std::string row(uint32_t table, uint64_t id, uint64_t version) const;
-  void change(uint32_t table, uint64_t offset, bool emit, std::vector<RowChange>* out);
+  // Returns true if the change is the injected bad row (emitted or not).
+  bool change(uint32_t table, uint64_t offset, bool emit, std::vector<RowChange>* out);
 
   GeneratorOptions options_;
   std::vector<Table> tables_;
