@@ -20,20 +20,25 @@ absl::StatusOr<std::shared_ptr<WriterCore>> WriterCore::open(Shard shard, std::s
   std::shared_ptr<WriterCore> writer(new WriterCore(std::move(shard), random_id('w')));
   weir::MutexLock lock(writer->mu_);
   const Shard& s = writer->shard_;
-  WEIR_ASSIGN_OR_RETURN(ShardState current, s.fetch());
   const int64_t now = s.core().now_ms();
-  WEIR_ASSIGN_OR_RETURN(
-      writer->state_, s.apply(std::move(current), [&](proto::ProtoShardState& state) {
-        proto::ProtoWriter* entry = find_writer(state, writer->writer_id_);
-        if (entry == nullptr) {
-          entry = state.add_writers();
-          entry->set_writer_id(writer->writer_id_);
-          entry->set_purpose(purpose);
-        }
-        entry->set_last_heartbeat_ms(now);
-        entry->set_lease_duration_ms(absl::ToInt64Milliseconds(s.core().config().writer_lease));
-        return Shard::Step::kWrite;
-      }));
+  const auto change = [&](proto::ProtoShardState& state) {
+    proto::ProtoWriter* entry = find_writer(state, writer->writer_id_);
+    if (entry == nullptr) {
+      entry = state.add_writers();
+      entry->set_writer_id(writer->writer_id_);
+      entry->set_purpose(purpose);
+    }
+    entry->set_last_heartbeat_ms(now);
+    entry->set_lease_duration_ms(absl::ToInt64Milliseconds(s.core().config().writer_lease));
+    return Shard::Step::kWrite;
+  };
+  // Retried here, by the same id: a caller's retry after a lost reply would register a second
+  // writer and leave the first one registered for its whole lease.
+  WEIR_ASSIGN_OR_RETURN(writer->state_,
+                        retry_unavailable(kStoreAttempts, [&]() -> absl::StatusOr<ShardState> {
+                          WEIR_ASSIGN_OR_RETURN(ShardState current, s.fetch());
+                          return s.apply(std::move(current), change);
+                        }));
   writer->last_heartbeat_ms_ = now;
   return writer;
 }
