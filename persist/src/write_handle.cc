@@ -87,8 +87,10 @@ absl::StatusOr<AppendResult> WriterCore::compare_and_append(const Batch& batch,
   weir::MutexLock lock(mu_);
   const uint64_t seqno_before = state_.seqno;
   AppendResult result;
+  uint64_t seen = 0;  // The seqno of the state `change` last ran on.
   const auto change = [&](proto::ProtoShardState& state) -> absl::StatusOr<Shard::Step> {
     result = AppendResult();
+    seen = state.seqno();
     proto::ProtoWriter* self = find_writer(state, writer_id_);
     if (self == nullptr) {
       return absl::FailedPreconditionError(
@@ -134,7 +136,21 @@ absl::StatusOr<AppendResult> WriterCore::compare_and_append(const Batch& batch,
     to_proto(new_upper, state.mutable_upper());
     return Shard::Step::kWrite;
   };
-  WEIR_ASSIGN_OR_RETURN(state_, shard_.apply(state_, change));
+  absl::StatusOr<ShardState> applied = shard_.apply(state_, change);
+  // `change` runs first on the state this writer cached, which may be stale: the upper may have
+  // reached expected_upper since, the batch's builder may have registered since, and the token of
+  // a retry may be in a newer state (its first try committed, the reply was lost; then a refusal
+  // would have the caller discard parts the shard references). Only the latest state refuses.
+  const bool refused = applied.ok()
+                           ? !result.is_appended()
+                           : applied.status().code() == absl::StatusCode::kFailedPrecondition;
+  if (refused) {
+    WEIR_ASSIGN_OR_RETURN(ShardState latest, shard_.fetch());
+    if (latest.seqno > seen) {
+      applied = shard_.apply(std::move(latest), change);
+    }
+  }
+  WEIR_ASSIGN_OR_RETURN(state_, std::move(applied));
   if (result.is_appended()) {
     last_heartbeat_ms_ = now;
   }
