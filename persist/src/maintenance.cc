@@ -336,6 +336,9 @@ absl::StatusOr<StepOutcome> compaction_step(const Shard& shard, ReaderCore& read
   return StepOutcome::kMore;
 }
 
+// Compaction steps between two releases of the versions its reader holds.
+constexpr int kStepsPerRelease = 4;
+
 // Runs compaction steps until the plan says there is nothing to do. A step that fails for a
 // transient store error is retried: at a few percent of failed store calls, a compaction of many
 // steps would otherwise almost never get to its end.
@@ -348,6 +351,13 @@ absl::Status run_compaction(const Shard& shard, ReaderCore& reader, WriterCore& 
                           }));
     if (outcome == StepOutcome::kDone) {
       return absl::OkStatus();
+    }
+    if (step % kStepsPerRelease == kStepsPerRelease - 1) {
+      // Let go of the versions the steps so far read (none is in use between steps). The
+      // reader's hold would otherwise stay at the compaction's start until its lease needs
+      // renewing, and a compaction that appends keep busy would keep GC from truncating, or
+      // removing anything compacted, all that time. A failure only delays that.
+      retry_unavailable(kStoreAttempts, [&] { return reader.heartbeat(); }).IgnoreError();
     }
   }
   return absl::InternalError(internal::str_cat(shard.label(), ": compaction did not settle"));
