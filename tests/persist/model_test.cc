@@ -66,6 +66,12 @@ bool is_transient(const absl::Status& status) {
   return status.code() == absl::StatusCode::kUnavailable;
 }
 
+// Maintenance of a shard no writer has created yet.
+bool is_before_the_shard(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kNotFound &&
+         status.message().find("no shard named") != std::string_view::npos;
+}
+
 // Calls `op` until it returns anything but a transient error (at most kMaxTries times).
 constexpr int kMaxTries = 200;
 template <class Op>
@@ -687,7 +693,7 @@ void ModelRun::maintenance_thread(int index) {
     if (index != 0 && r < 80) {
       absl::StatusOr<CompactionResult> compacted =
           client_->compact(shard_, {.full = rng() % 8 == 0});
-      if (compacted.status().code() != absl::StatusCode::kNotFound || upper_hint_ > 0) {
+      if (!is_before_the_shard(compacted.status())) {
         tolerate(status_of(compacted), who + ": compact");
       }
       if (compacted.ok()) {
@@ -696,13 +702,13 @@ void ModelRun::maintenance_thread(int index) {
       }
     } else if (index == 0 || r < 95) {
       absl::StatusOr<GcResult> collected = client_->gc(shard_);
-      if (collected.status().code() != absl::StatusCode::kNotFound || upper_hint_ > 0) {
+      if (!is_before_the_shard(collected.status())) {
         tolerate(status_of(collected), who + ": gc");
       }
       stats_.gcs += collected.ok() ? 1 : 0;
     } else {
       absl::Status maintained = client_->maintain(shard_);
-      if (maintained.code() != absl::StatusCode::kNotFound || upper_hint_ > 0) {
+      if (!is_before_the_shard(maintained)) {
         tolerate(maintained, who + ": maintain");
       }
     }
