@@ -187,6 +187,9 @@ struct Stats {
   std::atomic<uint64_t> listen_events{0};
   std::atomic<uint64_t> since_downgrades{0};
   std::atomic<uint64_t> fenced{0};
+  std::atomic<uint64_t> zombie_appended{0};  // Appends of the writer whose lease always lapsed.
+  std::atomic<uint64_t> zombie_refused{0};   // ... refused as expired.
+  std::atomic<uint64_t> zombie_unknown{0};   // ... refused as expired after a lost reply.
   std::atomic<uint64_t> compactions{0};
   std::atomic<uint64_t> compaction_merges{0};  // Of the compactions that succeeded.
   std::atomic<uint64_t> gcs{0};
@@ -230,9 +233,14 @@ class ModelRun {
   void snapshot_one(ReadHandle& reader, uint64_t as_of, const std::string& who);
   void listen_one(ReadHandle& reader, uint64_t as_of, std::mt19937_64& rng, const std::string& who);
   void since_thread();
+  // A writer whose clock is an hour behind: GC expires it at once, and its appends are refused
+  // from then on; it also leaves batches it never appends, as a crashed writer would.
+  void zombie_thread();
   void maintenance_thread(int index);
   // After the threads: the final contents, every recorded read, and what GC leaves.
   void check();
+  // Adds to the model each zombie append of unknown outcome that the final contents hold.
+  void resolve_unknown();
   void check_leftovers();
 
   std::mt19937_64 rng_for(uint64_t stream) const {
@@ -260,6 +268,9 @@ class ModelRun {
   std::vector<std::string> failures_;
   std::vector<SnapshotRead> snapshots_;
   std::vector<ListenRead> listens_;
+  // Appends of the zombie whose outcome the writer could not learn (a lost reply, then refused
+  // as expired): the final contents tell, as each has a data of its own.
+  std::vector<std::pair<uint64_t, Model::Committed>> unknown_;
   double seconds_ = 0;
   size_t final_batches_ = 0;
   size_t final_parts_ = 0;
@@ -298,6 +309,7 @@ std::vector<std::string> ModelRun::run() {
     threads.emplace_back([this, i] { reader_thread(i); });
   }
   threads.emplace_back([this] { since_thread(); });
+  threads.emplace_back([this] { zombie_thread(); });
   for (int i = 0; i < options_.maintainers; ++i) {
     threads.emplace_back([this, i] { maintenance_thread(i); });
   }
@@ -682,6 +694,102 @@ void ModelRun::since_thread() {
   }
 }
 
+void ModelRun::zombie_thread() {
+  const std::string who = "zombie";
+  std::mt19937_64 rng = rng_for(500);
+  PersistConfig config = model_config(clock_);
+  config.clock = [] { return absl::Now() - absl::Hours(1); };
+  std::shared_ptr<PersistClient> client = PersistClient::create(blob_, consensus_, config);
+  uint64_t next_key = 0;
+  while (writers_running_ > 0 && !stop_) {
+    ++stats_.operations;
+    absl::StatusOr<WriteHandle> writer = retry([&] { return client->open_writer(shard_, who); });
+    if (!writer.ok()) {
+      tolerate(writer.status(), who + ": open");
+      return;
+    }
+    for (int op = 0; op < 3 && writers_running_ > 0 && !stop_; ++op) {
+      ++stats_.operations;
+      const uint64_t lower = recent_upper(rng);
+      const uint64_t upper = lower + 1 + rng() % 2;
+      const std::vector<Update> updates = {{"zombie-" + std::to_string(next_key++), lower, 1}};
+      BatchBuilder builder = writer->builder(Frontier(lower));
+      absl::StatusOr<Batch> batch =
+          builder.add(updates[0].data, lower, 1).ok()
+              ? builder.finish(Frontier(upper))
+              : absl::StatusOr<Batch>(absl::UnavailableError("add failed"));
+      if (!batch.ok()) {
+        // Any error: once GC has expired the zombie, it also removes what the zombie is still
+        // writing (a file blob's temporary file, whose rename then fails with NotFound).
+        continue;
+      }
+      if (rng() % 4 == 0) {
+        continue;  // Left behind, as by a crash: GC removes its parts once the zombie is gone.
+      }
+      bool maybe_committed = false;
+      for (int attempt = 0; attempt < kMaxTries && !stop_; ++attempt) {
+        absl::StatusOr<AppendResult> result =
+            writer->compare_and_append(*batch, Frontier(lower), Frontier(upper));
+        if (result.ok()) {
+          if (result->is_appended()) {
+            ++stats_.zombie_appended;
+            if (!model_.record(lower, {upper, updates, who})) {
+              fail(who + ": a second batch committed at lower " + std::to_string(lower));
+            }
+          } else {
+            writer->discard(*batch).IgnoreError();
+          }
+          break;
+        }
+        if (result.status().code() == absl::StatusCode::kFailedPrecondition) {
+          // Expired by GC. Nothing was appended by this try; an earlier one may have been.
+          if (maybe_committed) {
+            ++stats_.zombie_unknown;
+            std::lock_guard lock(mu_);
+            unknown_.push_back({lower, {upper, updates, who}});
+          } else {
+            ++stats_.zombie_refused;
+            writer->discard(*batch).IgnoreError();
+          }
+          break;
+        }
+        maybe_committed = maybe_committed || is_indeterminate(result.status());
+        if (!tolerate(result.status(), who + ": append")) {
+          return;
+        }
+      }
+    }
+  }
+}
+
+void ModelRun::resolve_unknown() {
+  if (unknown_.empty()) {
+    return;
+  }
+  absl::StatusOr<ShardDescription> description = client_->describe(shard_);
+  absl::StatusOr<ReadHandle> reader = client_->open_reader(shard_, "resolve");
+  if (!description.ok() || !reader.ok() || description->upper.time() == 0) {
+    fail("resolving the zombie's appends: " + description.status().ToString() + " / " +
+         reader.status().ToString());
+    return;
+  }
+  absl::StatusOr<std::vector<Update>> contents = reader->snapshot(description->upper.time() - 1);
+  if (!contents.ok()) {
+    fail("resolving the zombie's appends: " + contents.status().ToString());
+    return;
+  }
+  std::set<std::string> present;
+  for (const Update& update : *contents) {
+    present.insert(update.data);
+  }
+  for (auto& [lower, batch] : unknown_) {
+    if (present.contains(batch.updates[0].data) && !model_.record(lower, std::move(batch))) {
+      fail("zombie: a second batch committed at lower " + std::to_string(lower));
+    }
+  }
+  reader->expire().IgnoreError();
+}
+
 void ModelRun::maintenance_thread(int index) {
   const std::string who = "maintenance " + std::to_string(index);
   std::mt19937_64 rng = rng_for(400 + static_cast<uint64_t>(index));
@@ -721,6 +829,10 @@ void ModelRun::check() {
   blob_->configure({});
   consensus_->configure({});
   const auto& batches = model_.batches();
+  resolve_unknown();
+  if (!failures_.empty()) {
+    return;
+  }
   // The committed batches chain from 0: none lost, none twice.
   uint64_t expected_lower = 0;
   for (const auto& [lower, batch] : batches) {
@@ -874,13 +986,14 @@ void ModelRun::check_leftovers() {
 }
 
 std::string ModelRun::summary() const {
-  char text[800];
+  char text[900];
   std::snprintf(
       text, sizeof(text),
       "seed %llu (%s): %.2f s, %llu operations: %llu appended (%llu empty), %llu mismatches, "
       "%llu indeterminate appends, %llu abandoned, %llu snapshots (%llu failed tries), %llu "
       "listens (%llu events), "
-      "%llu since moves, %llu fencings, %llu compactions (%llu merges), %llu GCs, %llu transient "
+      "%llu since moves, %llu fencings, zombie %llu appended + %llu refused + %llu unknown, "
+      "%llu compactions (%llu merges), %llu GCs, %llu transient "
       "errors; "
       "faults injected: blob %llu failed + %llu lost replies of %llu calls, consensus %llu + %llu "
       "of %llu; final upper %llu in %zu batches of %zu parts; %zu compaction registrations left",
@@ -897,6 +1010,9 @@ std::string ModelRun::summary() const {
       static_cast<unsigned long long>(stats_.listen_events.load()),
       static_cast<unsigned long long>(stats_.since_downgrades.load()),
       static_cast<unsigned long long>(stats_.fenced.load()),
+      static_cast<unsigned long long>(stats_.zombie_appended.load()),
+      static_cast<unsigned long long>(stats_.zombie_refused.load()),
+      static_cast<unsigned long long>(stats_.zombie_unknown.load()),
       static_cast<unsigned long long>(stats_.compactions.load()),
       static_cast<unsigned long long>(stats_.compaction_merges.load()),
       static_cast<unsigned long long>(stats_.gcs.load()),
