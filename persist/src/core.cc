@@ -154,7 +154,10 @@ absl::StatusOr<std::vector<ShardName>> ClientCore::list_shards() {
 
 absl::StatusOr<std::shared_ptr<const DecodedPart>> PartFetcher::operator()(
     const PartRef& ref) const {
-  WEIR_ASSIGN_OR_RETURN(std::optional<std::string> bytes, blob->get(ref.key));
+  // Retried while it fails transiently: a read of n parts would otherwise fail whenever one of
+  // its n gets does, which at many parts is nearly always, however rare the failures.
+  WEIR_ASSIGN_OR_RETURN(std::optional<std::string> bytes,
+                        retry_unavailable(kStoreAttempts, [&] { return blob->get(ref.key); }));
   if (!bytes) {
     return absl::NotFoundError(
         internal::str_cat(label, ": part \"", ref.key, "\" is missing from the blob store"));

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "codec.h"
 #include "parts.h"
+#include "retry.h"
 #include "thread_pool.h"
 
 #include "weir/mutex.h"

@@ -235,99 +235,130 @@ absl::StatusOr<std::vector<PartRef>> merge_runs(const Shard& shard, WriterCore& 
   return refs;
 }
 
-// Runs compaction steps until the plan says there is nothing to do.
-absl::Status run_compaction(const Shard& shard, ReaderCore& reader, WriterCore& writer,
-                            const CompactionOptions& options, CompactionResult& result) {
+enum class StepOutcome {
+  kMore,  // Look for another step.
+  kDone,  // Nothing (more) to do.
+};
+
+// One compaction step on the latest state. It re-reads the state first, so it may run again
+// after any failure, an indeterminate one included: what a lost write did is then in the state.
+absl::StatusOr<StepOutcome> compaction_step(const Shard& shard, ReaderCore& reader,
+                                            WriterCore& writer, const CompactionOptions& options,
+                                            bool first, CompactionResult& result) {
   const PersistConfig& config = shard.core().config();
-  for (int step = 0; step < 10'000; ++step) {
-    WEIR_ASSIGN_OR_RETURN(auto read, reader.state_for_read());
-    auto& [state, hold] = read;
-    if (step == 0) {
-      result.batches_before = static_cast<size_t>(state.proto.batches_size());
+  WEIR_ASSIGN_OR_RETURN(auto read, reader.state_for_read());
+  auto& [state, hold] = read;
+  if (first) {
+    result.batches_before = static_cast<size_t>(state.proto.batches_size());
+  }
+  result.batches_after = static_cast<size_t>(state.proto.batches_size());
+  if (proto::ProtoShardState probe = state.proto; coalesce_empty_batches(probe)) {
+    // A pure function of the state: redo it on whatever state the CaS meets.
+    WEIR_ASSIGN_OR_RETURN(
+        ShardState coalesced, shard.apply(std::move(state), [](proto::ProtoShardState& s) {
+          return coalesce_empty_batches(s) ? Shard::Step::kWrite : Shard::Step::kKeep;
+        }));
+    result.batches_after = static_cast<size_t>(coalesced.proto.batches_size());
+    return StepOutcome::kMore;
+  }
+  std::optional<MergePlan> plan = plan_merge(state.proto, options.full, config.compaction_max_runs);
+  if (!plan) {
+    return StepOutcome::kDone;
+  }
+  const Frontier since = frontier_of(state.proto.since());
+  WEIR_ASSIGN_OR_RETURN(std::vector<PartRef> merged,
+                        merge_runs(shard, writer, plan->inputs, since));
+  Batch output;
+  output.shard_id = shard.id();
+  output.writer_id = writer.writer_id();
+  output.description = {frontier_of(state.proto.batches(plan->first).lower()),
+                        frontier_of(state.proto.batches(plan->last).upper()), since};
+  output.parts = std::move(merged);
+  for (std::vector<PartRef>& run : plan->kept) {
+    if (!output.parts.empty()) {
+      output.run_starts.push_back(static_cast<uint32_t>(output.parts.size()));
     }
-    result.batches_after = static_cast<size_t>(state.proto.batches_size());
-    if (proto::ProtoShardState probe = state.proto; coalesce_empty_batches(probe)) {
-      // A pure function of the state: redo it on whatever state the CaS meets.
-      WEIR_ASSIGN_OR_RETURN(
-          ShardState coalesced, shard.apply(std::move(state), [](proto::ProtoShardState& s) {
-            return coalesce_empty_batches(s) ? Shard::Step::kWrite : Shard::Step::kKeep;
-          }));
-      result.batches_after = static_cast<size_t>(coalesced.proto.batches_size());
-      continue;
+    std::move(run.begin(), run.end(), std::back_inserter(output.parts));
+  }
+  std::vector<std::string> originals;
+  for (int i = plan->first; i <= plan->last; ++i) {
+    originals.push_back(state.proto.batches(i).SerializeAsString());
+  }
+  bool replaced = false;
+  const auto change = [&](proto::ProtoShardState& s) -> absl::StatusOr<Shard::Step> {
+    replaced = false;
+    if (!has_writer(s, writer.writer_id())) {
+      return absl::FailedPreconditionError(internal::str_cat(shard.label(), ": compaction writer ",
+                                                             writer.writer_id(), " has expired"));
     }
-    std::optional<MergePlan> plan =
-        plan_merge(state.proto, options.full, config.compaction_max_runs);
-    if (!plan) {
-      return absl::OkStatus();
-    }
-    const Frontier since = frontier_of(state.proto.since());
-    WEIR_ASSIGN_OR_RETURN(std::vector<PartRef> merged,
-                          merge_runs(shard, writer, plan->inputs, since));
-    Batch output;
-    output.shard_id = shard.id();
-    output.writer_id = writer.writer_id();
-    output.description = {frontier_of(state.proto.batches(plan->first).lower()),
-                          frontier_of(state.proto.batches(plan->last).upper()), since};
-    output.parts = std::move(merged);
-    for (std::vector<PartRef>& run : plan->kept) {
-      if (!output.parts.empty()) {
-        output.run_starts.push_back(static_cast<uint32_t>(output.parts.size()));
+    // The batches merged must still be there, unchanged (appends only add newer ones).
+    int at = -1;
+    for (int i = 0; i + static_cast<int>(originals.size()) <= s.batches_size(); ++i) {
+      if (s.batches(i).SerializeAsString() == originals.front()) {
+        at = i;
+        break;
       }
-      std::move(run.begin(), run.end(), std::back_inserter(output.parts));
     }
-    std::vector<std::string> originals;
-    for (int i = plan->first; i <= plan->last; ++i) {
-      originals.push_back(state.proto.batches(i).SerializeAsString());
+    if (at < 0) {
+      return Shard::Step::kKeep;
     }
-    bool replaced = false;
-    const auto change = [&](proto::ProtoShardState& s) -> absl::StatusOr<Shard::Step> {
-      replaced = false;
-      if (!has_writer(s, writer.writer_id())) {
-        return absl::FailedPreconditionError(internal::str_cat(
-            shard.label(), ": compaction writer ", writer.writer_id(), " has expired"));
-      }
-      // The batches merged must still be there, unchanged (appends only add newer ones).
-      int at = -1;
-      for (int i = 0; i + static_cast<int>(originals.size()) <= s.batches_size(); ++i) {
-        if (s.batches(i).SerializeAsString() == originals.front()) {
-          at = i;
-          break;
-        }
-      }
-      if (at < 0) {
+    for (size_t j = 1; j < originals.size(); ++j) {
+      if (s.batches(at + static_cast<int>(j)).SerializeAsString() != originals[j]) {
         return Shard::Step::kKeep;
       }
-      for (size_t j = 1; j < originals.size(); ++j) {
-        if (s.batches(at + static_cast<int>(j)).SerializeAsString() != originals[j]) {
-          return Shard::Step::kKeep;
-        }
-      }
-      google::protobuf::RepeatedPtrField<proto::ProtoBatch> batches;
-      for (int i = 0; i < s.batches_size(); ++i) {
-        if (i == at) {
-          to_proto(output, batches.Add());
-        } else if (i < at || i >= at + static_cast<int>(originals.size())) {
-          *batches.Add() = s.batches(i);
-        }
-      }
-      s.mutable_batches()->Swap(&batches);
-      replaced = true;
-      return Shard::Step::kWrite;
-    };
-    // After an error the new state may or may not have been written, so the parts stay; GC
-    // removes them once this compaction's writer is gone if they are not in the shard.
-    WEIR_ASSIGN_OR_RETURN(ShardState applied, shard.apply(state, change));
-    if (!replaced) {
-      // Someone else changed those batches: our parts were never referenced.
-      for (const PartRef& part : output.parts) {
-        if (writer_of_key(part.key) == writer.writer_id()) {
-          shard.core().blob()->remove(part.key).IgnoreError();
-        }
-      }
-      continue;
     }
-    ++result.merges;
-    result.batches_after = static_cast<size_t>(applied.proto.batches_size());
+    google::protobuf::RepeatedPtrField<proto::ProtoBatch> batches;
+    for (int i = 0; i < s.batches_size(); ++i) {
+      if (i == at) {
+        to_proto(output, batches.Add());
+      } else if (i < at || i >= at + static_cast<int>(originals.size())) {
+        *batches.Add() = s.batches(i);
+      }
+    }
+    s.mutable_batches()->Swap(&batches);
+    replaced = true;
+    return Shard::Step::kWrite;
+  };
+  // After an error the new state may or may not have been written, so the parts stay; GC
+  // removes them once this compaction's writer is gone if they are not in the shard.
+  WEIR_ASSIGN_OR_RETURN(ShardState applied, shard.apply(state, change));
+  if (!replaced) {
+    // Someone else changed those batches: our parts were never referenced.
+    for (const PartRef& part : output.parts) {
+      if (writer_of_key(part.key) == writer.writer_id()) {
+        shard.core().blob()->remove(part.key).IgnoreError();
+      }
+    }
+    return StepOutcome::kMore;
+  }
+  ++result.merges;
+  result.batches_after = static_cast<size_t>(applied.proto.batches_size());
+  return StepOutcome::kMore;
+}
+
+// Compaction steps between two releases of the versions its reader holds.
+constexpr int kStepsPerRelease = 4;
+
+// Runs compaction steps until the plan says there is nothing to do. A step that fails for a
+// transient store error is retried: at a few percent of failed store calls, a compaction of many
+// steps would otherwise almost never get to its end.
+absl::Status run_compaction(const Shard& shard, ReaderCore& reader, WriterCore& writer,
+                            const CompactionOptions& options, CompactionResult& result) {
+  for (int step = 0; step < 10'000; ++step) {
+    WEIR_ASSIGN_OR_RETURN(StepOutcome outcome, retry_unavailable(kStepAttempts, [&] {
+                            return compaction_step(shard, reader, writer, options, step == 0,
+                                                   result);
+                          }));
+    if (outcome == StepOutcome::kDone) {
+      return absl::OkStatus();
+    }
+    if (step % kStepsPerRelease == kStepsPerRelease - 1) {
+      // Let go of the versions the steps so far read (none is in use between steps). The
+      // reader's hold would otherwise stay at the compaction's start until its lease needs
+      // renewing, and a compaction that appends keep busy would keep GC from truncating, or
+      // removing anything compacted, all that time. A failure only delays that.
+      retry_unavailable(kStoreAttempts, [&] { return reader.heartbeat(); }).IgnoreError();
+    }
   }
   return absl::InternalError(internal::str_cat(shard.label(), ": compaction did not settle"));
 }
@@ -352,10 +383,14 @@ absl::StatusOr<CompactionResult> PersistClient::compact(std::string_view name,
   absl::Status status = writer.ok()
                             ? internal::run_compaction(shard, *reader, **writer, options, result)
                             : writer.status();
+  // Retried: a compaction reader left registered holds the since and consensus versions back for
+  // its whole lease.
   if (writer.ok()) {
-    status.Update((*writer)->expire());
+    status.Update(
+        internal::retry_unavailable(internal::kStoreAttempts, [&] { return (*writer)->expire(); }));
   }
-  status.Update(reader->expire());
+  status.Update(
+      internal::retry_unavailable(internal::kStoreAttempts, [&] { return reader->expire(); }));
   WEIR_RETURN_IF_ERROR(status);
   return result;
 }
@@ -369,7 +404,13 @@ absl::StatusOr<GcResult> PersistClient::gc(std::string_view name) {
   }
   const Shard shard(core_, *id, std::string(name));
   GcResult result;
-  WEIR_ASSIGN_OR_RETURN(internal::ShardState state, shard.fetch());
+  // Every store call below is retried while it fails transiently: each is a read, or a write that
+  // may safely happen twice (expiring lapsed leases, truncating), and a GC that gives up at the
+  // first of them would, at a few percent of failed calls, seldom reach the truncation.
+  using internal::kStoreAttempts;
+  using internal::retry_unavailable;
+  WEIR_ASSIGN_OR_RETURN(internal::ShardState state,
+                        retry_unavailable(kStoreAttempts, [&] { return shard.fetch(); }));
   if (state.seqno == 0) {
     return result;
   }
@@ -377,7 +418,7 @@ absl::StatusOr<GcResult> PersistClient::gc(std::string_view name) {
   // 1. Expire the writers and leased readers whose lease ran out. A writer is removed from the
   // state before its parts are: once removed, it can no longer append them.
   const int64_t now = core_->now_ms();
-  WEIR_ASSIGN_OR_RETURN(state, shard.apply(std::move(state), [&](ProtoShardState& s) {
+  const auto expire_lapsed = [&](ProtoShardState& s) {
     result.expired_writers = 0;
     result.expired_readers = 0;
     auto* writers = s.mutable_writers();
@@ -397,13 +438,23 @@ absl::StatusOr<GcResult> PersistClient::gc(std::string_view name) {
     internal::recompute_since(s);
     return result.expired_writers + result.expired_readers > 0 ? Shard::Step::kWrite
                                                                : Shard::Step::kKeep;
-  }));
+  };
+  WEIR_ASSIGN_OR_RETURN(
+      state, retry_unavailable(kStoreAttempts, [&]() -> absl::StatusOr<internal::ShardState> {
+        if (state.seqno == 0) {  // A retry: learn what the failed attempt did.
+          WEIR_ASSIGN_OR_RETURN(state, shard.fetch());
+        }
+        internal::ShardState current = std::exchange(state, {});
+        return shard.apply(std::move(current), expire_lapsed);
+      }));
 
   // 2. List the blobs before reading the state they are checked against: a writer registers
   // before it uploads, so the owner of every listed blob is either in that state or gone.
-  WEIR_ASSIGN_OR_RETURN(std::vector<BlobMetadata> blobs,
-                        core_->blob()->list_keys(internal::str_cat(id->str(), "/")));
-  WEIR_ASSIGN_OR_RETURN(internal::ShardState head, shard.fetch());
+  WEIR_ASSIGN_OR_RETURN(std::vector<BlobMetadata> blobs, retry_unavailable(kStoreAttempts, [&] {
+                          return core_->blob()->list_keys(internal::str_cat(id->str(), "/"));
+                        }));
+  WEIR_ASSIGN_OR_RETURN(internal::ShardState head,
+                        retry_unavailable(kStoreAttempts, [&] { return shard.fetch(); }));
   uint64_t seqno_since = head.seqno;
   for (const auto& reader : head.proto.leased_readers()) {
     seqno_since = std::min(seqno_since, reader.seqno());
@@ -417,7 +468,9 @@ absl::StatusOr<GcResult> PersistClient::gc(std::string_view name) {
   constexpr size_t kPage = 64;
   for (uint64_t from = 0;;) {
     WEIR_ASSIGN_OR_RETURN(std::vector<VersionedData> versions,
-                          core_->consensus().scan(id->str(), from, kPage));
+                          retry_unavailable(kStoreAttempts, [&] {
+                            return core_->consensus().scan(id->str(), from, kPage);
+                          }));
     result.versions_scanned += versions.size();
     for (const VersionedData& version : versions) {
       WEIR_ASSIGN_OR_RETURN(ProtoShardState s,
@@ -464,8 +517,9 @@ absl::StatusOr<GcResult> PersistClient::gc(std::string_view name) {
   // that failed above is no longer named by a retained version once they are gone; it is removed
   // by a later run once its writer is gone (an unreferenced blob of a gone writer always is).
   if (oldest && *oldest < seqno_since) {
-    WEIR_ASSIGN_OR_RETURN(result.versions_truncated,
-                          core_->consensus().truncate(id->str(), seqno_since));
+    WEIR_ASSIGN_OR_RETURN(result.versions_truncated, retry_unavailable(kStoreAttempts, [&] {
+                            return core_->consensus().truncate(id->str(), seqno_since);
+                          }));
   }
   return result;
 }

@@ -15,6 +15,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "codec.h"
+#include "retry.h"
 #include "thread_pool.h"
 
 #include "weir/mutex.h"
@@ -121,7 +122,10 @@ absl::StatusOr<std::optional<WrittenPart>> write_part(Blob& blob, std::string_vi
     return std::nullopt;
   }
   const EncodedPart encoded = encode_part(shard_id, source, zstd_level);
-  WEIR_RETURN_IF_ERROR(blob.set(key, encoded.bytes));
+  // The key is fresh and the bytes the same on every try: a retry after a lost reply is harmless,
+  // and a batch or compaction need not fail for one failed upload of its many.
+  WEIR_RETURN_IF_ERROR(
+      retry_unavailable(kStoreAttempts, [&] { return blob.set(key, encoded.bytes); }));
   WrittenPart part;
   part.ref = {key, encoded.bytes.size(), n, source.data_bytes() + 16 * static_cast<uint64_t>(n)};
   part.first_data = std::string(source.data(0));

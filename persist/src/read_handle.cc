@@ -41,22 +41,27 @@ absl::StatusOr<std::shared_ptr<ReaderCore>> ReaderCore::open(Shard shard, std::s
   std::shared_ptr<ReaderCore> reader(new ReaderCore(std::move(shard), random_id('r')));
   const Shard& s = reader->shard_;
   weir::MutexLock lock(reader->mu_);
-  WEIR_ASSIGN_OR_RETURN(ShardState current, s.fetch());
   const int64_t now = s.core().now_ms();
-  WEIR_ASSIGN_OR_RETURN(
-      reader->state_, s.apply(std::move(current), [&](proto::ProtoShardState& state) {
-        proto::ProtoLeasedReader* entry = find_leased_reader(state, reader->reader_id_);
-        if (entry == nullptr) {
-          entry = state.add_leased_readers();
-          entry->set_reader_id(reader->reader_id_);
-          entry->set_purpose(purpose);
-        }
-        *entry->mutable_since() = state.since();
-        entry->set_seqno(state.seqno() + 1);
-        entry->set_last_heartbeat_ms(now);
-        entry->set_lease_duration_ms(absl::ToInt64Milliseconds(s.core().config().reader_lease));
-        return Shard::Step::kWrite;
-      }));
+  const auto change = [&](proto::ProtoShardState& state) {
+    proto::ProtoLeasedReader* entry = find_leased_reader(state, reader->reader_id_);
+    if (entry == nullptr) {
+      entry = state.add_leased_readers();
+      entry->set_reader_id(reader->reader_id_);
+      entry->set_purpose(purpose);
+    }
+    *entry->mutable_since() = state.since();
+    entry->set_seqno(state.seqno() + 1);
+    entry->set_last_heartbeat_ms(now);
+    entry->set_lease_duration_ms(absl::ToInt64Milliseconds(s.core().config().reader_lease));
+    return Shard::Step::kWrite;
+  };
+  // Retried here, by the same id: a caller's retry after a lost reply would register a second
+  // reader and leave the first one holding the since back for its whole lease.
+  WEIR_ASSIGN_OR_RETURN(reader->state_,
+                        retry_unavailable(kStoreAttempts, [&]() -> absl::StatusOr<ShardState> {
+                          WEIR_ASSIGN_OR_RETURN(ShardState current, s.fetch());
+                          return s.apply(std::move(current), change);
+                        }));
   reader->since_ = frontier_of(reader->state_.proto.since());
   reader->last_heartbeat_ms_ = now;
   return reader;

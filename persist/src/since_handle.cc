@@ -8,6 +8,27 @@
 
 namespace weir::persist {
 namespace internal {
+namespace {
+
+// Shard::apply from this handle's cached state, which may be stale: a hold registered, or an epoch
+// set, by another handle of the same id since would be refused. So a refusal (`refused()`, or
+// FailedPrecondition) made on a state older than the latest is tried again on the latest.
+// `change` records in `seen` the seqno of the state it ran on.
+absl::StatusOr<ShardState> apply_refusing_on_latest(
+    const Shard& shard, const ShardState& cached, const uint64_t& seen,
+    absl::FunctionRef<bool()> refused,
+    absl::FunctionRef<absl::StatusOr<Shard::Step>(proto::ProtoShardState&)> change) {
+  absl::StatusOr<ShardState> applied = shard.apply(cached, change);
+  if (applied.ok() ? refused() : applied.status().code() == absl::StatusCode::kFailedPrecondition) {
+    WEIR_ASSIGN_OR_RETURN(ShardState latest, shard.fetch());
+    if (latest.seqno > seen) {
+      applied = shard.apply(std::move(latest), change);
+    }
+  }
+  return applied;
+}
+
+}  // namespace
 
 absl::StatusOr<std::shared_ptr<CriticalCore>> CriticalCore::open(Shard shard, CriticalReaderId id,
                                                                  std::string purpose) {
@@ -49,28 +70,31 @@ absl::StatusOr<SinceResult> CriticalCore::compare_and_downgrade_since(uint64_t e
                                                                       Frontier new_since) {
   weir::MutexLock lock(mu_);
   SinceResult result;
+  uint64_t seen = 0;  // The seqno of the state the change last ran on.
   WEIR_ASSIGN_OR_RETURN(
-      state_,
-      shard_.apply(state_, [&](proto::ProtoShardState& state) -> absl::StatusOr<Shard::Step> {
-        result = SinceResult();
-        proto::ProtoCriticalReader* entry = find_critical_reader(state, id_.str());
-        if (entry == nullptr) {
-          return absl::FailedPreconditionError(
-              internal::str_cat(shard_.label(), ": critical reader ", id_.str(), " has expired"));
-        }
-        result.since = frontier_of(entry->since());
-        if (entry->epoch() != expected_epoch) {
-          result.mismatch = EpochMismatch{entry->epoch()};
-          return Shard::Step::kKeep;
-        }
-        entry->set_epoch(new_epoch);
-        if (result.since < new_since) {
-          to_proto(new_since, entry->mutable_since());
-          result.since = new_since;
-        }
-        recompute_since(state);
-        return Shard::Step::kWrite;
-      }));
+      state_, apply_refusing_on_latest(
+                  shard_, state_, seen, [&] { return result.mismatch.has_value(); },
+                  [&](proto::ProtoShardState& state) -> absl::StatusOr<Shard::Step> {
+                    result = SinceResult();
+                    seen = state.seqno();
+                    proto::ProtoCriticalReader* entry = find_critical_reader(state, id_.str());
+                    if (entry == nullptr) {
+                      return absl::FailedPreconditionError(internal::str_cat(
+                          shard_.label(), ": critical reader ", id_.str(), " has expired"));
+                    }
+                    result.since = frontier_of(entry->since());
+                    if (entry->epoch() != expected_epoch) {
+                      result.mismatch = EpochMismatch{entry->epoch()};
+                      return Shard::Step::kKeep;
+                    }
+                    entry->set_epoch(new_epoch);
+                    if (result.since < new_since) {
+                      to_proto(new_since, entry->mutable_since());
+                      result.since = new_since;
+                    }
+                    recompute_since(state);
+                    return Shard::Step::kWrite;
+                  }));
   epoch_ = result.mismatch ? result.mismatch->current : new_epoch;
   since_ = result.since;
   return result;
@@ -79,22 +103,26 @@ absl::StatusOr<SinceResult> CriticalCore::compare_and_downgrade_since(uint64_t e
 absl::StatusOr<std::optional<EpochMismatch>> CriticalCore::expire(uint64_t expected_epoch) {
   weir::MutexLock lock(mu_);
   std::optional<EpochMismatch> mismatch;
-  WEIR_ASSIGN_OR_RETURN(state_, shard_.apply(state_, [&](proto::ProtoShardState& state) {
-    mismatch.reset();
-    auto* readers = state.mutable_critical_readers();
-    for (int i = 0; i < readers->size(); ++i) {
-      if (readers->Get(i).reader_id() == id_.str()) {
-        if (readers->Get(i).epoch() != expected_epoch) {
-          mismatch = EpochMismatch{readers->Get(i).epoch()};
-          return Shard::Step::kKeep;
-        }
-        readers->DeleteSubrange(i, 1);
-        recompute_since(state);
-        return Shard::Step::kWrite;
-      }
-    }
-    return Shard::Step::kKeep;
-  }));
+  uint64_t seen = 0;
+  WEIR_ASSIGN_OR_RETURN(state_, apply_refusing_on_latest(
+                                    shard_, state_, seen, [&] { return mismatch.has_value(); },
+                                    [&](proto::ProtoShardState& state) {
+                                      mismatch.reset();
+                                      seen = state.seqno();
+                                      auto* readers = state.mutable_critical_readers();
+                                      for (int i = 0; i < readers->size(); ++i) {
+                                        if (readers->Get(i).reader_id() == id_.str()) {
+                                          if (readers->Get(i).epoch() != expected_epoch) {
+                                            mismatch = EpochMismatch{readers->Get(i).epoch()};
+                                            return Shard::Step::kKeep;
+                                          }
+                                          readers->DeleteSubrange(i, 1);
+                                          recompute_since(state);
+                                          return Shard::Step::kWrite;
+                                        }
+                                      }
+                                      return Shard::Step::kKeep;
+                                    }));
   return mismatch;
 }
 

@@ -20,20 +20,25 @@ absl::StatusOr<std::shared_ptr<WriterCore>> WriterCore::open(Shard shard, std::s
   std::shared_ptr<WriterCore> writer(new WriterCore(std::move(shard), random_id('w')));
   weir::MutexLock lock(writer->mu_);
   const Shard& s = writer->shard_;
-  WEIR_ASSIGN_OR_RETURN(ShardState current, s.fetch());
   const int64_t now = s.core().now_ms();
-  WEIR_ASSIGN_OR_RETURN(
-      writer->state_, s.apply(std::move(current), [&](proto::ProtoShardState& state) {
-        proto::ProtoWriter* entry = find_writer(state, writer->writer_id_);
-        if (entry == nullptr) {
-          entry = state.add_writers();
-          entry->set_writer_id(writer->writer_id_);
-          entry->set_purpose(purpose);
-        }
-        entry->set_last_heartbeat_ms(now);
-        entry->set_lease_duration_ms(absl::ToInt64Milliseconds(s.core().config().writer_lease));
-        return Shard::Step::kWrite;
-      }));
+  const auto change = [&](proto::ProtoShardState& state) {
+    proto::ProtoWriter* entry = find_writer(state, writer->writer_id_);
+    if (entry == nullptr) {
+      entry = state.add_writers();
+      entry->set_writer_id(writer->writer_id_);
+      entry->set_purpose(purpose);
+    }
+    entry->set_last_heartbeat_ms(now);
+    entry->set_lease_duration_ms(absl::ToInt64Milliseconds(s.core().config().writer_lease));
+    return Shard::Step::kWrite;
+  };
+  // Retried here, by the same id: a caller's retry after a lost reply would register a second
+  // writer and leave the first one registered for its whole lease.
+  WEIR_ASSIGN_OR_RETURN(writer->state_,
+                        retry_unavailable(kStoreAttempts, [&]() -> absl::StatusOr<ShardState> {
+                          WEIR_ASSIGN_OR_RETURN(ShardState current, s.fetch());
+                          return s.apply(std::move(current), change);
+                        }));
   writer->last_heartbeat_ms_ = now;
   return writer;
 }
@@ -82,8 +87,10 @@ absl::StatusOr<AppendResult> WriterCore::compare_and_append(const Batch& batch,
   weir::MutexLock lock(mu_);
   const uint64_t seqno_before = state_.seqno;
   AppendResult result;
+  uint64_t seen = 0;  // The seqno of the state `change` last ran on.
   const auto change = [&](proto::ProtoShardState& state) -> absl::StatusOr<Shard::Step> {
     result = AppendResult();
+    seen = state.seqno();
     proto::ProtoWriter* self = find_writer(state, writer_id_);
     if (self == nullptr) {
       return absl::FailedPreconditionError(
@@ -129,7 +136,21 @@ absl::StatusOr<AppendResult> WriterCore::compare_and_append(const Batch& batch,
     to_proto(new_upper, state.mutable_upper());
     return Shard::Step::kWrite;
   };
-  WEIR_ASSIGN_OR_RETURN(state_, shard_.apply(state_, change));
+  absl::StatusOr<ShardState> applied = shard_.apply(state_, change);
+  // `change` runs first on the state this writer cached, which may be stale: the upper may have
+  // reached expected_upper since, the batch's builder may have registered since, and the token of
+  // a retry may be in a newer state (its first try committed, the reply was lost; then a refusal
+  // would have the caller discard parts the shard references). Only the latest state refuses.
+  const bool refused = applied.ok()
+                           ? !result.is_appended()
+                           : applied.status().code() == absl::StatusCode::kFailedPrecondition;
+  if (refused) {
+    WEIR_ASSIGN_OR_RETURN(ShardState latest, shard_.fetch());
+    if (latest.seqno > seen) {
+      applied = shard_.apply(std::move(latest), change);
+    }
+  }
+  WEIR_ASSIGN_OR_RETURN(state_, std::move(applied));
   if (result.is_appended()) {
     last_heartbeat_ms_ = now;
   }
