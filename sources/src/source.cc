@@ -31,12 +31,13 @@ std::string_view to_string(Health health) {
 
 bool HealthAggregator::apply(const HealthUpdate& update) {
   if (update.export_index >= per_worker_.size() ||
-      update.worker >= per_worker_[update.export_index].size()) {
+      update.worker >= per_worker_[update.export_index].size() / 2) {
     return false;
   }
   const Health before = status(update.export_index);
   const std::string before_error = errors_[update.export_index];
-  per_worker_[update.export_index][update.worker] = update.status;
+  per_worker_[update.export_index][2 * size_t{update.worker} + (update.snapshot ? 1 : 0)] =
+      update.status;
   if (update.status == Health::kStalled) errors_[update.export_index] = update.error;
   return status(update.export_index) != before || errors_[update.export_index] != before_error;
 }

@@ -189,6 +189,34 @@ TEST_P(IngestTest, DefiniteErrorSurvivesARestart) {
   fs::remove_all(dir);
 }
 
+// A snapshot large enough that the snapshot operator yields (its output runs out of fuel) while
+// the replication on the same worker reports: the last health must still be the change stream's
+// (ceased, or stalled with the error), not the snapshot's "running". It was "running" for
+// auctions and bids (bids's error lost from its health) while both the snapshot and the
+// replication reported into one per-worker slot in whatever order they ran.
+TEST_P(IngestTest, HealthAfterALargeSnapshotIsTheStreams) {
+  const fs::path dir = fresh_dir("health-snapshot-" + std::to_string(GetParam()));
+  const uint64_t until = 2000;
+  IngestOptions options = options_for(dir, GetParam(), until);
+  options.source.generator.snapshot_rows = {{"auctions", 120'000}, {"bids", 120'000}};
+  options.source.generator.fault_table = "bids";
+  options.source.generator.fault_offset = 100;
+  auto report = run_ingest(options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  for (const auto& e : report->exports) {
+    EXPECT_EQ(e.upper, until + 1) << e.shard;
+    if (e.table == "bids") {
+      EXPECT_EQ(e.health, sources::Health::kStalled) << sources::to_string(e.health);
+      EXPECT_NE(e.error.find("table bids: undecodable row at offset"), std::string::npos)
+          << e.error;
+    } else {
+      EXPECT_EQ(e.health, sources::Health::kCeased)
+          << e.table << ": " << sources::to_string(e.health);
+    }
+  }
+  fs::remove_all(dir);
+}
+
 TEST_P(IngestTest, TransientErrorRestartsFromTheUppers) {
   const fs::path dir = fresh_dir("transient-" + std::to_string(GetParam()));
   const uint64_t until = 3000;

@@ -64,15 +64,22 @@ void render_snapshot(Scope<Offset>& scope, const LoadgenSourceConfig& config,
     std::optional<Capability<Offset>> health_cap(caps[n].first());
     caps[n].clear();
     std::vector<size_t> snapshotting;
+    // The snapshot's slot of every export on this worker (the replication has its own): starting
+    // until its share is out, or running at once when there is nothing to snapshot.
+    auto report = [&](size_t e, Health status) {
+      HealthUpdate update{static_cast<uint32_t>(e), static_cast<uint32_t>(worker), status, ""};
+      update.snapshot = true;
+      health_out.give(*health_cap, std::move(update));
+    };
     for (size_t e = 0; e < n; ++e) {
       if (exports[e].needs_snapshot()) {
         snapshotting.push_back(e);
         if (config.stats) config.stats->set_snapshot_total(e, generator.snapshot_rows(tables[e]));
-        health_out.give(*health_cap,
-                        HealthUpdate{static_cast<uint32_t>(e), static_cast<uint32_t>(worker),
-                                     Health::kStarting, ""});
-      } else if (config.mode == ProgressMode::kConcurrent) {
-        caps[e].clear();  // Nothing to snapshot: this export follows the replication at once.
+        report(e, Health::kStarting);
+      } else {
+        report(e, Health::kRunning);
+        // Nothing to snapshot: this export follows the replication at once.
+        if (config.mode == ProgressMode::kConcurrent) caps[e].clear();
       }
     }
     for (size_t e : snapshotting) {
@@ -88,9 +95,7 @@ void render_snapshot(Scope<Offset>& scope, const LoadgenSourceConfig& config,
         }
       }
       if (config.stats) config.stats->add_snapshot_rows(e, given);
-      health_out.give(*health_cap,
-                      HealthUpdate{static_cast<uint32_t>(e), static_cast<uint32_t>(worker),
-                                   Health::kRunning, ""});
+      report(e, Health::kRunning);
       if (config.mode == ProgressMode::kConcurrent) caps[e].clear();
     }
     for (size_t e = 0; e < n; ++e) caps[e].clear();

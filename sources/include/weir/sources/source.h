@@ -61,12 +61,17 @@ struct ExportSpec {
 enum class Health : uint8_t { kStarting = 0, kRunning = 1, kStalled = 2, kCeased = 3 };
 std::string_view to_string(Health health);
 
-// One worker's view of one export's health.
+// One worker's view of one export's health, from one of a source's two reporters: the snapshot
+// (starting, then running once the worker's share is out; running at once for an export that
+// needs none) and the change stream (running, stalled, ceased). On one worker they run as two
+// operators, in no set order (a large snapshot yields while the change stream goes on), so each
+// has a slot of its own in the aggregate.
 struct HealthUpdate {
   uint32_t export_index = 0;
   uint32_t worker = 0;
   Health status = Health::kStarting;
-  std::string error;  // For kStalled.
+  std::string error;      // For kStalled.
+  bool snapshot = false;  // From the snapshot; else from the change stream.
   friend bool operator==(const HealthUpdate&, const HealthUpdate&) = default;
 };
 
@@ -78,20 +83,22 @@ struct RenderedSource {
   std::vector<ShutdownButton> buttons;
 };
 
-// Aggregates per-worker health into one status per export: stalled if any worker is stalled,
-// starting if any is starting (snapshotting), ceased once the change stream ended (the worker
-// that runs it reports it), else running.
+// Aggregates per-worker health into one status per export, over a slot per worker and reporter
+// (each starts as starting): stalled if any slot is stalled, starting if any is starting (a
+// snapshot not done, or a reporter not heard from yet), ceased once the change stream ended,
+// else running.
 class HealthAggregator {
  public:
   explicit HealthAggregator(size_t exports, size_t workers)
-      : per_worker_(exports, std::vector<Health>(workers, Health::kStarting)), errors_(exports) {}
+      : per_worker_(exports, std::vector<Health>(2 * workers, Health::kStarting)),
+        errors_(exports) {}
   // Applies an update; returns true if the export's aggregate status changed.
   bool apply(const HealthUpdate& update);
   Health status(size_t export_index) const;
   const std::string& error(size_t export_index) const { return errors_[export_index]; }
 
  private:
-  std::vector<std::vector<Health>> per_worker_;
+  std::vector<std::vector<Health>> per_worker_;  // Export -> 2 * worker + (snapshot ? 1 : 0).
   std::vector<std::string> errors_;
 };
 
@@ -105,6 +112,7 @@ struct Codec<sources::HealthUpdate> {
     Codec<uint32_t>::encode(h.worker, out);
     out.push_back(static_cast<char>(h.status));
     Codec<std::string>::encode(h.error, out);
+    out.push_back(static_cast<char>(h.snapshot ? 1 : 0));
   }
   static bool decode(std::string_view& in, sources::HealthUpdate& h) {
     if (!Codec<uint32_t>::decode(in, h.export_index) || !Codec<uint32_t>::decode(in, h.worker) ||
@@ -115,7 +123,12 @@ struct Codec<sources::HealthUpdate> {
     in.remove_prefix(1);
     if (status > 3) return false;
     h.status = static_cast<sources::Health>(status);
-    return Codec<std::string>::decode(in, h.error);
+    if (!Codec<std::string>::decode(in, h.error) || in.empty()) return false;
+    const auto snapshot = static_cast<uint8_t>(in.front());
+    in.remove_prefix(1);
+    if (snapshot > 1) return false;
+    h.snapshot = snapshot == 1;
+    return true;
   }
 };
 }  // namespace weir
