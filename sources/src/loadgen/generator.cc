@@ -89,12 +89,14 @@ uint32_t Generator::table_at(uint64_t offset) const {
 bool Generator::change(uint32_t table, uint64_t offset, bool emit, std::vector<RowChange>* out) {
   Table& t = tables_[table];
   const uint64_t h = mix(options_.seed, offset, table);
+  // The fault goes to the first change at or after its offset that changes something: a no-op
+  // (below) has no row to carry it, and taking the fault with it lost the definite error.
   const bool bad = !fault_done_ && static_cast<int64_t>(table) == fault_table_ &&
                    offset >= options_.fault_offset;
-  if (bad) fault_done_ = true;
   // counter: updates only; auction: 50% inserts, 35% updates, 15% deletes.
   const uint64_t op = options_.kind == "counter" ? 50 : h % 100;
   if (op < 50 && options_.kind != "counter") {
+    if (bad) fault_done_ = true;
     const uint64_t id = t.next_id++;
     if (emit) out->push_back(RowChange{table, row(table, id, 0), 1, bad});
     return bad;
@@ -102,6 +104,7 @@ bool Generator::change(uint32_t table, uint64_t offset, bool emit, std::vector<R
   if (t.next_id == 0) return false;
   const uint64_t id = (h >> 8) % t.next_id;
   if (t.deleted.contains(id)) return false;  // A change to a deleted row changes nothing.
+  if (bad) fault_done_ = true;
   auto it = t.versions.find(id);
   const uint64_t version = it == t.versions.end() ? 0 : it->second;
   if (emit) out->push_back(RowChange{table, row(table, id, version), -1, false});

@@ -36,7 +36,8 @@ struct GeneratorOptions {
   uint64_t scale = 1;
   std::map<std::string, uint64_t> snapshot_rows;
   // Fault injection: the first change of table `fault_table` at or after `fault_offset` is a
-  // row the source cannot decode (a definite error).
+  // row the source cannot decode (a definite error). A change that changes nothing (to a row
+  // deleted before) has no row to carry it: the fault goes to the next one.
   std::string fault_table;
   uint64_t fault_offset = 0;
 };
