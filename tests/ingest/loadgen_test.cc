@@ -98,12 +98,6 @@ TEST(GeneratorTest, FaultInjectionMarksOneRow) {
   EXPECT_NE(wrong.status().message().find("nope"), std::string::npos);
 }
 
-}  // namespace
-}  // namespace weir::sources::loadgen
-
-namespace weir::sources::loadgen {
-namespace {
-
 // The injected fault lands on the first change of its table at or after its offset that
 // changes something. A change to a deleted row changes nothing and emits nothing; it took the
 // fault with it, so that such a --fault never became a definite error at all.
