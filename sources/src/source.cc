@@ -49,8 +49,11 @@ Health HealthAggregator::status(size_t export_index) const {
   };
   if (any(Health::kStalled)) return Health::kStalled;
   if (any(Health::kStarting)) return Health::kStarting;
-  if (any(Health::kCeased)) return Health::kCeased;  // The change stream ended (one worker has it).
-  return Health::kRunning;
+  // Ceased once every worker's change stream has ended (each worker emits its own offsets).
+  for (size_t stream = 0; stream < workers.size(); stream += 2) {
+    if (workers[stream] != Health::kCeased) return Health::kRunning;
+  }
+  return Health::kCeased;
 }
 
 }  // namespace weir::sources

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "weir/sources/loadgen/generator.h"
+#include "weir/sources/source.h"
 
 namespace weir::sources::loadgen {
 namespace {
@@ -124,6 +125,27 @@ TEST(GeneratorTest, FaultIsNeverSwallowedByANoOpChange) {
     }
   }
   EXPECT_GT(tried, 0u);
+}
+
+// Every worker runs its share of the change stream: one worker's stream ending is not the
+// export's (the aggregate said "ceased" while the other workers still emitted their offsets).
+TEST(HealthAggregatorTest, CeasedOnlyOnceEveryWorkersStreamEnded) {
+  HealthAggregator health(1, 2);
+  auto report = [&](uint32_t worker, Health status, bool snapshot) {
+    health.apply(HealthUpdate{0, worker, status, "", snapshot});
+  };
+  EXPECT_EQ(health.status(0), Health::kStarting);
+  for (uint32_t w = 0; w < 2; ++w) {
+    report(w, Health::kRunning, true);
+    report(w, Health::kRunning, false);
+  }
+  EXPECT_EQ(health.status(0), Health::kRunning);
+  report(0, Health::kCeased, false);
+  EXPECT_EQ(health.status(0), Health::kRunning);
+  report(1, Health::kCeased, false);
+  EXPECT_EQ(health.status(0), Health::kCeased);
+  report(1, Health::kStalled, false);
+  EXPECT_EQ(health.status(0), Health::kStalled);
 }
 
 }  // namespace

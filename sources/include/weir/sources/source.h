@@ -85,8 +85,8 @@ struct RenderedSource {
 
 // Aggregates per-worker health into one status per export, over a slot per worker and reporter
 // (each starts as starting): stalled if any slot is stalled, starting if any is starting (a
-// snapshot not done, or a reporter not heard from yet), ceased once the change stream ended,
-// else running.
+// snapshot not done, or a reporter not heard from yet), ceased once every worker's change stream
+// has ended, else running.
 class HealthAggregator {
  public:
   explicit HealthAggregator(size_t exports, size_t workers)
