@@ -182,11 +182,12 @@ void run(const IngestFlags& flags) {
   if (!report.ok()) fail(report.status());
   uint64_t total = 0;
   for (const auto& e : report->exports) total += e.updates;
-  std::printf("ingested %s updates in %.2f s (%s updates/s), incarnation %llu, %zu epoch%s\n",
-              human(total).c_str(), report->seconds,
-              human(total / std::max(report->seconds, 1e-9)).c_str(),
-              static_cast<unsigned long long>(report->incarnation), report->epochs,
-              report->epochs == 1 ? "" : "s");
+  std::printf(
+      "ingested %s updates in %.2f s (%s updates/s), incarnation %llu, %zu epoch%s, %zu "
+      "backoff%s\n",
+      human(total).c_str(), report->seconds, human(total / std::max(report->seconds, 1e-9)).c_str(),
+      static_cast<unsigned long long>(report->incarnation), report->epochs,
+      report->epochs == 1 ? "" : "s", report->backoffs, report->backoffs == 1 ? "" : "s");
   for (const auto& e : report->exports) {
     std::string health(sources::to_string(e.health));
     if (!e.error.empty()) absl::StrAppend(&health, ": ", e.error);
