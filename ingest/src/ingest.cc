@@ -387,6 +387,8 @@ struct Ingestion {
   std::shared_ptr<persist::PersistClient> client;
   std::map<std::string, std::shared_ptr<persist::WriteHandle>> writers;  // Every table's.
   std::shared_ptr<persist::WriteHandle> status;                          // `<kind>.status`.
+  // Every table's compaction window hold (see IngestOptions::compaction_window).
+  std::map<std::string, std::shared_ptr<persist::SinceHandle>> holds;
   std::shared_ptr<persist::BackgroundMaintenance> maintenance;
   std::shared_ptr<LastHealth> health;
   std::map<std::string, uint64_t> updates, batches;  // By table, over every epoch.
@@ -520,6 +522,34 @@ void Ingestion::collect(const Plan& plan) {
   }
 }
 
+// Opens the driver's compaction window hold on `shard` and takes it over for `incarnation`. Its
+// id is the shard's uuid with the prefix `c`: the same for every incarnation, so the hold is
+// found again across restarts without storing its id anywhere. A hold at a later incarnation
+// means this driver is stale: FailedPrecondition.
+absl::StatusOr<std::shared_ptr<persist::SinceHandle>> open_window_hold(
+    persist::PersistClient& client, const std::string& shard, const persist::ShardId& shard_id,
+    uint64_t incarnation) {
+  WEIR_ASSIGN_OR_RETURN(const auto reader_id,
+                        persist::CriticalReaderId::parse("c" + shard_id.str().substr(1)));
+  WEIR_ASSIGN_OR_RETURN(auto hold,
+                        client.open_critical_since(shard, reader_id, "ingest compaction window"));
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    if (hold.epoch() == incarnation) {
+      return std::make_shared<persist::SinceHandle>(std::move(hold));
+    }
+    if (hold.epoch() > incarnation) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "shard ", shard, ": its compaction window's since hold is held by incarnation ",
+          hold.epoch(), ", a later one than this (", incarnation, ")"));
+    }
+    WEIR_ASSIGN_OR_RETURN(const auto taken, hold.compare_and_downgrade_since(
+                                                hold.epoch(), incarnation, hold.since()));
+    (void)taken;  // On a mismatch, hold.epoch() is the current one: look again.
+  }
+  return absl::AbortedError(
+      absl::StrCat("shard ", shard, ": could not take over its compaction window's since hold"));
+}
+
 // Plan: checks the tables, takes an incarnation and opens every shard's writer. The writers
 // opened are in `in.writers` (and `in.status`) even when this fails part-way.
 absl::Status open_shards(Ingestion& in) {
@@ -557,6 +587,11 @@ absl::Status open_shards(Ingestion& in) {
                                             absl::StrCat("ingest incarnation ", in.incarnation)));
     in.writers[table] = std::make_shared<persist::WriteHandle>(std::move(writer));
   }
+  for (const auto& table : all_tables) {
+    WEIR_ASSIGN_OR_RETURN(in.holds[table],
+                          open_window_hold(*in.client, shard_name(in.kind, table),
+                                           in.writers[table]->shard_id(), in.incarnation));
+  }
   WEIR_ASSIGN_OR_RETURN(auto status_writer,
                         in.client->open_writer(in.kind + ".status", "ingest health"));
   in.status = std::make_shared<persist::WriteHandle>(std::move(status_writer));
@@ -588,6 +623,9 @@ void render_epoch(Ingestion& in, Worker& worker, Scope<Offset>& scope, const Pla
     sink.final_upper = in.final_upper;
     sink.stats = plan.sink_stats[e];
     sink.maintenance = in.maintenance;
+    sink.since_hold = in.holds[plan.exports[e].table];
+    sink.hold_epoch = in.incarnation;
+    sink.compaction_window = in.options.compaction_window;
     auto sink_rendered = sinks::render_persist_sink(rendered->exports[e], sink);
     for (auto& errors : sink_rendered.errors) rendered->errors.push_back(errors);
   }
@@ -704,6 +742,8 @@ IngestReport make_report(Ingestion& in) {
     r.shard = shard_name(in.kind, table);
     auto upper = in.writers[table]->fetch_recent_upper();
     if (upper.ok() && !upper->is_empty()) r.upper = upper->time();
+    const persist::Frontier since = in.holds[table]->since();
+    if (!since.is_empty()) r.since = since.time();
     r.updates = in.updates[table];
     r.batches = in.batches[table];
     {
@@ -729,7 +769,22 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
   WEIR_RETURN_IF_ERROR(run_epochs(ingestion));
   // A run that reached its end leaves its shards maintained, however far the maintenance thread
   // had fallen behind the appends; a stop asked for (Ctrl-C) does not wait for it.
-  if (!(options.stop && options.stop->load())) ingestion.maintenance->finish();
+  if (!(options.stop && options.stop->load())) {
+    // The since follows the final uppers, and the last maintenance compacts up to it.
+    for (const auto& table : ingestion.tables) {
+      const std::string shard = shard_name(ingestion.kind, table);
+      // The data is complete whatever happens here: a failure only leaves more history.
+      const auto upper = ingestion.writers[table]->fetch_recent_upper();
+      absl::Status moved = upper.status();
+      if (upper.ok() && !upper->is_empty()) {
+        moved = sinks::downgrade_to_window(*ingestion.holds[table], ingestion.incarnation,
+                                           upper->time(), options.compaction_window, shard);
+      }
+      if (!moved.ok()) ingestion.log(absl::StrCat(shard, ": the since stays: ", moved.message()));
+      ingestion.maintenance->request(shard);
+    }
+    ingestion.maintenance->finish();
+  }
   return make_report(ingestion);
 }
 

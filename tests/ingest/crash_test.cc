@@ -25,10 +25,10 @@ namespace fs = std::filesystem;
 constexpr uint64_t kUntil = 6000;
 
 std::vector<std::string> ingest_args(const fs::path& dir) {
-  return {WEIR_TOOL_PATH, "ingest", "--source",  "loadgen:auction",
-          "--scale",      "40",     "--persist", dir.string(),
-          "-w",           "2",      "--until",   std::to_string(kUntil),
-          "--rate",       "8000",   "--quiet"};
+  return {WEIR_TOOL_PATH, "ingest", "--source", "loadgen:auction", "--scale", "40", "--persist",
+          dir.string(), "-w", "2", "--until", std::to_string(kUntil), "--rate", "8000", "--quiet",
+          // The comparison reads every offset from 0 on: keep all of the history readable.
+          "--compaction-window", "18446744073709551615"};
 }
 
 // Starts `weir ingest`; returns its pid.

@@ -38,6 +38,7 @@ struct IngestFlags {
   std::string add_table;
   double add_after = 0;
   bool quiet = false;
+  uint64_t compaction_window = ingest::IngestOptions{}.compaction_window;
 };
 
 [[noreturn]] void fail(const absl::Status& status) {
@@ -169,6 +170,7 @@ void run(const IngestFlags& flags) {
   if (!mode.ok()) fail(mode.status());
   options.source.mode = *mode;
   options.tables = flags.tables;
+  options.compaction_window = flags.compaction_window;
   options.add_table = flags.add_table;
   options.add_after = std::chrono::milliseconds(static_cast<int64_t>(flags.add_after * 1000));
 
@@ -191,8 +193,9 @@ void run(const IngestFlags& flags) {
   for (const auto& e : report->exports) {
     std::string health(sources::to_string(e.health));
     if (!e.error.empty()) absl::StrAppend(&health, ": ", e.error);
-    std::printf("  %-20s upper %-10llu updates %-10llu batches %-6llu %s\n", e.shard.c_str(),
-                static_cast<unsigned long long>(e.upper),
+    std::printf("  %-20s upper %-10llu since %-10llu updates %-10llu batches %-6llu %s\n",
+                e.shard.c_str(), static_cast<unsigned long long>(e.upper),
+                static_cast<unsigned long long>(e.since),
                 static_cast<unsigned long long>(e.updates),
                 static_cast<unsigned long long>(e.batches), health.c_str());
   }
@@ -226,6 +229,10 @@ void add_ingest_command(CLI::App& app) {
                   "fail once at this offset (transient error)");
   cmd->add_option("--add-table", flags->add_table, "a table to add while running");
   cmd->add_option("--add-after", flags->add_after, "seconds before adding --add-table");
+  cmd->add_option("--compaction-window", flags->compaction_window,
+                  "offsets of history kept readable behind the latest (each shard's since is "
+                  "held at upper - 1 - N; 18446744073709551615: all)")
+      ->capture_default_str();
   cmd->add_flag("--quiet", flags->quiet, "print only the summary");
   cmd->callback([flags] { run(*flags); });
 }

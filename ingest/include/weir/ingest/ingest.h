@@ -11,7 +11,9 @@
 //
 // Shards are named `<kind>.<table>` (e.g. `auction.bids`). Every start of the driver takes a new
 // incarnation number from the shard `<kind>.incarnations` (a compare-and-set append), so two
-// drivers never share one.
+// drivers never share one. The driver holds each table shard's since a compaction window behind
+// its upper with a critical since hold (id: the shard's uuid with the prefix `c`), fenced by the
+// incarnation: a driver whose hold a later incarnation took over ends with FailedPrecondition.
 //
 // Thread safety: run_ingest blocks; IngestMonitor is thread-safe.
 
@@ -57,6 +59,12 @@ struct IngestOptions {
   std::chrono::milliseconds backoff_initial{100};
   double backoff_multiplier = 2;
   std::chrono::milliseconds backoff_max{10000};
+  // The compaction window, in offsets: each shard's since is held at upper - 1 - compaction_window
+  // (0 while that is negative) by a critical since hold of the driver's, moved as maintenance
+  // becomes due and once more at the end of a run, so that compaction consolidates the history
+  // before it. Reads at the last compaction_window + 1 offsets stay valid; 0 keeps only the
+  // latest; UINT64_MAX keeps every offset readable (the since stays 0).
+  uint64_t compaction_window = 1000;
   // Optional: stores to use instead of opening `location`'s (tests wrap them in FaultyBlob or
   // FaultyConsensus). Both or neither.
   std::shared_ptr<persist::Blob> blob;
@@ -88,9 +96,10 @@ std::string_view to_string(ErrorClass error_class);
 struct ExportReport {
   std::string table;
   std::string shard;
-  uint64_t upper = 0;                                   // The shard's upper at the end.
-  uint64_t updates = 0;                                 // Updates written by this run.
-  uint64_t batches = 0;                                 // Batches appended by this run.
+  uint64_t upper = 0;    // The shard's upper at the end.
+  uint64_t since = 0;    // The since of the driver's hold (see compaction_window) at the end.
+  uint64_t updates = 0;  // Updates written by this run.
+  uint64_t batches = 0;  // Batches appended by this run.
   sources::Health health = sources::Health::kStarting;  // Last aggregated health.
   std::string error;  // The definite error (health kStalled), if the export has one.
 };
