@@ -10,7 +10,9 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "hold.h"
 
+#include "weir/ingest/status_shard.h"
 #include "weir/operators/exchange.h"
 #include "weir/operators/inspect.h"
 #include "weir/persist/background_maintenance.h"
@@ -271,10 +273,8 @@ struct LastHealth {
 
 // Where render_health writes, and what it stamps on each row.
 struct HealthOutput {
-  std::shared_ptr<persist::WriteHandle> status;  // The status shard `status_name`.
-  std::string status_name;
-  std::shared_ptr<persist::BackgroundMaintenance> maintenance;
-  std::vector<std::string> tables;  // Export index -> table.
+  std::shared_ptr<StatusShard> status;  // `<kind>.status`, fenced by the incarnation.
+  std::vector<std::string> tables;      // Export index -> table.
   uint64_t incarnation = 0;
   uint64_t epoch = 0;
   std::shared_ptr<LastHealth> last;  // Updated with every change.
@@ -300,8 +300,7 @@ Stream<Offset, AsyncError> render_health(Scope<Offset>& scope,
           if (event.is_end()) return absl::OkStatus();
           auto* data = event.data();
           if (data == nullptr) continue;
-          std::vector<persist::Update> rows;
-          const uint64_t now_ms = static_cast<uint64_t>(absl::ToUnixMillis(absl::Now()));
+          std::vector<std::pair<std::string, std::string>> rows;  // Table -> row.
           for (const auto& update : data->batch) {
             if (!aggregator.apply(update)) continue;
             const auto e = update.export_index;
@@ -316,31 +315,14 @@ Stream<Offset, AsyncError> render_health(Scope<Offset>& scope,
                   aggregator.status(e),
                   aggregator.status(e) == sources::Health::kStalled ? aggregator.error(e) : ""};
             }
-            rows.push_back({std::move(row), now_ms, 1});
+            rows.emplace_back(tables[e], std::move(row));
           }
           if (rows.empty()) continue;
-          // Append at a time after the shard's upper (wall-clock milliseconds, kept increasing).
           // The call owns what it uses: one still running when the dataflow is dropped (consensus
-          // stopped answering) is left to return on its own, and its compare-and-append is fenced
-          // by the upper it read.
+          // stopped answering) is left to return on its own; StatusShard serializes it with the
+          // next epoch's.
           absl::Status appended = ctx.run_blocking_owned(
-              [writer = out.status, maintenance = out.maintenance, name = out.status_name,
-               updates = std::move(rows), now_ms]() mutable -> absl::Status {
-                for (int attempt = 0; attempt < 20; ++attempt) {
-                  WEIR_ASSIGN_OR_RETURN(const auto upper, writer->fetch_recent_upper());
-                  const uint64_t lower = upper.is_empty() ? 0 : upper.time();
-                  uint64_t time = std::max(lower, now_ms);
-                  for (auto& u : updates) u.time = time;
-                  WEIR_ASSIGN_OR_RETURN(
-                      const auto result,
-                      writer->compare_and_append(updates, Frontier(lower), Frontier(time + 1)));
-                  if (result.is_appended()) {
-                    if (result.maintenance_due) maintenance->request(name);
-                    return absl::OkStatus();
-                  }
-                }
-                return absl::AbortedError("status shard: too much contention");
-              });
+              [status = out.status, rows = std::move(rows)] { return status->update(rows); });
           WEIR_RETURN_IF_ERROR(appended);
         }
       });
@@ -386,7 +368,7 @@ struct Ingestion {
   uint64_t incarnation = 0;
   std::shared_ptr<persist::PersistClient> client;
   std::map<std::string, std::shared_ptr<persist::WriteHandle>> writers;  // Every table's.
-  std::shared_ptr<persist::WriteHandle> status;                          // `<kind>.status`.
+  std::shared_ptr<StatusShard> status;                                   // `<kind>.status`.
   // Every table's compaction window hold (see IngestOptions::compaction_window).
   std::map<std::string, std::shared_ptr<persist::SinceHandle>> holds;
   std::shared_ptr<persist::BackgroundMaintenance> maintenance;
@@ -484,7 +466,7 @@ absl::Status Ingestion::reopen_expired_writers() {
     WEIR_RETURN_IF_ERROR(
         reopen(shard_name(kind, table), writer, absl::StrCat("ingest incarnation ", incarnation)));
   }
-  return reopen(kind + ".status", status, "ingest health");
+  return status->reopen_if_expired();
 }
 
 absl::StatusOr<std::optional<Plan>> Ingestion::plan_after(uint64_t epoch, const EpochErrors& errors,
@@ -520,34 +502,6 @@ void Ingestion::collect(const Plan& plan) {
     updates[plan.exports[e].table] += plan.sink_stats[e]->updates.load();
     batches[plan.exports[e].table] += plan.sink_stats[e]->batches.load();
   }
-}
-
-// Opens the driver's compaction window hold on `shard` and takes it over for `incarnation`. Its
-// id is the shard's uuid with the prefix `c`: the same for every incarnation, so the hold is
-// found again across restarts without storing its id anywhere. A hold at a later incarnation
-// means this driver is stale: FailedPrecondition.
-absl::StatusOr<std::shared_ptr<persist::SinceHandle>> open_window_hold(
-    persist::PersistClient& client, const std::string& shard, const persist::ShardId& shard_id,
-    uint64_t incarnation) {
-  WEIR_ASSIGN_OR_RETURN(const auto reader_id,
-                        persist::CriticalReaderId::parse("c" + shard_id.str().substr(1)));
-  WEIR_ASSIGN_OR_RETURN(auto hold,
-                        client.open_critical_since(shard, reader_id, "ingest compaction window"));
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    if (hold.epoch() == incarnation) {
-      return std::make_shared<persist::SinceHandle>(std::move(hold));
-    }
-    if (hold.epoch() > incarnation) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "shard ", shard, ": its compaction window's since hold is held by incarnation ",
-          hold.epoch(), ", a later one than this (", incarnation, ")"));
-    }
-    WEIR_ASSIGN_OR_RETURN(const auto taken, hold.compare_and_downgrade_since(
-                                                hold.epoch(), incarnation, hold.since()));
-    (void)taken;  // On a mismatch, hold.epoch() is the current one: look again.
-  }
-  return absl::AbortedError(
-      absl::StrCat("shard ", shard, ": could not take over its compaction window's since hold"));
 }
 
 // Plan: checks the tables, takes an incarnation and opens every shard's writer. The writers
@@ -589,17 +543,17 @@ absl::Status open_shards(Ingestion& in) {
   }
   for (const auto& table : all_tables) {
     WEIR_ASSIGN_OR_RETURN(in.holds[table],
-                          open_window_hold(*in.client, shard_name(in.kind, table),
-                                           in.writers[table]->shard_id(), in.incarnation));
+                          internal::take_over_hold(*in.client, shard_name(in.kind, table),
+                                                   in.writers[table]->shard_id(), in.incarnation,
+                                                   "ingest compaction window"));
   }
-  WEIR_ASSIGN_OR_RETURN(auto status_writer,
-                        in.client->open_writer(in.kind + ".status", "ingest health"));
-  in.status = std::make_shared<persist::WriteHandle>(std::move(status_writer));
   // Appends that report maintenance_due ask for compaction and GC of their shard here.
   in.maintenance =
       std::make_shared<persist::BackgroundMaintenance>(in.client, [&in](const absl::Status& error) {
         in.log(absl::StrCat("persist maintenance: ", error.message()));
       });
+  WEIR_ASSIGN_OR_RETURN(
+      in.status, StatusShard::open(in.client, in.kind + ".status", in.incarnation, in.maintenance));
   in.health = std::make_shared<LastHealth>(all_tables.size());
   return absl::OkStatus();
 }
@@ -634,8 +588,7 @@ void render_epoch(Ingestion& in, Worker& worker, Scope<Offset>& scope, const Pla
   for (const auto& e : plan.exports) names.push_back(e.table);
   rendered->errors.push_back(
       render_health(scope, rendered->health,
-                    HealthOutput{in.status, in.kind + ".status", in.maintenance, std::move(names),
-                                 in.incarnation, epoch, in.health}));
+                    HealthOutput{in.status, std::move(names), in.incarnation, epoch, in.health}));
   for (auto& errors : rendered->errors) {
     errors | inspect([&control, epoch, &in](const AsyncError& error) {
       const ErrorClass error_class = classify_error(error.status);
