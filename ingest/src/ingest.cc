@@ -366,6 +366,7 @@ struct Ingestion {
   std::vector<std::string> tables;          // Ingested now; add_table joins once `added`.
   bool added;
   uint64_t incarnation = 0;
+  bool incarnation_taken = false;
   std::shared_ptr<persist::PersistClient> client;
   std::map<std::string, std::shared_ptr<persist::WriteHandle>> writers;  // Every table's.
   std::shared_ptr<StatusShard> status;                                   // `<kind>.status`.
@@ -532,8 +533,11 @@ absl::Status open_shards(Ingestion& in) {
   }
 
   WEIR_RETURN_IF_ERROR(check_source_identity(*in.client, in.kind, options.source.generator));
-  WEIR_ASSIGN_OR_RETURN(in.incarnation, take_incarnation(*in.client, in.kind));
-  in.log(absl::StrCat("incarnation ", in.incarnation));
+  if (!in.incarnation_taken) {  // A retry after a transient error keeps the number it took.
+    WEIR_ASSIGN_OR_RETURN(in.incarnation, take_incarnation(*in.client, in.kind));
+    in.incarnation_taken = true;
+    in.log(absl::StrCat("incarnation ", in.incarnation));
+  }
 
   for (const auto& table : all_tables) {
     WEIR_ASSIGN_OR_RETURN(
@@ -718,7 +722,20 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
     for (auto& [table, writer] : ingestion.writers) (void)writer->expire();
     if (ingestion.status) (void)ingestion.status->expire();
   };
-  WEIR_RETURN_IF_ERROR(open_shards(ingestion));
+  // A transient error while opening (consensus unavailable) backs off and tries again.
+  for (;;) {
+    const absl::Status opened = open_shards(ingestion);
+    if (opened.ok()) break;
+    if (classify_error(opened) == ErrorClass::kFatal) return opened;
+    for (auto& [table, writer] : ingestion.writers) (void)writer->expire();
+    ingestion.writers.clear();
+    ingestion.holds.clear();
+    if (ingestion.status) (void)ingestion.status->expire();
+    ingestion.status.reset();
+    if (!ingestion.back_off(absl::StrCat("opening the shards: ", opened.ToString()))) {
+      return opened;
+    }
+  }
   WEIR_RETURN_IF_ERROR(run_epochs(ingestion));
   // A run that reached its end leaves its shards maintained, however far the maintenance thread
   // had fallen behind the appends; a stop asked for (Ctrl-C) does not wait for it.

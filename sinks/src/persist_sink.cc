@@ -215,6 +215,19 @@ void render_append(const Stream<Time, std::string>& batches, const PersistSinkCo
                                  std::span<CapabilitySet<Time>>) mutable -> absl::Status {
     Time expected = config.shard_upper;
     std::map<Time, std::vector<Batch>> pending;  // By description lower.
+    // What the appends (blocking calls that own what they use) need of the compaction window:
+    // shared, so that an append copies a pointer, not the shard's name.
+    struct Window {
+      std::shared_ptr<persist::SinceHandle> hold;
+      uint64_t epoch;
+      uint64_t size;
+      std::string shard;
+    };
+    const auto window =
+        config.since_hold
+            ? std::make_shared<const Window>(Window{config.since_hold, config.hold_epoch,
+                                                    config.compaction_window, config.name})
+            : nullptr;
     auto append_ready = [&](const Antichain<Time>& frontier) -> absl::Status {
       while (!pending.empty() && !frontier.less_equal(pending.begin()->first)) {
         auto node = pending.extract(pending.begin());
@@ -237,18 +250,17 @@ void render_append(const Stream<Time, std::string>& batches, const PersistSinkCo
                                                  ", a batch [", lower, ", ", upper,
                                                  ") cannot follow it"));
         }
-        auto result = ctx.run_blocking_owned(
-            [writer = config.writer, batch, lower, upper, hold = config.since_hold,
-             epoch = config.hold_epoch, window = config.compaction_window,
-             name = config.name]() -> absl::StatusOr<persist::AppendResult> {
-              auto appended = writer->compare_and_append(*batch, Frontier(lower), Frontier(upper));
-              if (appended.ok() && appended->is_appended() && appended->maintenance_due && hold) {
-                // Before the maintenance this append asks for, so that it compacts up to
-                // the new since.
-                WEIR_RETURN_IF_ERROR(downgrade_to_window(*hold, epoch, upper, window, name));
-              }
-              return appended;
-            });
+        auto result = ctx.run_blocking_owned([writer = config.writer, batch, lower, upper,
+                                              window]() -> absl::StatusOr<persist::AppendResult> {
+          auto appended = writer->compare_and_append(*batch, Frontier(lower), Frontier(upper));
+          if (appended.ok() && appended->is_appended() && appended->maintenance_due && window) {
+            // Before the maintenance this append asks for, so that it compacts up to the
+            // new since.
+            WEIR_RETURN_IF_ERROR(downgrade_to_window(*window->hold, window->epoch, upper,
+                                                     window->size, window->shard));
+          }
+          return appended;
+        });
         if (!result.ok()) return result.status();
         if (!result->is_appended()) {
           const Frontier current = result->mismatch->current;
