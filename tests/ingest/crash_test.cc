@@ -107,5 +107,62 @@ TEST(CrashTest, KilledAndRestartedIngestEqualsAnUninterruptedRun) {
   fs::remove_all(base);
 }
 
+// Issue 15 item 2, split brain: incarnation 0 is stopped (SIGSTOP) mid-run, incarnation 1 runs to
+// the end, and incarnation 0 resumes (SIGCONT). Before, it appended `running` and `ceased` rows
+// on top of incarnation 1's. Now its status append is rejected and it exits non-zero; the status
+// shard holds incarnation 1's final state, and the shards are complete and exact.
+TEST(CrashTest, AStoppedIncarnationThatResumesIsFenced) {
+  const fs::path dir = fs::temp_directory_path() / ("weir-split-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::vector<std::string> args = ingest_args(dir);
+  const pid_t zero = spawn(args);
+  auto client = persist::PersistClient::open(persist::PersistLocation::in_directory(dir.string()));
+  ASSERT_TRUE(client.ok()) << client.status();
+  // Stop it once bids has an upper past 1000 (it runs for about a second past that).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (;;) {
+    auto description = (*client)->describe("auction.bids");
+    if (description.ok() && !description->upper.is_empty() && description->upper.time() > 1000) {
+      break;
+    }
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "incarnation 0 made no progress";
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(kill(zero, SIGSTOP), 0);
+  int status = 0;
+  const pid_t one = spawn(args);
+  ASSERT_EQ(waitpid(one, &status, 0), one);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "incarnation 1 failed: " << status;
+  ASSERT_EQ(kill(zero, SIGCONT), 0);
+  ASSERT_EQ(waitpid(zero, &status, 0), zero);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0)
+      << "incarnation 0 was not fenced: " << status;
+
+  std::map<std::string, int64_t> rows;
+  auto cursor = (*client)->inspect_snapshot("auction.status");
+  ASSERT_TRUE(cursor.ok()) << cursor.status();
+  while (cursor->next()) rows[std::string(cursor->data())] += cursor->diff();
+  ASSERT_TRUE(cursor->status().ok()) << cursor->status();
+  ASSERT_EQ(rows.size(), 3u);
+  for (const auto& [row, count] : rows) {
+    EXPECT_EQ(count, 1) << row;
+    EXPECT_NE(row.find(" ceased incarnation=1 "), std::string::npos) << row;
+  }
+  sources::loadgen::GeneratorOptions generator_options;
+  generator_options.kind = "auction";
+  generator_options.scale = 40;
+  auto generator = sources::loadgen::Generator::make(generator_options);
+  ASSERT_TRUE(generator.ok()) << generator.status();
+  for (const std::string table : {"users", "auctions", "bids"}) {
+    const uint32_t t = *generator->table_index(table);
+    for (uint64_t as_of : {uint64_t{0}, kUntil / 2, kUntil}) {
+      EXPECT_TRUE(contents(**client, "auction." + table, as_of) == generator->state_at(t, as_of))
+          << table << " differs at offset " << as_of;
+    }
+  }
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace weir::ingest
