@@ -576,12 +576,12 @@ void render_epoch(Ingestion& in, Worker& worker, Scope<Offset>& scope, const Pla
   for (size_t e = 0; e < plan.exports.size(); ++e) {
     sinks::PersistSinkConfig sink;
     sink.name = shard_name(in.kind, plan.exports[e].table);
-    sink.writer = in.writers[plan.exports[e].table];
+    sink.writer = in.writers.at(plan.exports[e].table);
     sink.shard_upper = plan.exports[e].resume_upper;
     sink.final_upper = in.final_upper;
     sink.stats = plan.sink_stats[e];
     sink.maintenance = in.maintenance;
-    sink.since_hold = in.holds[plan.exports[e].table];
+    sink.since_hold = in.holds.at(plan.exports[e].table);
     sink.hold_epoch = in.incarnation;
     sink.compaction_window = in.options.compaction_window;
     auto sink_rendered = sinks::render_persist_sink(rendered->exports[e], sink);

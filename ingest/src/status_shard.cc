@@ -83,21 +83,37 @@ absl::Status StatusShard::claim() {
       return absl::FailedPreconditionError(absl::StrCat("status shard ", name_, " is closed"));
     }
     const uint64_t lower = upper.time();
-    // Retract whatever the shard holds: a predecessor's rows.
+    // Adopt the predecessor's rows, one per table (the first word of a row), as if this
+    // incarnation had written them: its next row for a table replaces them, and a table it has
+    // nothing to say about keeps the last state reported. A table with several rows (written
+    // before rows were replaced) has them retracted.
+    std::map<std::string, std::string> adopted;
     std::vector<persist::Update> retractions;
+    const uint64_t time = std::max(lower, now_ms());
     if (lower > 0) {
       WEIR_ASSIGN_OR_RETURN(auto reader, client_->open_reader(name_, "ingest health claim"));
       auto rows = reader.snapshot(lower - 1);
       (void)reader.expire();
       if (!rows.ok()) return rows.status();
-      const uint64_t time = std::max(lower, now_ms());
-      for (auto& row : *rows) retractions.push_back({std::move(row.data), time, -row.diff});
+      std::map<std::string, std::vector<persist::Update>> by_table;
+      for (auto& row : *rows) {
+        const std::string table = row.data.substr(0, row.data.find(' '));
+        by_table[table].push_back(std::move(row));
+      }
+      for (auto& [table, table_rows] : by_table) {
+        if (table_rows.size() == 1 && table_rows[0].diff == 1) {
+          adopted.emplace(table, std::move(table_rows[0].data));
+          continue;
+        }
+        for (auto& row : table_rows) retractions.push_back({std::move(row.data), time, -row.diff});
+      }
     }
-    const uint64_t time = retractions.empty() ? lower : retractions.front().time;
+    // The claim moves the upper (an empty append at least), which fences every predecessor.
     WEIR_ASSIGN_OR_RETURN(const auto result, writer_.compare_and_append(
                                                  retractions, Frontier(lower), Frontier(time + 1)));
     if (result.is_appended()) {
       expected_ = time + 1;
+      rows_ = std::move(adopted);
       return absl::OkStatus();
     }
     // Someone appended meanwhile: a predecessor that had not seen us yet (try again), or a

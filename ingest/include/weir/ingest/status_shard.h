@@ -3,7 +3,9 @@
 //
 // Fencing: open() first takes the shard's critical since hold (`ingest status fencing`) over for
 // its incarnation (its epoch), refusing if a later incarnation holds it, then claims the shard
-// with an append that retracts whatever it holds (a predecessor's rows). From then on each append
+// with an append that moves its upper and adopts a predecessor's rows (one per table: its next
+// row for a table replaces the predecessor's; a table it reports nothing about keeps the last
+// state reported, stamped with the incarnation that reported it). From then on each append
 // is a compare-and-set at the upper this incarnation's own last append left, never re-read: a
 // predecessor's append, made at an upper behind ours, is rejected instead of landing on top of
 // our rows, and once a later incarnation has claimed the shard our next append is rejected the
