@@ -1,12 +1,18 @@
 #include "weir/ingest/ingest.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
+#include <random>
+#include <thread>
+#include <utility>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "hold.h"
 
+#include "weir/ingest/status_shard.h"
 #include "weir/operators/exchange.h"
 #include "weir/operators/inspect.h"
 #include "weir/persist/background_maintenance.h"
@@ -63,7 +69,42 @@ void IngestMonitor::set_epoch(std::shared_ptr<sources::loadgen::SourceStats> sou
   snapshotting_ = std::move(snapshotting);
 }
 
+ErrorClass classify_error(const absl::Status& status) {
+  if (persist::is_writer_expired(status)) return ErrorClass::kExpiredWriter;
+  if (persist::is_indeterminate(status)) return ErrorClass::kTransient;
+  switch (status.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kAborted:
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kCancelled:
+    case absl::StatusCode::kUnknown:
+      return ErrorClass::kTransient;
+    default:
+      return ErrorClass::kFatal;
+  }
+}
+
+std::string_view to_string(ErrorClass error_class) {
+  switch (error_class) {
+    case ErrorClass::kTransient:
+      return "transient";
+    case ErrorClass::kExpiredWriter:
+      return "expired writer";
+    case ErrorClass::kFatal:
+      return "fatal";
+  }
+  return "?";
+}
+
 namespace {
+
+// The errors the operators of one epoch reported, on any worker.
+struct EpochErrors {
+  size_t count = 0;
+  bool expired_writer = false;  // Some writer must be reopened.
+  absl::Status fatal;           // The first fatal error, with its operator and worker.
+};
 
 // What every worker builds in one epoch.
 struct Plan {
@@ -105,6 +146,26 @@ class Control {
     cv_.notify_all();
   }
 
+  // Records an operator's error (any worker) and asks every worker to drop the epoch.
+  void report_error(uint64_t epoch, const AsyncError& error, ErrorClass error_class) {
+    {
+      weir::MutexLock lock(mu_);
+      ++errors_.count;
+      if (error_class == ErrorClass::kExpiredWriter) errors_.expired_writer = true;
+      if (error_class == ErrorClass::kFatal && errors_.fatal.ok()) {
+        errors_.fatal = absl::Status(error.status.code(),
+                                     absl::StrCat(error.operator_name, " (worker ", error.worker,
+                                                  "): ", error.status.message()));
+      }
+    }
+    request_restart(epoch);
+  }
+  // The errors reported since the last call (by the planner, once every worker has arrived).
+  EpochErrors take_errors() {
+    weir::MutexLock lock(mu_);
+    return std::exchange(errors_, EpochErrors{});
+  }
+
   void request_restart(uint64_t epoch) { restart_.store(epoch + 1, std::memory_order_release); }
   bool restart_requested(uint64_t epoch) const {
     return restart_.load(std::memory_order_acquire) == epoch + 1;
@@ -117,6 +178,7 @@ class Control {
   Plan plan_ ABSL_GUARDED_BY(mu_);
   size_t arrived_ ABSL_GUARDED_BY(mu_) = 0;
   bool aborted_ ABSL_GUARDED_BY(mu_) = false;
+  EpochErrors errors_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> restart_{0};
 };
 
@@ -211,76 +273,60 @@ struct LastHealth {
 
 // Where render_health writes, and what it stamps on each row.
 struct HealthOutput {
-  std::shared_ptr<persist::WriteHandle> status;  // The status shard `status_name`.
-  std::string status_name;
-  std::shared_ptr<persist::BackgroundMaintenance> maintenance;
-  std::vector<std::string> tables;  // Export index -> table.
+  std::shared_ptr<StatusShard> status;  // `<kind>.status`, fenced by the incarnation.
+  std::vector<std::string> tables;      // Export index -> table.
   uint64_t incarnation = 0;
   uint64_t epoch = 0;
   std::shared_ptr<LastHealth> last;  // Updated with every change.
 };
 
-// Appends aggregated health changes to the status shard, on the leader.
-void render_health(Scope<Offset>& scope, const Stream<Offset, sources::HealthUpdate>& health,
-                   HealthOutput out) {
+// Appends aggregated health changes to the status shard, on the leader. Returns the operator's
+// errors (a failed status append).
+Stream<Offset, AsyncError> render_health(Scope<Offset>& scope,
+                                         const Stream<Offset, sources::HealthUpdate>& health,
+                                         HealthOutput out) {
   AsyncOperatorBuilder<Offset> builder("Health", scope);
   auto input =
       builder.add_input(health, Exchange([](const sources::HealthUpdate&) { return uint64_t{0}; }));
   const size_t peers = scope.peers();
   builder.set_on_error(OnError::kHold);
-  builder.build([=](AsyncContext& ctx, std::span<CapabilitySet<Offset>>) mutable -> absl::Status {
-    const auto& tables = out.tables;
-    const auto& last = out.last;
-    sources::HealthAggregator aggregator(tables.size(), peers);
-    for (;;) {
-      auto event = input.next();
-      if (event.is_end()) return absl::OkStatus();
-      auto* data = event.data();
-      if (data == nullptr) continue;
-      std::vector<persist::Update> rows;
-      const uint64_t now_ms = static_cast<uint64_t>(absl::ToUnixMillis(absl::Now()));
-      for (const auto& update : data->batch) {
-        if (!aggregator.apply(update)) continue;
-        const auto e = update.export_index;
-        std::string row =
-            absl::StrCat(tables[e], " ", std::string(sources::to_string(aggregator.status(e))),
-                         " incarnation=", out.incarnation, " epoch=", out.epoch);
-        if (aggregator.status(e) == sources::Health::kStalled)
-          absl::StrAppend(&row, " error=", aggregator.error(e));
-        {
-          weir::MutexLock lock(last->mu);
-          last->exports[e] = ExportHealth{
-              aggregator.status(e),
-              aggregator.status(e) == sources::Health::kStalled ? aggregator.error(e) : ""};
-        }
-        rows.push_back({std::move(row), now_ms, 1});
-      }
-      if (rows.empty()) continue;
-      // Append at a time after the shard's upper (wall-clock milliseconds, kept increasing).
-      // The call owns what it uses: one still running when the dataflow is dropped (consensus
-      // stopped answering) is left to return on its own, and its compare-and-append is fenced
-      // by the upper it read.
-      absl::Status appended = ctx.run_blocking_owned(
-          [writer = out.status, maintenance = out.maintenance, name = out.status_name,
-           updates = std::move(rows), now_ms]() mutable -> absl::Status {
-            for (int attempt = 0; attempt < 20; ++attempt) {
-              WEIR_ASSIGN_OR_RETURN(const auto upper, writer->fetch_recent_upper());
-              const uint64_t lower = upper.is_empty() ? 0 : upper.time();
-              uint64_t time = std::max(lower, now_ms);
-              for (auto& u : updates) u.time = time;
-              WEIR_ASSIGN_OR_RETURN(
-                  const auto result,
-                  writer->compare_and_append(updates, Frontier(lower), Frontier(time + 1)));
-              if (result.is_appended()) {
-                if (result.maintenance_due) maintenance->request(name);
-                return absl::OkStatus();
-              }
+  auto built = builder.build(
+      [=](AsyncContext& ctx, std::span<CapabilitySet<Offset>>) mutable -> absl::Status {
+        const auto& tables = out.tables;
+        const auto& last = out.last;
+        sources::HealthAggregator aggregator(tables.size(), peers);
+        for (;;) {
+          auto event = input.next();
+          if (event.is_end()) return absl::OkStatus();
+          auto* data = event.data();
+          if (data == nullptr) continue;
+          std::vector<std::pair<std::string, std::string>> rows;  // Table -> row.
+          for (const auto& update : data->batch) {
+            if (!aggregator.apply(update)) continue;
+            const auto e = update.export_index;
+            std::string row =
+                absl::StrCat(tables[e], " ", std::string(sources::to_string(aggregator.status(e))),
+                             " incarnation=", out.incarnation, " epoch=", out.epoch);
+            if (aggregator.status(e) == sources::Health::kStalled)
+              absl::StrAppend(&row, " error=", aggregator.error(e));
+            {
+              weir::MutexLock lock(last->mu);
+              last->exports[e] = ExportHealth{
+                  aggregator.status(e),
+                  aggregator.status(e) == sources::Health::kStalled ? aggregator.error(e) : ""};
             }
-            return absl::AbortedError("status shard: too much contention");
-          });
-      WEIR_RETURN_IF_ERROR(appended);
-    }
-  });
+            rows.emplace_back(tables[e], std::move(row));
+          }
+          if (rows.empty()) continue;
+          // The call owns what it uses: one still running when the dataflow is dropped (consensus
+          // stopped answering) is left to return on its own; StatusShard serializes it with the
+          // next epoch's.
+          absl::Status appended = ctx.run_blocking_owned(
+              [status = out.status, rows = std::move(rows)] { return status->update(rows); });
+          WEIR_RETURN_IF_ERROR(appended);
+        }
+      });
+  return built.errors;
 }
 
 // One run of the driver: its shards' writers, the tables it ingests and the totals so far.
@@ -300,6 +346,17 @@ struct Ingestion {
   absl::StatusOr<Plan> make_plan(uint64_t epoch);
   // Adds this epoch's sink counts to the totals.
   void collect(const Plan& plan);
+  // The plan of `epoch`, after the previous epoch ended with `errors` (none for the first): backs
+  // off after an error, reopens expired writers, and retries a plan that fails transiently.
+  // nullopt if a stop was asked for meanwhile; an error if one is fatal.
+  absl::StatusOr<std::optional<Plan>> plan_after(uint64_t epoch, const EpochErrors& errors,
+                                                 bool progressed);
+  // Waits before the next attempt, after a failed one (see IngestOptions::backoff_initial).
+  // False if a stop was asked for meanwhile.
+  bool back_off(const std::string& reason);
+  // Replaces every writer that has expired with a new one.
+  absl::Status reopen_expired_writers();
+  bool stopping() const { return options.stop && options.stop->load(); }
 
   const IngestOptions& options;
   IngestMonitor* monitor;  // May be null.
@@ -309,13 +366,19 @@ struct Ingestion {
   std::vector<std::string> tables;          // Ingested now; add_table joins once `added`.
   bool added;
   uint64_t incarnation = 0;
+  bool incarnation_taken = false;
   std::shared_ptr<persist::PersistClient> client;
   std::map<std::string, std::shared_ptr<persist::WriteHandle>> writers;  // Every table's.
-  std::shared_ptr<persist::WriteHandle> status;                          // `<kind>.status`.
+  std::shared_ptr<StatusShard> status;                                   // `<kind>.status`.
+  // Every table's compaction window hold (see IngestOptions::compaction_window).
+  std::map<std::string, std::shared_ptr<persist::SinceHandle>> holds;
   std::shared_ptr<persist::BackgroundMaintenance> maintenance;
   std::shared_ptr<LastHealth> health;
   std::map<std::string, uint64_t> updates, batches;  // By table, over every epoch.
   size_t epochs = 0;
+  size_t backoffs = 0;
+  uint32_t failed_attempts = 0;  // In a row: the backoff's exponent.
+  std::mt19937_64 jitter{std::random_device{}()};
 };
 
 // The definite error the shard holds at `upper`, or "" if none. Errors ("!error: ...") sort
@@ -366,6 +429,75 @@ absl::StatusOr<Plan> Ingestion::make_plan(uint64_t epoch) {
   return plan;
 }
 
+bool Ingestion::back_off(const std::string& reason) {
+  ++failed_attempts;
+  ++backoffs;
+  const double initial = static_cast<double>(options.backoff_initial.count());
+  const double cap = static_cast<double>(options.backoff_max.count());
+  const double exponent = std::min<double>(failed_attempts - 1, 64);
+  const double ceiling = std::min(cap, initial * std::pow(options.backoff_multiplier, exponent));
+  // Jitter: a random delay in [ceiling/2, ceiling], so that drivers failing together spread out.
+  const auto delay = std::chrono::milliseconds(
+      static_cast<int64_t>(std::uniform_real_distribution<double>(ceiling / 2, ceiling)(jitter)));
+  log(absl::StrCat("backing off: attempt ", failed_attempts, " failed (", reason, "); retrying in ",
+                   delay.count(), " ms"));
+  const auto until = Clock::now() + delay;
+  while (Clock::now() < until) {
+    if (stopping()) return false;
+    std::this_thread::sleep_for(
+        std::min<Clock::duration>(until - Clock::now(), std::chrono::milliseconds(10)));
+  }
+  return !stopping();
+}
+
+absl::Status Ingestion::reopen_expired_writers() {
+  auto reopen = [&](const std::string& shard, std::shared_ptr<persist::WriteHandle>& writer,
+                    const std::string& purpose) -> absl::Status {
+    absl::Status alive = writer->heartbeat();
+    if (alive.ok()) return absl::OkStatus();
+    if (!persist::is_writer_expired(alive)) return alive;
+    WEIR_ASSIGN_OR_RETURN(auto fresh, client->open_writer(shard, purpose));
+    log(absl::StrCat(shard, ": writer ", writer->writer_id(),
+                     " has expired (its lease ran out and a GC removed it); reopened as writer ",
+                     fresh.writer_id()));
+    writer = std::make_shared<persist::WriteHandle>(std::move(fresh));
+    return absl::OkStatus();
+  };
+  for (auto& [table, writer] : writers) {
+    WEIR_RETURN_IF_ERROR(
+        reopen(shard_name(kind, table), writer, absl::StrCat("ingest incarnation ", incarnation)));
+  }
+  return status->reopen_if_expired();
+}
+
+absl::StatusOr<std::optional<Plan>> Ingestion::plan_after(uint64_t epoch, const EpochErrors& errors,
+                                                          bool progressed) {
+  if (!errors.fatal.ok()) return errors.fatal;
+  bool reopen = errors.expired_writer;
+  if (errors.count > 0) {
+    if (progressed) failed_attempts = 0;
+    if (!back_off(absl::StrCat(errors.count, " operator error", errors.count == 1 ? "" : "s",
+                               " in epoch ", epoch - 1))) {
+      return std::nullopt;
+    }
+  }
+  for (;;) {
+    absl::Status failed = reopen ? reopen_expired_writers() : absl::OkStatus();
+    if (failed.ok()) {
+      auto plan = make_plan(epoch);
+      if (plan.ok()) return std::optional<Plan>(*std::move(plan));
+      failed = plan.status();
+    }
+    const ErrorClass error_class = classify_error(failed);
+    if (error_class == ErrorClass::kFatal) return failed;
+    if (error_class == ErrorClass::kExpiredWriter) reopen = true;
+    if (!back_off(absl::StrCat("planning epoch ", epoch, ": ", std::string(to_string(error_class)),
+                               " error ", failed.ToString()))) {
+      return std::nullopt;
+    }
+  }
+}
+
 void Ingestion::collect(const Plan& plan) {
   for (size_t e = 0; e < plan.exports.size(); ++e) {
     updates[plan.exports[e].table] += plan.sink_stats[e]->updates.load();
@@ -377,7 +509,15 @@ void Ingestion::collect(const Plan& plan) {
 // opened are in `in.writers` (and `in.status`) even when this fails part-way.
 absl::Status open_shards(Ingestion& in) {
   const IngestOptions& options = in.options;
-  WEIR_ASSIGN_OR_RETURN(in.client, persist::PersistClient::open(options.location, options.persist));
+  if (options.blob || options.consensus) {
+    if (!options.blob || !options.consensus) {
+      return absl::InvalidArgumentError("IngestOptions: give both blob and consensus, or neither");
+    }
+    in.client = persist::PersistClient::create(options.blob, options.consensus, options.persist);
+  } else {
+    WEIR_ASSIGN_OR_RETURN(in.client,
+                          persist::PersistClient::open(options.location, options.persist));
+  }
   WEIR_ASSIGN_OR_RETURN(auto generator,
                         sources::loadgen::Generator::make(options.source.generator));
   in.tables = options.tables;
@@ -393,8 +533,11 @@ absl::Status open_shards(Ingestion& in) {
   }
 
   WEIR_RETURN_IF_ERROR(check_source_identity(*in.client, in.kind, options.source.generator));
-  WEIR_ASSIGN_OR_RETURN(in.incarnation, take_incarnation(*in.client, in.kind));
-  in.log(absl::StrCat("incarnation ", in.incarnation));
+  if (!in.incarnation_taken) {  // A retry after a transient error keeps the number it took.
+    WEIR_ASSIGN_OR_RETURN(in.incarnation, take_incarnation(*in.client, in.kind));
+    in.incarnation_taken = true;
+    in.log(absl::StrCat("incarnation ", in.incarnation));
+  }
 
   for (const auto& table : all_tables) {
     WEIR_ASSIGN_OR_RETURN(
@@ -402,20 +545,25 @@ absl::Status open_shards(Ingestion& in) {
                                             absl::StrCat("ingest incarnation ", in.incarnation)));
     in.writers[table] = std::make_shared<persist::WriteHandle>(std::move(writer));
   }
-  WEIR_ASSIGN_OR_RETURN(auto status_writer,
-                        in.client->open_writer(in.kind + ".status", "ingest health"));
-  in.status = std::make_shared<persist::WriteHandle>(std::move(status_writer));
+  for (const auto& table : all_tables) {
+    WEIR_ASSIGN_OR_RETURN(in.holds[table],
+                          internal::take_over_hold(*in.client, shard_name(in.kind, table),
+                                                   in.writers[table]->shard_id(), in.incarnation,
+                                                   "ingest compaction window"));
+  }
   // Appends that report maintenance_due ask for compaction and GC of their shard here.
   in.maintenance =
       std::make_shared<persist::BackgroundMaintenance>(in.client, [&in](const absl::Status& error) {
         in.log(absl::StrCat("persist maintenance: ", error.message()));
       });
+  WEIR_ASSIGN_OR_RETURN(
+      in.status, StatusShard::open(in.client, in.kind + ".status", in.incarnation, in.maintenance));
   in.health = std::make_shared<LastHealth>(all_tables.size());
   return absl::OkStatus();
 }
 
 // Builds one epoch's dataflow on one worker: the source, a persist sink per export, and the
-// health operator. A transient error anywhere asks `control` for a restart.
+// health operator. An error anywhere is reported to `control`, which drops the epoch.
 void render_epoch(Ingestion& in, Worker& worker, Scope<Offset>& scope, const Plan& plan,
                   Control& control, uint64_t epoch) {
   sources::loadgen::LoadgenSourceConfig source = in.options.source;
@@ -428,34 +576,45 @@ void render_epoch(Ingestion& in, Worker& worker, Scope<Offset>& scope, const Pla
   for (size_t e = 0; e < plan.exports.size(); ++e) {
     sinks::PersistSinkConfig sink;
     sink.name = shard_name(in.kind, plan.exports[e].table);
-    sink.writer = in.writers[plan.exports[e].table];
+    sink.writer = in.writers.at(plan.exports[e].table);
     sink.shard_upper = plan.exports[e].resume_upper;
     sink.final_upper = in.final_upper;
     sink.stats = plan.sink_stats[e];
     sink.maintenance = in.maintenance;
+    sink.since_hold = in.holds.at(plan.exports[e].table);
+    sink.hold_epoch = in.incarnation;
+    sink.compaction_window = in.options.compaction_window;
     auto sink_rendered = sinks::render_persist_sink(rendered->exports[e], sink);
     for (auto& errors : sink_rendered.errors) rendered->errors.push_back(errors);
-  }
-  for (auto& errors : rendered->errors) {
-    errors | inspect([&control, epoch, &in](const AsyncError& error) {
-      in.log(absl::StrCat("transient error in ", error.operator_name, " (worker ", error.worker,
-                          "): ", error.status.ToString(), "; restarting from the shard uppers"));
-      control.request_restart(epoch);
-    });
   }
   std::vector<std::string> names;
   names.reserve(plan.exports.size());
   for (const auto& e : plan.exports) names.push_back(e.table);
-  render_health(scope, rendered->health,
-                HealthOutput{in.status, in.kind + ".status", in.maintenance, std::move(names),
-                             in.incarnation, epoch, in.health});
+  rendered->errors.push_back(
+      render_health(scope, rendered->health,
+                    HealthOutput{in.status, std::move(names), in.incarnation, epoch, in.health}));
+  for (auto& errors : rendered->errors) {
+    errors | inspect([&control, epoch, &in](const AsyncError& error) {
+      const ErrorClass error_class = classify_error(error.status);
+      in.log(absl::StrCat(std::string(to_string(error_class)), " error in ", error.operator_name,
+                          " (worker ", error.worker,
+                          "): ", absl::StatusCodeToString(error.status.code()), ": ",
+                          error.status.message(),
+                          error_class == ErrorClass::kFatal
+                              ? "; ending the run"
+                              : "; restarting from the shard uppers after a backoff"));
+      control.report_error(epoch, error, error_class);
+    });
+  }
 }
 
 // Run: the epochs, each on every worker, until every table reaches the source's `until`, a stop,
 // or an error.
 absl::Status run_epochs(Ingestion& in) {
   const IngestOptions& options = in.options;
-  WEIR_ASSIGN_OR_RETURN(Plan first, in.make_plan(0));
+  WEIR_ASSIGN_OR_RETURN(std::optional<Plan> planned, in.plan_after(0, EpochErrors{}, false));
+  if (!planned) return absl::OkStatus();  // Stopped.
+  Plan first = *std::move(planned);
   for (const auto& e : first.exports) {
     in.log(e.needs_snapshot() ? absl::StrCat(e.table, ": snapshot")
                               : absl::StrCat(e.table, ": resuming at offset ", e.resume_upper));
@@ -478,7 +637,7 @@ absl::Status run_epochs(Ingestion& in) {
         auto all = worker.installed_dataflows();
         return std::find(all.begin(), all.end(), index) != all.end();
       };
-      auto stopping = [&] { return options.stop && options.stop->load(); };
+      auto stopping = [&] { return in.stopping(); };
       while (installed() && !control.restart_requested(epoch) && !worker.failed() && !stopping()) {
         worker.step_or_park(std::chrono::milliseconds(10));
         if (leader && !in.added && Clock::now() - in.started >= options.add_after) {
@@ -494,24 +653,31 @@ absl::Status run_epochs(Ingestion& in) {
       if (control.arrive()) {
         // The last worker to arrive plans the next epoch.
         in.collect(plan);
-        if (stopping()) {
+        const EpochErrors errors = control.take_errors();
+        bool progressed = false;
+        for (size_t e = 0; e < plan.exports.size(); ++e) {
+          progressed |= plan.sink_stats[e]->persisted_upper.load() > plan.exports[e].resume_upper;
+        }
+        if (!in.added && Clock::now() - in.started >= options.add_after) {
+          in.tables.push_back(options.add_table);
+          in.added = true;
+        }
+        auto next = stopping() ? absl::StatusOr<std::optional<Plan>>(std::nullopt)
+                               : in.plan_after(epoch + 1, errors, progressed);
+        if (!next.ok()) {
+          plan_error = next.status();
+          in.log(absl::StrCat("fatal error: ", plan_error.ToString(), "; ending the run"));
+          control.abort();
+          break;
+        }
+        if (!next->has_value()) {
           Plan done;
           done.epoch = epoch + 1;
           done.finished = true;
           control.publish(std::move(done));
           continue;
         }
-        if (!in.added && Clock::now() - in.started >= options.add_after) {
-          in.tables.push_back(options.add_table);
-          in.added = true;
-        }
-        auto next = in.make_plan(epoch + 1);
-        if (!next.ok()) {
-          plan_error = next.status();
-          control.abort();
-          break;
-        }
-        control.publish(*next);
+        control.publish(**std::move(next));
       }
     }
   });
@@ -524,6 +690,7 @@ IngestReport make_report(Ingestion& in) {
   IngestReport report;
   report.incarnation = in.incarnation;
   report.epochs = in.epochs;
+  report.backoffs = in.backoffs;
   report.seconds = std::chrono::duration<double>(Clock::now() - in.started).count();
   for (size_t e = 0; e < in.tables.size(); ++e) {
     const std::string& table = in.tables[e];
@@ -532,6 +699,8 @@ IngestReport make_report(Ingestion& in) {
     r.shard = shard_name(in.kind, table);
     auto upper = in.writers[table]->fetch_recent_upper();
     if (upper.ok() && !upper->is_empty()) r.upper = upper->time();
+    const persist::Frontier since = in.holds[table]->since();
+    if (!since.is_empty()) r.since = since.time();
     r.updates = in.updates[table];
     r.batches = in.batches[table];
     {
@@ -553,11 +722,39 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
     for (auto& [table, writer] : ingestion.writers) (void)writer->expire();
     if (ingestion.status) (void)ingestion.status->expire();
   };
-  WEIR_RETURN_IF_ERROR(open_shards(ingestion));
+  // A transient error while opening (consensus unavailable) backs off and tries again.
+  for (;;) {
+    const absl::Status opened = open_shards(ingestion);
+    if (opened.ok()) break;
+    if (classify_error(opened) == ErrorClass::kFatal) return opened;
+    for (auto& [table, writer] : ingestion.writers) (void)writer->expire();
+    ingestion.writers.clear();
+    ingestion.holds.clear();
+    if (ingestion.status) (void)ingestion.status->expire();
+    ingestion.status.reset();
+    if (!ingestion.back_off(absl::StrCat("opening the shards: ", opened.ToString()))) {
+      return opened;
+    }
+  }
   WEIR_RETURN_IF_ERROR(run_epochs(ingestion));
   // A run that reached its end leaves its shards maintained, however far the maintenance thread
   // had fallen behind the appends; a stop asked for (Ctrl-C) does not wait for it.
-  if (!(options.stop && options.stop->load())) ingestion.maintenance->finish();
+  if (!(options.stop && options.stop->load())) {
+    // The since follows the final uppers, and the last maintenance compacts up to it.
+    for (const auto& table : ingestion.tables) {
+      const std::string shard = shard_name(ingestion.kind, table);
+      // The data is complete whatever happens here: a failure only leaves more history.
+      const auto upper = ingestion.writers[table]->fetch_recent_upper();
+      absl::Status moved = upper.status();
+      if (upper.ok() && !upper->is_empty()) {
+        moved = sinks::downgrade_to_window(*ingestion.holds[table], ingestion.incarnation,
+                                           upper->time(), options.compaction_window, shard);
+      }
+      if (!moved.ok()) ingestion.log(absl::StrCat(shard, ": the since stays: ", moved.message()));
+      ingestion.maintenance->request(shard);
+    }
+    ingestion.maintenance->finish();
+  }
   return make_report(ingestion);
 }
 

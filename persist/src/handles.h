@@ -66,9 +66,13 @@ class BatchBuilderImpl {
   absl::Status discard();
   uint64_t num_updates_added() const { return added_; }
   bool uploads_full() const { return uploader_.full(); }
-  absl::Status wait_for_room() { return uploader_.wait_for_room(); }
+  absl::Status wait_for_room() { return upload_error(uploader_.wait_for_room()); }
 
  private:
+  // A failed upload of an expired writer's part (GC removes the parts, temporary files
+  // included, of a writer it expires) is reported as the expiry (is_writer_expired), which is
+  // what the caller must act on; other errors are returned as they are.
+  absl::Status upload_error(absl::Status status);
   // Uploads the filling part; `last` (from finish) puts it ahead of the pool's queue.
   absl::Status flush(bool last = false);
   size_t part_target_bytes() const { return writer_->shard().core().config().part_target_bytes; }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/cord.h"
 #include "handles.h"
 #include "str_cat.h"
 
@@ -13,6 +14,15 @@ namespace internal {
 namespace {
 
 Frontier upper_of(const ShardState& state) { return frontier_of(state.proto.upper()); }
+
+constexpr char kWriterExpiredPayload[] = "weir.persist/writer-expired";
+
+// FailedPrecondition, tagged so that is_writer_expired recognises it.
+absl::Status writer_expired(std::string message) {
+  absl::Status status = absl::FailedPreconditionError(std::move(message));
+  status.SetPayload(kWriterExpiredPayload, absl::Cord("1"));
+  return status;
+}
 
 }  // namespace
 
@@ -93,8 +103,7 @@ absl::StatusOr<AppendResult> WriterCore::compare_and_append(const Batch& batch,
     seen = state.seqno();
     proto::ProtoWriter* self = find_writer(state, writer_id_);
     if (self == nullptr) {
-      return absl::FailedPreconditionError(
-          internal::str_cat(label, ": writer ", writer_id_, " has expired"));
+      return writer_expired(internal::str_cat(label, ": writer ", writer_id_, " has expired"));
     }
     if (!batch.idempotency_token.empty() &&
         std::any_of(state.writers().begin(), state.writers().end(), [&](const auto& writer) {
@@ -117,7 +126,7 @@ absl::StatusOr<AppendResult> WriterCore::compare_and_append(const Batch& batch,
     }
     if (!batch.parts.empty() && batch.writer_id != writer_id_ &&
         !has_writer(state, batch.writer_id)) {
-      return absl::FailedPreconditionError(internal::str_cat(
+      return writer_expired(internal::str_cat(
           label, ": the batch was built by writer ", batch.writer_id,
           ", which has expired; its parts may have been removed: build the batch again"));
     }
@@ -171,8 +180,8 @@ absl::Status WriterCore::heartbeat() {
                            [&](proto::ProtoShardState& state) -> absl::StatusOr<Shard::Step> {
                              proto::ProtoWriter* self = find_writer(state, writer_id_);
                              if (self == nullptr) {
-                               return absl::FailedPreconditionError(internal::str_cat(
-                                   shard_.label(), ": writer ", writer_id_, " has expired"));
+                               return writer_expired(internal::str_cat(shard_.label(), ": writer ",
+                                                                       writer_id_, " has expired"));
                              }
                              self->set_last_heartbeat_ms(now);
                              return Shard::Step::kWrite;
@@ -242,6 +251,18 @@ absl::Status BatchBuilderImpl::add(std::string_view data, uint64_t time, int64_t
   return absl::OkStatus();
 }
 
+absl::Status BatchBuilderImpl::upload_error(absl::Status status) {
+  if (status.ok() || is_writer_expired(status)) {
+    return status;
+  }
+  absl::Status alive = writer_->heartbeat();
+  if (!is_writer_expired(alive)) {
+    return status;
+  }
+  return writer_expired(
+      internal::str_cat(alive.message(), " (a part upload failed: ", status.message(), ")"));
+}
+
 absl::Status BatchBuilderImpl::flush(bool last) {
   if (buffer_.empty()) {
     return absl::OkStatus();
@@ -249,7 +270,7 @@ absl::Status BatchBuilderImpl::flush(bool last) {
   // A long build must keep its lease, or GC could take its parts before the append.
   WEIR_RETURN_IF_ERROR(writer_->maybe_heartbeat());
   std::string key = writer_->shard().new_part_key(writer_->writer_id());
-  return uploader_.upload(
+  return upload_error(uploader_.upload(
       key,
       [buffer = std::exchange(buffer_, recycler_->take()), recycler = recycler_,
        blob = writer_->shard().core().blob(), shard_id = writer_->shard().id().str(), key,
@@ -259,7 +280,7 @@ absl::Status BatchBuilderImpl::flush(bool last) {
         recycler->give(std::move(buffer));
         return written;
       },
-      last);
+      last));
 }
 
 absl::StatusOr<Batch> BatchBuilderImpl::finish(Frontier upper) {
@@ -286,7 +307,7 @@ absl::StatusOr<Batch> BatchBuilderImpl::finish(Frontier upper) {
       flushed.ok() ? uploader_.finish() : absl::StatusOr<std::vector<WrittenPart>>(flushed);
   if (!parts.ok()) {
     uploader_.discard().IgnoreError();
-    return parts.status();
+    return upload_error(parts.status());
   }
   Batch batch;
   batch.shard_id = writer_->shard().id();
@@ -309,6 +330,10 @@ absl::Status BatchBuilderImpl::discard() {
 }
 
 }  // namespace internal
+
+bool is_writer_expired(const absl::Status& status) {
+  return status.GetPayload(internal::kWriterExpiredPayload).has_value();
+}
 
 uint64_t Batch::num_updates() const {
   uint64_t n = 0;

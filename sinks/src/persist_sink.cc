@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 
 #include "weir/operators/feedback.h"
+#include "weir/status.h"
 
 namespace weir::sinks {
 
@@ -208,78 +209,116 @@ void render_append(const Stream<Time, std::string>& batches, const PersistSinkCo
   auto input =
       builder.add_input(batches, Exchange([leader](const std::string&) { return leader; }));
   builder.set_on_error(OnError::kHold);
-  auto built =
-      builder.build([=](AsyncContext& ctx, std::span<CapabilitySet<Time>>) mutable -> absl::Status {
-        Time expected = config.shard_upper;
-        std::map<Time, std::vector<Batch>> pending;  // By description lower.
-        auto append_ready = [&](const Antichain<Time>& frontier) -> absl::Status {
-          while (!pending.empty() && !frontier.less_equal(pending.begin()->first)) {
-            auto node = pending.extract(pending.begin());
-            std::vector<Batch>& parts = node.mapped();
-            const Time lower = node.key();
-            const Time upper = parts.front().description.upper.time();
-            auto merged = merge_batches(std::move(parts));
-            if (!merged.ok()) return merged.status();
-            // The calls below own what they use: one still running when the operator is dropped
-            // (consensus or blob stopped answering) is left to return on its own; a late
-            // compare-and-append is fenced by its expected upper (docs/design/sinks.md).
-            auto batch = std::make_shared<const Batch>(std::move(*merged));
-            if (expected >= upper) {
-              // Another incarnation already appended this range: ours is redundant.
-              if (absl::Status s = discard_batch(ctx, config.writer, batch); !s.ok()) return s;
-              continue;
-            }
-            if (expected != lower) {
-              return absl::AbortedError(absl::StrCat("shard ", config.name, ": upper is ", expected,
-                                                     ", a batch [", lower, ", ", upper,
-                                                     ") cannot follow it"));
-            }
-            auto result = ctx.run_blocking_owned([writer = config.writer, batch, lower, upper] {
-              return writer->compare_and_append(*batch, Frontier(lower), Frontier(upper));
-            });
-            if (!result.ok()) return result.status();
-            if (!result->is_appended()) {
-              const Frontier current = result->mismatch->current;
-              if (!current.is_empty() && current.time() >= upper) {
-                expected = current.time();
-                if (absl::Status s = discard_batch(ctx, config.writer, batch); !s.ok()) return s;
-                continue;
-              }
-              return absl::AbortedError(absl::StrCat(
-                  "shard ", config.name, ": upper mismatch: expected ", lower, ", found ",
-                  current.to_string(), "; restarting from the shard's upper"));
-            }
-            expected = upper;
-            if (result->maintenance_due && config.maintenance) {
-              config.maintenance->request(config.name);
-            }
-            if (config.stats) {
-              config.stats->persisted_upper.store(upper, std::memory_order_relaxed);
-              config.stats->batches.fetch_add(1, std::memory_order_relaxed);
-            }
-          }
-          return absl::OkStatus();
-        };
-        for (;;) {
-          auto event = input.next();
-          if (auto* d = event.data()) {
-            for (const auto& bytes : d->batch) {
-              auto batch = Batch::decode(bytes);
-              if (!batch.ok()) return batch.status();
-              pending[d->time()].push_back(std::move(*batch));
-            }
-          } else if (const auto* p = event.progress()) {
-            if (absl::Status s = append_ready(p->frontier); !s.ok()) return s;
-          } else {
-            return append_ready(Antichain<Time>());
-          }
+  auto built = builder.build([=](AsyncContext& ctx,
+                                 std::span<CapabilitySet<Time>>) mutable -> absl::Status {
+    Time expected = config.shard_upper;
+    std::map<Time, std::vector<Batch>> pending;  // By description lower.
+    // What the appends (blocking calls that own what they use) need of the compaction window:
+    // shared, so that an append copies a pointer, not the shard's name.
+    struct Window {
+      std::shared_ptr<persist::SinceHandle> hold;
+      uint64_t epoch;
+      uint64_t size;
+      std::string shard;
+    };
+    const auto window =
+        config.since_hold
+            ? std::make_shared<const Window>(Window{config.since_hold, config.hold_epoch,
+                                                    config.compaction_window, config.name})
+            : nullptr;
+    auto append_ready = [&](const Antichain<Time>& frontier) -> absl::Status {
+      while (!pending.empty() && !frontier.less_equal(pending.begin()->first)) {
+        auto node = pending.extract(pending.begin());
+        std::vector<Batch>& parts = node.mapped();
+        const Time lower = node.key();
+        const Time upper = parts.front().description.upper.time();
+        auto merged = merge_batches(std::move(parts));
+        if (!merged.ok()) return merged.status();
+        // The calls below own what they use: one still running when the operator is dropped
+        // (consensus or blob stopped answering) is left to return on its own; a late
+        // compare-and-append is fenced by its expected upper (docs/design/sinks.md).
+        auto batch = std::make_shared<const Batch>(std::move(*merged));
+        if (expected >= upper) {
+          // Another incarnation already appended this range: ours is redundant.
+          if (absl::Status s = discard_batch(ctx, config.writer, batch); !s.ok()) return s;
+          continue;
         }
-      });
+        if (expected != lower) {
+          return absl::AbortedError(absl::StrCat("shard ", config.name, ": upper is ", expected,
+                                                 ", a batch [", lower, ", ", upper,
+                                                 ") cannot follow it"));
+        }
+        auto result = ctx.run_blocking_owned([writer = config.writer, batch, lower, upper,
+                                              window]() -> absl::StatusOr<persist::AppendResult> {
+          auto appended = writer->compare_and_append(*batch, Frontier(lower), Frontier(upper));
+          if (appended.ok() && appended->is_appended() && appended->maintenance_due && window) {
+            // Before the maintenance this append asks for, so that it compacts up to the
+            // new since.
+            WEIR_RETURN_IF_ERROR(downgrade_to_window(*window->hold, window->epoch, upper,
+                                                     window->size, window->shard));
+          }
+          return appended;
+        });
+        if (!result.ok()) return result.status();
+        if (!result->is_appended()) {
+          const Frontier current = result->mismatch->current;
+          if (!current.is_empty() && current.time() >= upper) {
+            expected = current.time();
+            if (absl::Status s = discard_batch(ctx, config.writer, batch); !s.ok()) return s;
+            continue;
+          }
+          return absl::AbortedError(
+              absl::StrCat("shard ", config.name, ": upper mismatch: expected ", lower, ", found ",
+                           current.to_string(), "; restarting from the shard's upper"));
+        }
+        expected = upper;
+        if (result->maintenance_due && config.maintenance) {
+          config.maintenance->request(config.name);
+        }
+        if (config.stats) {
+          config.stats->persisted_upper.store(upper, std::memory_order_relaxed);
+          config.stats->batches.fetch_add(1, std::memory_order_relaxed);
+        }
+      }
+      return absl::OkStatus();
+    };
+    for (;;) {
+      auto event = input.next();
+      if (auto* d = event.data()) {
+        for (const auto& bytes : d->batch) {
+          auto batch = Batch::decode(bytes);
+          if (!batch.ok()) return batch.status();
+          pending[d->time()].push_back(std::move(*batch));
+        }
+      } else if (const auto* p = event.progress()) {
+        if (absl::Status s = append_ready(p->frontier); !s.ok()) return s;
+      } else {
+        return append_ready(Antichain<Time>());
+      }
+    }
+  });
   rendered.errors.push_back(built.errors);
   rendered.buttons.push_back(built.button);
 }
 
 }  // namespace
+
+absl::Status downgrade_to_window(persist::SinceHandle& hold, uint64_t epoch, Time upper,
+                                 uint64_t window, const std::string& shard) {
+  const Time since = window_since(upper, window);
+  if (hold.epoch() == epoch && !hold.since().is_empty() && hold.since().time() >= since) {
+    return absl::OkStatus();  // Nothing to move (and no consensus write).
+  }
+  WEIR_ASSIGN_OR_RETURN(const persist::SinceResult result,
+                        hold.compare_and_downgrade_since(epoch, epoch, Frontier(since)));
+  if (result.mismatch) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "shard ", shard, ": its compaction window's since hold is held by incarnation ",
+        result.mismatch->current, ", not by this one (", epoch,
+        "): a later incarnation has taken over"));
+  }
+  return absl::OkStatus();
+}
 
 RenderedSink render_persist_sink(const Stream<Time, Update>& updates,
                                  const PersistSinkConfig& config) {

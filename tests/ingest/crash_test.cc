@@ -2,6 +2,8 @@
 // snapshot, while streaming, while appending) 20 times and restarted each time; the final shards
 // equal an uninterrupted run's, with no row lost or duplicated.
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -11,6 +13,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,10 +28,10 @@ namespace fs = std::filesystem;
 constexpr uint64_t kUntil = 6000;
 
 std::vector<std::string> ingest_args(const fs::path& dir) {
-  return {WEIR_TOOL_PATH, "ingest", "--source",  "loadgen:auction",
-          "--scale",      "40",     "--persist", dir.string(),
-          "-w",           "2",      "--until",   std::to_string(kUntil),
-          "--rate",       "8000",   "--quiet"};
+  return {WEIR_TOOL_PATH, "ingest", "--source", "loadgen:auction", "--scale", "40", "--persist",
+          dir.string(), "-w", "2", "--until", std::to_string(kUntil), "--rate", "8000", "--quiet",
+          // The comparison reads every offset from 0 on: keep all of the history readable.
+          "--compaction-window", "18446744073709551615"};
 }
 
 // Starts `weir ingest`; returns its pid.
@@ -59,6 +62,32 @@ std::map<std::string, int64_t> contents(persist::PersistClient& client, const st
   }
   (void)reader->expire();
   return result;
+}
+
+// Stops `pid` (SIGSTOP) at a moment it holds no write lock on the SQLite database `db`: while
+// BEGIN IMMEDIATE finds the database busy, lets it run a little longer.
+bool stop_outside_write_transaction(pid_t pid, const fs::path& db_path) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open(db_path.c_str(), &db) != SQLITE_OK) {
+    ADD_FAILURE() << "cannot open " << db_path << ": " << sqlite3_errmsg(db);
+    sqlite3_close(db);
+    return false;
+  }
+  sqlite3_busy_timeout(db, 0);
+  bool stopped = false;
+  for (int attempt = 0; attempt < 1000 && !stopped; ++attempt) {
+    if (kill(pid, SIGSTOP) != 0) break;
+    if (sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK) {
+      sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+      stopped = true;
+    } else {
+      kill(pid, SIGCONT);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  sqlite3_close(db);
+  EXPECT_TRUE(stopped) << "could not stop " << pid << " outside a write transaction";
+  return stopped;
 }
 
 TEST(CrashTest, KilledAndRestartedIngestEqualsAnUninterruptedRun) {
@@ -105,6 +134,70 @@ TEST(CrashTest, KilledAndRestartedIngestEqualsAnUninterruptedRun) {
     }
   }
   fs::remove_all(base);
+}
+
+// Issue 15 item 2, split brain: incarnation 0 is stopped (SIGSTOP) mid-run, incarnation 1 runs to
+// the end, and incarnation 0 resumes (SIGCONT). Before, it appended `running` and `ceased` rows
+// on top of incarnation 1's. Now its status appends are rejected; the status shard holds
+// incarnation 1's final state, and the shards are complete and exact.
+TEST(CrashTest, AStoppedIncarnationThatResumesIsFenced) {
+  const fs::path dir = fs::temp_directory_path() / ("weir-split-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::vector<std::string> args = ingest_args(dir);
+  // Incarnation 0 streams slowly (30 s), so that it is still running when it is stopped.
+  std::vector<std::string> slow = args;
+  *std::find(slow.begin(), slow.end(), "8000") = "200";
+  const pid_t zero = spawn(slow);
+  auto client = persist::PersistClient::open(persist::PersistLocation::in_directory(dir.string()));
+  ASSERT_TRUE(client.ok()) << client.status();
+  // Stop it once bids has an upper past 1000.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (;;) {
+    auto description = (*client)->describe("auction.bids");
+    if (description.ok() && !description->upper.is_empty() && description->upper.time() > 1000) {
+      break;
+    }
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "incarnation 0 made no progress";
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  // A process stopped inside a SQLite write transaction keeps the database locked for everyone
+  // (issue 15 item 8): stop it at a moment it holds no write lock.
+  ASSERT_TRUE(stop_outside_write_transaction(zero, dir / "consensus.db"));
+  int status = 0;
+  const pid_t one = spawn(args);
+  ASSERT_EQ(waitpid(one, &status, 0), one);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "incarnation 1 failed: " << status;
+  ASSERT_EQ(kill(zero, SIGCONT), 0);
+  ASSERT_EQ(waitpid(zero, &status, 0), zero);
+  // It either tries to write its status and is refused (exit 1, "incarnation 1 has taken it
+  // over"), or first restarts (its appends meet incarnation 1's upper) and finds nothing left to
+  // do (exit 0). Either way it writes nothing on top of incarnation 1's rows.
+  EXPECT_TRUE(WIFEXITED(status)) << status;
+
+  std::map<std::string, int64_t> rows;
+  auto cursor = (*client)->inspect_snapshot("auction.status");
+  ASSERT_TRUE(cursor.ok()) << cursor.status();
+  while (cursor->next()) rows[std::string(cursor->data())] += cursor->diff();
+  ASSERT_TRUE(cursor->status().ok()) << cursor->status();
+  ASSERT_EQ(rows.size(), 3u);
+  for (const auto& [row, count] : rows) {
+    EXPECT_EQ(count, 1) << row;
+    EXPECT_NE(row.find(" ceased incarnation=1 "), std::string::npos) << row;
+  }
+  sources::loadgen::GeneratorOptions generator_options;
+  generator_options.kind = "auction";
+  generator_options.scale = 40;
+  auto generator = sources::loadgen::Generator::make(generator_options);
+  ASSERT_TRUE(generator.ok()) << generator.status();
+  for (const std::string table : {"users", "auctions", "bids"}) {
+    const uint32_t t = *generator->table_index(table);
+    for (uint64_t as_of : {uint64_t{0}, kUntil / 2, kUntil}) {
+      EXPECT_TRUE(contents(**client, "auction." + table, as_of) == generator->state_at(t, as_of))
+          << table << " differs at offset " << as_of;
+    }
+  }
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 
 #include "weir/ingest/ingest.h"
 #include "weir/mutex.h"
+#include "weir/persist/faults.h"
 
 namespace weir::tools {
 namespace {
@@ -38,6 +39,8 @@ struct IngestFlags {
   std::string add_table;
   double add_after = 0;
   bool quiet = false;
+  uint64_t compaction_window = ingest::IngestOptions{}.compaction_window;
+  double inject_faults = 0;
 };
 
 [[noreturn]] void fail(const absl::Status& status) {
@@ -139,6 +142,25 @@ void run(const IngestFlags& flags) {
   options.location = flags.dir.empty()
                          ? persist::PersistLocation{flags.blob_url, flags.consensus_url}
                          : persist::PersistLocation::in_directory(flags.dir);
+  // Soak runs: every blob and consensus call fails at this rate, and half as many writes go
+  // through and then report a failure (an unknown outcome).
+  std::shared_ptr<persist::FaultyBlob> faulty_blob;
+  std::shared_ptr<persist::FaultyConsensus> faulty_consensus;
+  if (flags.inject_faults > 0) {
+    const persist::FaultConfig faults{
+        .fail_rate = flags.inject_faults,
+        .indeterminate_rate = flags.inject_faults / 2,
+        .seed = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())};
+    auto blob = persist::Blob::open(options.location.blob_url);
+    if (!blob.ok()) fail(blob.status());
+    auto consensus = persist::Consensus::open(options.location.consensus_url);
+    if (!consensus.ok()) fail(consensus.status());
+    faulty_blob = std::make_shared<persist::FaultyBlob>(std::shared_ptr(*std::move(blob)), faults);
+    faulty_consensus =
+        std::make_shared<persist::FaultyConsensus>(std::shared_ptr(*std::move(consensus)), faults);
+    options.blob = faulty_blob;
+    options.consensus = faulty_consensus;
+  }
   if (flags.source.rfind("loadgen:", 0) != 0) {
     fail(absl::InvalidArgumentError("unknown source '" + flags.source +
                                     "': expected loadgen:counter or loadgen:auction"));
@@ -169,6 +191,7 @@ void run(const IngestFlags& flags) {
   if (!mode.ok()) fail(mode.status());
   options.source.mode = *mode;
   options.tables = flags.tables;
+  options.compaction_window = flags.compaction_window;
   options.add_table = flags.add_table;
   options.add_after = std::chrono::milliseconds(static_cast<int64_t>(flags.add_after * 1000));
 
@@ -182,16 +205,29 @@ void run(const IngestFlags& flags) {
   if (!report.ok()) fail(report.status());
   uint64_t total = 0;
   for (const auto& e : report->exports) total += e.updates;
-  std::printf("ingested %s updates in %.2f s (%s updates/s), incarnation %llu, %zu epoch%s\n",
-              human(total).c_str(), report->seconds,
-              human(total / std::max(report->seconds, 1e-9)).c_str(),
-              static_cast<unsigned long long>(report->incarnation), report->epochs,
-              report->epochs == 1 ? "" : "s");
+  std::printf(
+      "ingested %s updates in %.2f s (%s updates/s), incarnation %llu, %zu epoch%s, %zu "
+      "backoff%s\n",
+      human(total).c_str(), report->seconds, human(total / std::max(report->seconds, 1e-9)).c_str(),
+      static_cast<unsigned long long>(report->incarnation), report->epochs,
+      report->epochs == 1 ? "" : "s", report->backoffs, report->backoffs == 1 ? "" : "s");
+  if (faulty_blob) {
+    std::printf(
+        "injected faults: blob %llu failed, %llu indeterminate of %llu calls; consensus "
+        "%llu failed, %llu indeterminate of %llu calls\n",
+        static_cast<unsigned long long>(faulty_blob->counts().failed.load()),
+        static_cast<unsigned long long>(faulty_blob->counts().indeterminate.load()),
+        static_cast<unsigned long long>(faulty_blob->counts().calls.load()),
+        static_cast<unsigned long long>(faulty_consensus->counts().failed.load()),
+        static_cast<unsigned long long>(faulty_consensus->counts().indeterminate.load()),
+        static_cast<unsigned long long>(faulty_consensus->counts().calls.load()));
+  }
   for (const auto& e : report->exports) {
     std::string health(sources::to_string(e.health));
     if (!e.error.empty()) absl::StrAppend(&health, ": ", e.error);
-    std::printf("  %-20s upper %-10llu updates %-10llu batches %-6llu %s\n", e.shard.c_str(),
-                static_cast<unsigned long long>(e.upper),
+    std::printf("  %-20s upper %-10llu since %-10llu updates %-10llu batches %-6llu %s\n",
+                e.shard.c_str(), static_cast<unsigned long long>(e.upper),
+                static_cast<unsigned long long>(e.since),
                 static_cast<unsigned long long>(e.updates),
                 static_cast<unsigned long long>(e.batches), health.c_str());
   }
@@ -225,6 +261,13 @@ void add_ingest_command(CLI::App& app) {
                   "fail once at this offset (transient error)");
   cmd->add_option("--add-table", flags->add_table, "a table to add while running");
   cmd->add_option("--add-after", flags->add_after, "seconds before adding --add-table");
+  cmd->add_option("--compaction-window", flags->compaction_window,
+                  "offsets of history kept readable behind the latest (each shard's since is "
+                  "held at upper - 1 - N; 18446744073709551615: all)")
+      ->capture_default_str();
+  cmd->add_option("--inject-faults", flags->inject_faults,
+                  "soak runs: blob and consensus calls fail at this rate (0..1), and half as many "
+                  "writes report a failure after going through");
   cmd->add_flag("--quiet", flags->quiet, "print only the summary");
   cmd->callback([flags] { run(*flags); });
 }

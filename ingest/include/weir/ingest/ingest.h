@@ -3,14 +3,17 @@
 //
 // The driver runs the dataflow in epochs: each epoch renders the source with one export per
 // table (resuming each from its shard's upper; an empty shard is snapshotted) and one persist
-// sink per export, plus a health operator that appends status changes to `<kind>.status`. A
-// transient error in any source or sink operator ends the epoch: the dataflow is dropped on every
-// worker and the next epoch resumes from the uppers. Adding a table (`add_table`) also starts a
-// new epoch: the new table snapshots while the others resume where they were.
+// sink per export, plus a health operator that appends status changes to `<kind>.status`. An
+// error in any source, sink or health operator ends the epoch: the dataflow is dropped on every
+// worker and, unless the error is fatal, the next epoch resumes from the uppers after a backoff
+// (see ErrorClass). Adding a table (`add_table`) also starts a new epoch: the new table snapshots
+// while the others resume where they were.
 //
 // Shards are named `<kind>.<table>` (e.g. `auction.bids`). Every start of the driver takes a new
 // incarnation number from the shard `<kind>.incarnations` (a compare-and-set append), so two
-// drivers never share one.
+// drivers never share one. The driver holds each table shard's since a compaction window behind
+// its upper with a critical since hold (id: the shard's uuid with the prefix `c`), fenced by the
+// incarnation: a driver whose hold a later incarnation took over ends with FailedPrecondition.
 //
 // Thread safety: run_ingest blocks; IngestMonitor is thread-safe.
 
@@ -23,12 +26,15 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
 
 #include "weir/mutex.h"
+#include "weir/persist/blob.h"
 #include "weir/persist/config.h"
+#include "weir/persist/consensus.h"
 #include "weir/sinks/persist_sink.h"
 #include "weir/sources/loadgen/loadgen_source.h"
 #include "weir/sources/source.h"
@@ -46,23 +52,62 @@ struct IngestOptions {
   std::string add_table;
   std::chrono::milliseconds add_after{0};
   std::function<void(const std::string&)> log;  // Events (snapshot done, restarts); may be null.
+  // Backoff after a transient error: the n-th consecutive failed attempt (an epoch that ended
+  // with an error before any shard's upper moved, or a plan that could not be made) waits a
+  // random time in [d/2, d] before the next, d = min(backoff_initial * backoff_multiplier^(n-1),
+  // backoff_max). An epoch in which some shard's upper moved starts the count again.
+  std::chrono::milliseconds backoff_initial{100};
+  double backoff_multiplier = 2;
+  std::chrono::milliseconds backoff_max{10000};
+  // The compaction window, in offsets: each shard's since is held at upper - 1 - compaction_window
+  // (0 while that is negative) by a critical since hold of the driver's, moved as maintenance
+  // becomes due and once more at the end of a run, so that compaction consolidates the history
+  // before it. Reads at the last compaction_window + 1 offsets stay valid; 0 keeps only the
+  // latest; UINT64_MAX keeps every offset readable (the since stays 0).
+  uint64_t compaction_window = 1000;
+  // Optional: stores to use instead of opening `location`'s (tests wrap them in FaultyBlob or
+  // FaultyConsensus). Both or neither.
+  std::shared_ptr<persist::Blob> blob;
+  std::shared_ptr<persist::Consensus> consensus;
   // Set to stop: the dataflow is dropped and run_ingest returns its report.
   std::shared_ptr<std::atomic<bool>> stop;
 };
 
+// How the driver treats an error of a source, sink or health operator, or of planning an epoch.
+// (A source's definite errors are not among them: they are data, written into their export's
+// shard, and stop only that export.)
+enum class ErrorClass {
+  // Unavailable, DeadlineExceeded, Aborted (an upper mismatch), ResourceExhausted (a full disk),
+  // Cancelled, Unknown, or any error whose outcome is unknown (persist::is_indeterminate): back
+  // off (IngestOptions::backoff_*), then restart from the shard uppers.
+  kTransient,
+  // A shard's writer has expired (persist::is_writer_expired: its lease ran out and a GC removed
+  // it): the driver opens a new writer for that shard, then goes on as for kTransient. Safe
+  // because every append is a compare-and-set at the shard's upper: the new writer resumes there.
+  kExpiredWriter,
+  // Anything else (DataLoss, NotFound, InvalidArgument, FailedPrecondition, PermissionDenied,
+  // Internal, ...): retrying would fail the same way or hide damage. The run ends with the error,
+  // naming the operator and worker.
+  kFatal,
+};
+ErrorClass classify_error(const absl::Status& status);
+std::string_view to_string(ErrorClass error_class);
+
 struct ExportReport {
   std::string table;
   std::string shard;
-  uint64_t upper = 0;                                   // The shard's upper at the end.
-  uint64_t updates = 0;                                 // Updates written by this run.
-  uint64_t batches = 0;                                 // Batches appended by this run.
+  uint64_t upper = 0;    // The shard's upper at the end.
+  uint64_t since = 0;    // The since of the driver's hold (see compaction_window) at the end.
+  uint64_t updates = 0;  // Updates written by this run.
+  uint64_t batches = 0;  // Batches appended by this run.
   sources::Health health = sources::Health::kStarting;  // Last aggregated health.
   std::string error;  // The definite error (health kStalled), if the export has one.
 };
 
 struct IngestReport {
   uint64_t incarnation = 0;
-  size_t epochs = 0;  // 1 + restarts.
+  size_t epochs = 0;    // 1 + restarts.
+  size_t backoffs = 0;  // Waits after a failed attempt (an epoch or a plan).
   double seconds = 0;
   std::vector<ExportReport> exports;
 };

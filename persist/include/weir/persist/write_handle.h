@@ -54,6 +54,11 @@ struct AppendResult {
 // means nothing was written.
 bool is_indeterminate(const absl::Status& status);
 
+// Whether `status` (FailedPrecondition) says that the writer, or the writer that built the batch,
+// has expired: GC removed it once its lease ran out. The handle is spent; open a new writer (and
+// build the batch again) to go on.
+bool is_writer_expired(const absl::Status& status);
+
 namespace internal {
 class WriterCore;
 }  // namespace internal

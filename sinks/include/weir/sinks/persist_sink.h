@@ -33,6 +33,7 @@
 #include "weir/async/async_operator.h"
 #include "weir/dataflow/stream.h"
 #include "weir/persist/background_maintenance.h"
+#include "weir/persist/since_handle.h"
 #include "weir/persist/write_handle.h"
 
 namespace weir::sinks {
@@ -56,7 +57,28 @@ struct PersistSinkConfig {
   // Optional: where appends that report maintenance_due ask for compaction and GC. Without it the
   // shard's state grows with every append.
   std::shared_ptr<persist::BackgroundMaintenance> maintenance;
+  // Optional: a compaction window. After an append that reports maintenance_due (and before
+  // maintenance is asked for), the append operator moves this critical since hold to
+  // `new_upper - 1 - compaction_window` (0 if that is negative), so that compaction consolidates
+  // the history before it while the last compaction_window + 1 times stay readable. The hold must
+  // be at epoch `hold_epoch` (the driver's incarnation): a hold a later incarnation took over
+  // fails the sink with FailedPrecondition (this one is stale); a failed downgrade with its
+  // status (the append itself went through).
+  std::shared_ptr<persist::SinceHandle> since_hold;
+  uint64_t hold_epoch = 0;
+  uint64_t compaction_window = 0;
 };
+
+// The since a compaction window of `window` times holds a shard whose upper is `upper` at:
+// upper - 1 - window, or 0 if that is negative.
+inline Time window_since(Time upper, uint64_t window) {
+  return upper > window ? upper - 1 - window : 0;
+}
+
+// Moves `hold` (at epoch `epoch`) to window_since(upper, window) if that is ahead of its since.
+// FailedPrecondition, naming `shard`, if the hold's epoch is another.
+absl::Status downgrade_to_window(persist::SinceHandle& hold, uint64_t epoch, Time upper,
+                                 uint64_t window, const std::string& shard);
 
 struct RenderedSink {
   std::vector<Stream<Time, AsyncError>> errors;  // Transient failures (write, append).
