@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 
+#include "ingest_test_util.h"
 #include <gtest/gtest.h>
 
 #include "weir/ingest/ingest.h"
@@ -17,13 +18,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path fresh_dir(const std::string& name) {
-  fs::path dir =
-      fs::temp_directory_path() / ("weir-ingest-window-" + name + "-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+using testing::fresh_dir;
+using testing::shard_at;
 
 IngestOptions options_for(const fs::path& dir, uint64_t until) {
   IngestOptions options;
@@ -35,20 +31,6 @@ IngestOptions options_for(const fs::path& dir, uint64_t until) {
   options.source.until = until;
   options.persist.maintenance_batch_threshold = 4;
   return options;
-}
-
-std::map<std::string, int64_t> shard_at(persist::PersistClient& client, const std::string& shard,
-                                        uint64_t as_of) {
-  std::map<std::string, int64_t> contents;
-  auto reader = client.open_reader(shard);
-  EXPECT_TRUE(reader.ok()) << reader.status();
-  if (!reader.ok()) return contents;
-  auto updates = reader->snapshot(as_of);
-  EXPECT_TRUE(updates.ok()) << updates.status();
-  if (!updates.ok()) return contents;
-  for (const auto& u : *updates) contents[u.data] += u.diff;
-  (void)reader->expire();
-  return contents;
 }
 
 uint64_t stored_updates(const persist::ShardDescription& description) {

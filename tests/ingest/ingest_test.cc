@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "ingest_test_util.h"
 #include <gtest/gtest.h>
 
 #include "weir/persist/client.h"
@@ -18,38 +19,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path fresh_dir(const std::string& name) {
-  fs::path dir =
-      fs::temp_directory_path() / ("weir-ingest-" + name + "-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-IngestOptions options_for(const fs::path& dir, size_t workers, uint64_t until) {
-  IngestOptions options;
-  options.location = persist::PersistLocation::in_directory(dir.string());
-  options.workers.workers = workers;
-  options.source.generator.kind = "auction";
-  options.source.generator.scale = 2;
-  options.source.rate = 0;
-  options.source.until = until;
-  // These tests read the shards at every offset from 0 on: keep all of the history readable.
-  options.compaction_window = std::numeric_limits<uint64_t>::max();
-  return options;
-}
-
-std::map<std::string, int64_t> shard_at(persist::PersistClient& client, const std::string& shard,
-                                        uint64_t as_of) {
-  auto reader = client.open_reader(shard);
-  EXPECT_TRUE(reader.ok()) << reader.status();
-  auto updates = reader->snapshot(as_of);
-  EXPECT_TRUE(updates.ok()) << updates.status();
-  std::map<std::string, int64_t> contents;
-  for (const auto& u : *updates) contents[u.data] += u.diff;
-  (void)reader->expire();
-  return contents;
-}
+using testing::fresh_dir;
+using testing::options_for;
+using testing::shard_at;
 
 // Every table's shard at each of several offsets equals the generator's state there.
 void expect_matches_generator(const IngestOptions& options, uint64_t until,
