@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 #include "weir/persist/consensus.h"
 
@@ -19,8 +20,10 @@ absl::Status check_next_seqno(std::string_view key, std::optional<uint64_t> expe
 // In memory. `name` non-empty: the store shared by every open of that name in this process.
 std::unique_ptr<Consensus> open_mem_consensus(const std::string& name);
 
-// One SQLite database file, created if absent.
-absl::StatusOr<std::unique_ptr<Consensus>> open_sqlite_consensus(const std::string& path);
+// One SQLite database file, created if absent. An operation waits at most `busy_timeout` for
+// another process's write lock.
+absl::StatusOr<std::unique_ptr<Consensus>> open_sqlite_consensus(
+    const std::string& path, absl::Duration busy_timeout = absl::Seconds(60));
 
 // A libpq connection string or URL.
 absl::StatusOr<std::unique_ptr<Consensus>> open_postgres_consensus(const std::string& url);

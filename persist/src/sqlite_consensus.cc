@@ -1,12 +1,17 @@
 // Consensus in one SQLite file: table consensus(shard, seqno, data), WAL mode, synchronous=FULL.
 // compare_and_set runs in a BEGIN IMMEDIATE transaction, which SQLite's file locks serialize
-// across processes.
+// across processes. A process stopped (SIGSTOP, a debugger) inside one keeps the lock: the others
+// wait the busy timeout, then fail Unavailable with a message naming the holder's pid and state.
+
+#include <fstream>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "consensus_stores.h"
 #include "str_cat.h"
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include "weir/mutex.h"
 #include "weir/status.h"
@@ -14,7 +19,57 @@
 namespace weir::persist::internal {
 namespace {
 
-constexpr int kBusyTimeoutMs = 60'000;
+// In a WAL database a writer holds a POSIX lock on this byte of the "-shm" file (SQLite's
+// WALINDEX_LOCK_OFFSET + WAL_WRITE_LOCK).
+constexpr off_t kWalWriteLockByte = 120;
+
+// "process 1234 (stopped)": the state of `pid` from /proc, as far as it can be read.
+std::string describe_process(pid_t pid) {
+  if (pid <= 0) return "a process in another PID namespace";
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  // The state follows the command name, which is in parentheses and may contain any byte.
+  const size_t close = line.rfind(')');
+  const char state = close != std::string::npos && close + 2 < line.size() ? line[close + 2] : '?';
+  const char* what = "state unknown";
+  switch (state) {
+    case 'T':
+      what = "stopped";
+      break;
+    case 't':
+      what = "stopped by a debugger";
+      break;
+    case 'R':
+    case 'S':
+      what = "running";
+      break;
+    case 'D':
+      what = "waiting on I/O";
+      break;
+    case 'Z':
+      what = "exited, not yet reaped";
+      break;
+    default:
+      break;
+  }
+  return internal::str_cat("process ", pid, " (", what, ")");
+}
+
+// Who holds the write lock of the SQLite database at `path`: "" when no other process does.
+std::string write_lock_holder(const std::string& path) {
+  const int fd = ::open((path + "-shm").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  struct flock lock {};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  lock.l_start = kWalWriteLockByte;
+  lock.l_len = 1;
+  const int rc = ::fcntl(fd, F_GETLK, &lock);
+  ::close(fd);
+  if (rc != 0 || lock.l_type == F_UNLCK) return "";
+  return describe_process(lock.l_pid);
+}
 
 class Statement {
  public:
@@ -46,8 +101,9 @@ class ResetOnExit {
 
 class SqliteConsensus final : public Consensus {
  public:
-  static absl::StatusOr<std::unique_ptr<Consensus>> open(const std::string& path) {
-    auto consensus = std::unique_ptr<SqliteConsensus>(new SqliteConsensus(path));
+  static absl::StatusOr<std::unique_ptr<Consensus>> open(const std::string& path,
+                                                         absl::Duration busy_timeout) {
+    auto consensus = std::unique_ptr<SqliteConsensus>(new SqliteConsensus(path, busy_timeout));
     WEIR_RETURN_IF_ERROR(consensus->init());
     return std::unique_ptr<Consensus>(std::move(consensus));
   }
@@ -126,7 +182,8 @@ class SqliteConsensus final : public Consensus {
   }
 
  private:
-  explicit SqliteConsensus(std::string path) : path_(std::move(path)) {}
+  SqliteConsensus(std::string path, absl::Duration busy_timeout)
+      : path_(std::move(path)), busy_timeout_(busy_timeout) {}
 
   absl::Status init() {
     weir::MutexLock lock(mu_);
@@ -140,10 +197,10 @@ class SqliteConsensus final : public Consensus {
                             "\": open: ", db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc)));
     }
     sqlite3_extended_result_codes(db_, 1);
-    sqlite3_busy_timeout(db_, kBusyTimeoutMs);
+    sqlite3_busy_timeout(db_, static_cast<int>(absl::ToInt64Milliseconds(busy_timeout_)));
     // Changing the journal mode of a new file can be refused while another process does the
     // same; SQLite does not always call the busy handler there, so retry ourselves.
-    const absl::Time deadline = absl::Now() + absl::Milliseconds(kBusyTimeoutMs);
+    const absl::Time deadline = absl::Now() + busy_timeout_;
     for (const char* sql :
          {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL",
           "CREATE TABLE IF NOT EXISTS consensus (shard TEXT NOT NULL, seqno INTEGER NOT NULL, "
@@ -260,11 +317,16 @@ class SqliteConsensus final : public Consensus {
   }
 
   absl::Status error(int rc, std::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    const std::string message =
+    std::string message =
         internal::str_cat("sqlite consensus \"", path_, "\": ", what, ": ", sqlite3_errmsg(db_));
     switch (rc & 0xFF) {
       case SQLITE_BUSY:
       case SQLITE_LOCKED:
+        if (const std::string holder = write_lock_holder(path_); !holder.empty()) {
+          message += internal::str_cat(" after ", absl::FormatDuration(busy_timeout_),
+                                       ": its write lock is held by ", holder);
+        }
+        return absl::UnavailableError(message);
       case SQLITE_IOERR:
         return absl::UnavailableError(message);
       case SQLITE_CORRUPT:
@@ -280,6 +342,7 @@ class SqliteConsensus final : public Consensus {
   };
 
   const std::string path_;
+  const absl::Duration busy_timeout_;
   weir::Mutex mu_;
   // Declared before the statements, so that they are finalized first.
   std::unique_ptr<sqlite3, Closer> connection_;
@@ -293,8 +356,9 @@ class SqliteConsensus final : public Consensus {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Consensus>> open_sqlite_consensus(const std::string& path) {
-  return SqliteConsensus::open(path);
+absl::StatusOr<std::unique_ptr<Consensus>> open_sqlite_consensus(const std::string& path,
+                                                                 absl::Duration busy_timeout) {
+  return SqliteConsensus::open(path, busy_timeout);
 }
 
 }  // namespace weir::persist::internal

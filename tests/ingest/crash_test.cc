@@ -3,7 +3,9 @@
 // equal an uninterrupted run's, with no row lost or duplicated.
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -64,8 +66,34 @@ std::map<std::string, int64_t> contents(persist::PersistClient& client, const st
   return result;
 }
 
+// Waits at most `limit` for `pid` to exit and returns its wait status; past it, kills the process
+// and fails the test (a hung child must fail the test, not hold it until ctest's timeout).
+int wait_for_exit(pid_t pid, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  int status = 0;
+  for (;;) {
+    const pid_t got = waitpid(pid, &status, WNOHANG);
+    if (got == pid) return status;
+    if (got < 0) {
+      ADD_FAILURE() << "waitpid " << pid << ": " << std::strerror(errno);
+      return -1;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      ADD_FAILURE() << "process " << pid << " still running after " << limit.count()
+                    << " s: killed";
+      kill(pid, SIGCONT);
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 // Stops `pid` (SIGSTOP) at a moment it holds no write lock on the SQLite database `db`: while
-// BEGIN IMMEDIATE finds the database busy, lets it run a little longer.
+// BEGIN IMMEDIATE finds the database busy, lets it run a little longer. SIGSTOP is asynchronous
+// (a thread running on another core stops at its next entry into the kernel): the lock is checked
+// only once waitpid has reported every thread stopped, or the process could take it in between.
 bool stop_outside_write_transaction(pid_t pid, const fs::path& db_path) {
   sqlite3* db = nullptr;
   if (sqlite3_open(db_path.c_str(), &db) != SQLITE_OK) {
@@ -77,6 +105,11 @@ bool stop_outside_write_transaction(pid_t pid, const fs::path& db_path) {
   bool stopped = false;
   for (int attempt = 0; attempt < 1000 && !stopped; ++attempt) {
     if (kill(pid, SIGSTOP) != 0) break;
+    int status = 0;
+    if (waitpid(pid, &status, WUNTRACED) != pid || !WIFSTOPPED(status)) {
+      ADD_FAILURE() << "process " << pid << " ended before it was stopped: " << status;
+      break;
+    }
     if (sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK) {
       sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
       stopped = true;
@@ -99,8 +132,7 @@ TEST(CrashTest, KilledAndRestartedIngestEqualsAnUninterruptedRun) {
 
   // The uninterrupted run.
   pid_t pid = spawn(ingest_args(reference));
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  int status = wait_for_exit(pid, std::chrono::seconds(300));
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "reference run failed: " << status;
 
   // Twenty runs killed at random points, then one to completion.
@@ -111,11 +143,11 @@ TEST(CrashTest, KilledAndRestartedIngestEqualsAnUninterruptedRun) {
     std::this_thread::sleep_for(
         std::chrono::milliseconds(std::uniform_int_distribution<int>(20, 500)(rng)));
     if (kill(pid, SIGKILL) == 0) ++killed;
-    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);  // Killed: returns at once.
   }
   EXPECT_GE(killed, 15);  // Most runs died mid-way (a fast one may finish before its kill).
   pid = spawn(ingest_args(crashed));
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  status = wait_for_exit(pid, std::chrono::seconds(300));
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "final run failed: " << status;
 
   auto ref =
@@ -164,12 +196,12 @@ TEST(CrashTest, AStoppedIncarnationThatResumesIsFenced) {
   // A process stopped inside a SQLite write transaction keeps the database locked for everyone
   // (issue 15 item 8): stop it at a moment it holds no write lock.
   ASSERT_TRUE(stop_outside_write_transaction(zero, dir / "consensus.db"));
-  int status = 0;
   const pid_t one = spawn(args);
-  ASSERT_EQ(waitpid(one, &status, 0), one);
+  int status = wait_for_exit(one, std::chrono::seconds(120));
+  if (status != 0) wait_for_exit(zero, std::chrono::seconds(0));
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "incarnation 1 failed: " << status;
   ASSERT_EQ(kill(zero, SIGCONT), 0);
-  ASSERT_EQ(waitpid(zero, &status, 0), zero);
+  status = wait_for_exit(zero, std::chrono::seconds(120));
   // It either tries to write its status and is refused (exit 1, "incarnation 1 has taken it
   // over"), or first restarts (its appends meet incarnation 1's upper) and finds nothing left to
   // do (exit 0). Either way it writes nothing on top of incarnation 1's rows.

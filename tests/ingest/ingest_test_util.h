@@ -3,8 +3,6 @@
 
 #pragma once
 
-#include <unistd.h>
-
 #include <cstdint>
 #include <filesystem>
 #include <limits>
@@ -12,6 +10,7 @@
 #include <string>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "weir/ingest/ingest.h"
 #include "weir/persist/client.h"
