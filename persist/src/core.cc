@@ -109,6 +109,12 @@ absl::StatusOr<std::optional<ShardId>> ClientCore::find_shard(std::string_view n
 }
 
 absl::StatusOr<ShardId> ClientCore::find_or_create_shard(std::string_view name) {
+  // Retried while consensus fails transiently: a retry after a lost reply finds the name that
+  // the lost attempt registered.
+  return retry_unavailable(kStoreAttempts, [&] { return find_or_create_shard_once(name); });
+}
+
+absl::StatusOr<ShardId> ClientCore::find_or_create_shard_once(std::string_view name) {
   while (true) {
     WEIR_ASSIGN_OR_RETURN(std::optional<ShardId> existing, find_shard(name));
     if (existing) {
@@ -172,7 +178,11 @@ Shard::Shard(std::shared_ptr<ClientCore> core, ShardId id, std::string name)
       label_(internal::str_cat("shard \"", name_, "\" (", id_.str(), ")")) {}
 
 absl::StatusOr<ShardState> Shard::fetch() const {
-  WEIR_ASSIGN_OR_RETURN(std::optional<VersionedData> head, core_->consensus().head(id_.str()));
+  // A read: retried while consensus fails transiently, so that one lost call does not fail (and
+  // restart) whatever needed the state.
+  WEIR_ASSIGN_OR_RETURN(std::optional<VersionedData> head, retry_unavailable(kStoreAttempts, [&] {
+                          return core_->consensus().head(id_.str());
+                        }));
   if (!head) {
     return ShardState{0, initial_state(id_, name_)};
   }

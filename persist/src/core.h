@@ -48,6 +48,7 @@ class ClientCore {
 
  private:
   absl::StatusOr<std::pair<std::optional<uint64_t>, proto::ProtoShardNames>> fetch_names();
+  absl::StatusOr<ShardId> find_or_create_shard_once(std::string_view name);
 
   const std::shared_ptr<Blob> blob_;
   const std::shared_ptr<Consensus> consensus_;

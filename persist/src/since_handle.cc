@@ -71,30 +71,43 @@ absl::StatusOr<SinceResult> CriticalCore::compare_and_downgrade_since(uint64_t e
   weir::MutexLock lock(mu_);
   SinceResult result;
   uint64_t seen = 0;  // The seqno of the state the change last ran on.
-  WEIR_ASSIGN_OR_RETURN(
-      state_, apply_refusing_on_latest(
-                  shard_, state_, seen, [&] { return result.mismatch.has_value(); },
-                  [&](proto::ProtoShardState& state) -> absl::StatusOr<Shard::Step> {
-                    result = SinceResult();
-                    seen = state.seqno();
-                    proto::ProtoCriticalReader* entry = find_critical_reader(state, id_.str());
-                    if (entry == nullptr) {
-                      return absl::FailedPreconditionError(internal::str_cat(
-                          shard_.label(), ": critical reader ", id_.str(), " has expired"));
-                    }
-                    result.since = frontier_of(entry->since());
-                    if (entry->epoch() != expected_epoch) {
-                      result.mismatch = EpochMismatch{entry->epoch()};
-                      return Shard::Step::kKeep;
-                    }
-                    entry->set_epoch(new_epoch);
-                    if (result.since < new_since) {
-                      to_proto(new_since, entry->mutable_since());
-                      result.since = new_since;
-                    }
-                    recompute_since(state);
-                    return Shard::Step::kWrite;
-                  }));
+  bool retry = false;
+  const auto change = [&](proto::ProtoShardState& state) -> absl::StatusOr<Shard::Step> {
+    result = SinceResult();
+    seen = state.seqno();
+    proto::ProtoCriticalReader* entry = find_critical_reader(state, id_.str());
+    if (entry == nullptr) {
+      return absl::FailedPreconditionError(
+          internal::str_cat(shard_.label(), ": critical reader ", id_.str(), " has expired"));
+    }
+    result.since = frontier_of(entry->since());
+    // A retry after an attempt that committed (its reply lost) finds the epoch at new_epoch
+    // already: its own change, not a mismatch (no other holder moves to the same epoch).
+    if (entry->epoch() != expected_epoch && !(retry && entry->epoch() == new_epoch)) {
+      result.mismatch = EpochMismatch{entry->epoch()};
+      return Shard::Step::kKeep;
+    }
+    entry->set_epoch(new_epoch);
+    if (result.since < new_since) {
+      to_proto(new_since, entry->mutable_since());
+      result.since = new_since;
+    }
+    recompute_since(state);
+    return Shard::Step::kWrite;
+  };
+  absl::StatusOr<ShardState> applied = apply_refusing_on_latest(
+      shard_, state_, seen, [&] { return result.mismatch.has_value(); }, change);
+  // Applied again, on the latest state, while consensus fails transiently.
+  for (int attempt = 1;
+       !applied.ok() && applied.status().code() == absl::StatusCode::kUnavailable &&
+       attempt < kStoreAttempts;
+       ++attempt) {
+    retry_backoff(attempt);
+    retry = true;
+    absl::StatusOr<ShardState> latest = shard_.fetch();
+    applied = latest.ok() ? shard_.apply(*std::move(latest), change) : latest.status();
+  }
+  WEIR_ASSIGN_OR_RETURN(state_, std::move(applied));
   epoch_ = result.mismatch ? result.mismatch->current : new_epoch;
   since_ = result.since;
   return result;

@@ -101,10 +101,6 @@ absl::StatusOr<AppendResult> WriterCore::compare_and_append(const Batch& batch,
   const auto change = [&](proto::ProtoShardState& state) -> absl::StatusOr<Shard::Step> {
     result = AppendResult();
     seen = state.seqno();
-    proto::ProtoWriter* self = find_writer(state, writer_id_);
-    if (self == nullptr) {
-      return writer_expired(internal::str_cat(label, ": writer ", writer_id_, " has expired"));
-    }
     if (!batch.idempotency_token.empty() &&
         std::any_of(state.writers().begin(), state.writers().end(), [&](const auto& writer) {
           return writer.last_append_token() == batch.idempotency_token;
@@ -112,6 +108,10 @@ absl::StatusOr<AppendResult> WriterCore::compare_and_append(const Batch& batch,
       // A retry of an append that went through (say, before a lost reply), by this writer or by
       // a later incarnation's: done already.
       return Shard::Step::kKeep;
+    }
+    proto::ProtoWriter* self = find_writer(state, writer_id_);
+    if (self == nullptr) {
+      return writer_expired(internal::str_cat(label, ": writer ", writer_id_, " has expired"));
     }
     const Frontier upper = frontier_of(state.upper());
     if (upper != expected_upper) {
@@ -146,6 +146,20 @@ absl::StatusOr<AppendResult> WriterCore::compare_and_append(const Batch& batch,
     return Shard::Step::kWrite;
   };
   absl::StatusOr<ShardState> applied = shard_.apply(state_, change);
+  // A batch with a token is applied again, on the latest state, while consensus fails
+  // transiently: if an attempt committed (its reply lost), the token recognises it; otherwise it
+  // applies now. Without a token a retry could not tell its own commit from another writer's.
+  std::optional<absl::Status> lost_reply;  // The first indeterminate attempt, if one was.
+  for (int attempt = 1;
+       !applied.ok() && applied.status().code() == absl::StatusCode::kUnavailable &&
+       !batch.idempotency_token.empty() && attempt < kStoreAttempts;
+       ++attempt) {
+    if (!lost_reply && is_indeterminate(applied.status())) lost_reply = applied.status();
+    retry_backoff(attempt);
+    absl::StatusOr<ShardState> latest = shard_.fetch();
+    applied = latest.ok() ? shard_.apply(*std::move(latest), change)
+                          : mark_indeterminate(latest.status());
+  }
   // `change` runs first on the state this writer cached, which may be stale: the upper may have
   // reached expected_upper since, the batch's builder may have registered since, and the token of
   // a retry may be in a newer state (its first try committed, the reply was lost; then a refusal
@@ -158,6 +172,14 @@ absl::StatusOr<AppendResult> WriterCore::compare_and_append(const Batch& batch,
     if (latest.seqno > seen) {
       applied = shard_.apply(std::move(latest), change);
     }
+  }
+  if (lost_reply && !applied.ok() && is_writer_expired(applied.status())) {
+    // The token went with the writer's registration: whether the lost attempt committed cannot
+    // be learned any more. Still indeterminate, never a refusal (the caller would discard parts
+    // that the shard may reference).
+    return mark_indeterminate(absl::UnavailableError(
+        internal::str_cat(lost_reply->message(), "; writer ", writer_id_,
+                          " expired before a retry could learn whether the append committed")));
   }
   WEIR_ASSIGN_OR_RETURN(state_, std::move(applied));
   if (result.is_appended()) {
@@ -174,18 +196,21 @@ absl::StatusOr<AppendResult> WriterCore::compare_and_append(const Batch& batch,
 absl::Status WriterCore::heartbeat() {
   const int64_t now = shard_.core().now_ms();
   weir::MutexLock lock(mu_);
-  WEIR_ASSIGN_OR_RETURN(ShardState latest, shard_.fetch());
+  // Retried while consensus fails transiently: setting the heartbeat again is harmless.
   WEIR_ASSIGN_OR_RETURN(
-      state_, shard_.apply(std::move(latest),
-                           [&](proto::ProtoShardState& state) -> absl::StatusOr<Shard::Step> {
-                             proto::ProtoWriter* self = find_writer(state, writer_id_);
-                             if (self == nullptr) {
-                               return writer_expired(internal::str_cat(shard_.label(), ": writer ",
-                                                                       writer_id_, " has expired"));
-                             }
-                             self->set_last_heartbeat_ms(now);
-                             return Shard::Step::kWrite;
-                           }));
+      state_, retry_unavailable(kStoreAttempts, [&]() -> absl::StatusOr<ShardState> {
+        WEIR_ASSIGN_OR_RETURN(ShardState latest, shard_.fetch());
+        return shard_.apply(
+            std::move(latest), [&](proto::ProtoShardState& state) -> absl::StatusOr<Shard::Step> {
+              proto::ProtoWriter* self = find_writer(state, writer_id_);
+              if (self == nullptr) {
+                return writer_expired(
+                    internal::str_cat(shard_.label(), ": writer ", writer_id_, " has expired"));
+              }
+              self->set_last_heartbeat_ms(now);
+              return Shard::Step::kWrite;
+            });
+      }));
   last_heartbeat_ms_ = now;
   return absl::OkStatus();
 }

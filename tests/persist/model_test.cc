@@ -1061,55 +1061,24 @@ void run_seeds(const std::string& store, uint64_t default_seeds, uint64_t defaul
 
 // Regression tests for what the model test found, each reduced to one cause.
 
-// Loses the reply of the next compare_and_set once armed: the write goes through, the caller
-// gets Unavailable.
-class LoseNextReply final : public Consensus {
- public:
-  explicit LoseNextReply(std::shared_ptr<Consensus> inner) : inner_(std::move(inner)) {}
-  void arm() { armed_ = true; }
-
-  absl::StatusOr<std::optional<VersionedData>> head(std::string_view key) override {
-    return inner_->head(key);
-  }
-  absl::StatusOr<CasResult> compare_and_set(std::string_view key,
-                                            std::optional<uint64_t> expected_seqno,
-                                            const VersionedData& new_version) override {
-    absl::StatusOr<CasResult> result = inner_->compare_and_set(key, expected_seqno, new_version);
-    if (armed_.exchange(false)) {
-      return absl::UnavailableError("the reply was lost");
-    }
-    return result;
-  }
-  absl::StatusOr<std::vector<VersionedData>> scan(std::string_view key, uint64_t from_seqno,
-                                                  size_t limit) override {
-    return inner_->scan(key, from_seqno, limit);
-  }
-  absl::StatusOr<size_t> truncate(std::string_view key, uint64_t seqno) override {
-    return inner_->truncate(key, seqno);
-  }
-
- private:
-  std::shared_ptr<Consensus> inner_;
-  std::atomic<bool> armed_{false};
-};
-
 // Found by the model test: a lost reply to the registration of a reader (or writer) failed the
 // open, and the caller's retry registered a second one; the first stayed registered for its whole
 // lease, a reader holding the since (and so compaction) back. Compaction's own reader and writer
 // leaked the same way, 30 of them in a second of the model test.
 TEST(PersistModelRegressionTest, AnOpenWhoseReplyIsLostRegistersOnce) {
   const PersistLocation location = testing::fresh_location("mem");
-  auto consensus = std::make_shared<LoseNextReply>(Consensus::open(location.consensus_url).value());
+  auto consensus =
+      std::make_shared<testing::LosingConsensus>(Consensus::open(location.consensus_url).value());
   std::unique_ptr<PersistClient> client =
       PersistClient::create(Blob::open(location.blob_url).value(), consensus);
   ASSERT_TRUE(client->open_writer("lost").ok());  // Creates the shard.
   // As the documentation says a caller does after an Unavailable: try again.
   const auto open_reader = [&] {
-    consensus->arm();
+    consensus->lose_replies = 1;
     return retry([&] { return client->open_reader("lost"); });
   };
   const auto open_writer = [&] {
-    consensus->arm();
+    consensus->lose_replies = 1;
     return retry([&] { return client->open_writer("lost"); });
   };
   absl::StatusOr<ReadHandle> reader = open_reader();
@@ -1132,7 +1101,8 @@ TEST(PersistModelRegressionTest, AnOpenWhoseReplyIsLostRegistersOnce) {
 // upper one older than the expected upper that the shard really had.
 TEST(PersistModelRegressionTest, RefusalsAreDecidedOnTheLatestStateNotACachedOne) {
   const PersistLocation location = testing::fresh_location("mem");
-  auto consensus = std::make_shared<LoseNextReply>(Consensus::open(location.consensus_url).value());
+  auto consensus =
+      std::make_shared<testing::LosingConsensus>(Consensus::open(location.consensus_url).value());
   std::unique_ptr<PersistClient> client =
       PersistClient::create(Blob::open(location.blob_url).value(), consensus);
   const auto build = [](WriteHandle& writer, uint64_t lower, const std::string& row) {
@@ -1163,9 +1133,11 @@ TEST(PersistModelRegressionTest, RefusalsAreDecidedOnTheLatestStateNotACachedOne
   ASSERT_TRUE(
       builder.compare_and_append(build(builder, 3, "d"), Frontier(3), Frontier(4))->is_appended());
   const Batch lost = build(builder, 4, "e");
-  consensus->arm();
+  consensus->lose_replies = 1;  // And it stays down through the builder's own retries.
+  consensus->down_after_losing = true;
   absl::StatusOr<AppendResult> first = builder.compare_and_append(lost, Frontier(4), Frontier(5));
   ASSERT_TRUE(is_indeterminate(first.status())) << first.status();
+  consensus->down = false;
   appended = later.compare_and_append(lost, Frontier(4), Frontier(5));
   ASSERT_TRUE(appended.ok()) << appended.status();
   EXPECT_TRUE(appended->is_appended()) << "a committed append was reported refused";

@@ -662,12 +662,37 @@ TEST_P(ShardTest, GcSkipsABlobItCannotRemoveAndStillTruncates) {
   EXPECT_EQ(reader.snapshot(5).value().size(), 180u);
 }
 
+// Issue 15 soak: at 5 % injected faults `weir ingest` restarted its dataflow for nearly every
+// append (one lost consensus reply failed the whole append). compare_and_append now tries again
+// itself, on the latest state; the token tells it that the first attempt committed.
+TEST_P(ShardTest, AnAppendWhoseReplyIsLostIsTriedAgainAndLandsOnce) {
+  auto consensus =
+      std::make_shared<testing::LosingConsensus>(Consensus::open(location_.consensus_url).value());
+  std::unique_ptr<PersistClient> client =
+      PersistClient::create(Blob::open(location_.blob_url).value(), consensus, small_config());
+  WriteHandle writer = client->open_writer("lost").value();
+  for (uint64_t t = 0; t < 4; ++t) {
+    BatchBuilder builder = writer.builder(Frontier(t));
+    ASSERT_TRUE(builder.add("row " + std::to_string(t), t, 1).ok());
+    const Batch batch = builder.finish(Frontier(t + 1)).value();
+    consensus->lose_replies = static_cast<int>(t);  // 0 to 3 lost replies in a row.
+    const absl::StatusOr<AppendResult> appended =
+        writer.compare_and_append(batch, Frontier(t), Frontier(t + 1));
+    ASSERT_TRUE(appended.ok()) << t << ": " << appended.status();
+    EXPECT_TRUE(appended->is_appended()) << t;
+  }
+  ReadHandle reader = client->open_reader("lost").value();
+  const std::vector<Update> rows = reader.snapshot(3).value();
+  EXPECT_EQ(rows.size(), 4u);
+  for (const Update& row : rows) EXPECT_EQ(row.diff, 1) << row.data;
+}
+
 // Issue 15 item 4: an append was recognised as already done only by its first part's key in the
 // head state. After "committed, but the reply was lost" and then a compaction (which rewrites
 // keys), the retry reported a mismatch; an empty batch (progress only) has no part at all.
 TEST_P(ShardTest, ARetryAfterALostReplyIsRecognisedWhateverHappenedSince) {
-  auto consensus = std::make_shared<FaultyConsensus>(
-      Consensus::open(location_.consensus_url).value(), FaultConfig{});
+  auto consensus =
+      std::make_shared<testing::LosingConsensus>(Consensus::open(location_.consensus_url).value());
   std::unique_ptr<PersistClient> client =
       PersistClient::create(Blob::open(location_.blob_url).value(), consensus, small_config());
   WriteHandle writer = client->open_writer("retry").value();
@@ -679,12 +704,14 @@ TEST_P(ShardTest, ARetryAfterALostReplyIsRecognisedWhateverHappenedSince) {
     }
     return builder.finish(Frontier(upper)).value();
   };
-  // The append commits; its reply is lost.
+  // The append commits; its reply is lost, and consensus stays down through every retry.
   const auto append_losing_the_reply = [&](const Batch& batch, uint64_t lower, uint64_t upper) {
-    consensus->configure({.indeterminate_rate = 1});
+    consensus->lose_replies = 1;
+    consensus->down_after_losing = true;
     const absl::StatusOr<AppendResult> lost =
         writer.compare_and_append(batch, Frontier(lower), Frontier(upper));
-    consensus->configure({});
+    consensus->down_after_losing = false;
+    consensus->down = false;
     ASSERT_FALSE(lost.ok());
     EXPECT_TRUE(is_indeterminate(lost.status())) << lost.status();
   };

@@ -2,9 +2,12 @@
 
 #pragma once
 
+#include <atomic>
+#include <memory>
 #include <string>
 
 #include "weir/persist/config.h"
+#include "weir/persist/consensus.h"
 
 namespace weir::persist::testing {
 
@@ -24,5 +27,43 @@ std::string fresh_postgres_consensus_url();
 //   "sqlite"    a file blob and a SQLite consensus in a fresh directory
 //   "postgres"  a file blob in a fresh directory and a PostgreSQL consensus in a fresh schema
 PersistLocation fresh_location(const std::string& kind);
+
+// A consensus store that loses replies: while `lose_replies`, a compare_and_set goes through and
+// then reports Unavailable; while `down`, every call fails before reaching the store.
+class LosingConsensus final : public Consensus {
+ public:
+  explicit LosingConsensus(std::shared_ptr<Consensus> inner) : inner_(std::move(inner)) {}
+  std::atomic<int> lose_replies{0};  // How many replies to lose.
+  std::atomic<bool> down{false};
+  std::atomic<bool> down_after_losing{false};  // Goes down once it has lost the replies.
+
+  absl::StatusOr<std::optional<VersionedData>> head(std::string_view key) override {
+    if (down) return absl::UnavailableError("consensus is down (test)");
+    return inner_->head(key);
+  }
+  absl::StatusOr<CasResult> compare_and_set(std::string_view key,
+                                            std::optional<uint64_t> expected_seqno,
+                                            const VersionedData& new_version) override {
+    if (down) return absl::UnavailableError("consensus is down (test)");
+    absl::StatusOr<CasResult> result = inner_->compare_and_set(key, expected_seqno, new_version);
+    if (result.ok() && lose_replies.load() > 0) {
+      if (--lose_replies == 0 && down_after_losing) down = true;
+      return absl::UnavailableError("the reply was lost (test)");
+    }
+    return result;
+  }
+  absl::StatusOr<std::vector<VersionedData>> scan(std::string_view key, uint64_t from_seqno,
+                                                  size_t limit) override {
+    if (down) return absl::UnavailableError("consensus is down (test)");
+    return inner_->scan(key, from_seqno, limit);
+  }
+  absl::StatusOr<size_t> truncate(std::string_view key, uint64_t seqno) override {
+    if (down) return absl::UnavailableError("consensus is down (test)");
+    return inner_->truncate(key, seqno);
+  }
+
+ private:
+  std::shared_ptr<Consensus> inner_;
+};
 
 }  // namespace weir::persist::testing
