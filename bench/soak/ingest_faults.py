@@ -6,11 +6,12 @@ and restarted, one incarnation stopped while the next one starts.
                                 [--rate 2000] [--weir build/release/tools/weir/weir] [--keep DIR]
 
 1. A reference: one uninterrupted run without faults, to the same offset.
-2. The soak, for about --seconds: incarnations run with --inject-faults; --kills of them are
-   killed with SIGKILL at random moments; half-way one is stopped with SIGSTOP (at a moment it
-   holds no SQLite write lock: a stopped holder would block every process, which is SQLite's
-   design), the next incarnation starts and runs, and the stopped one is resumed with SIGCONT
-   while its successor goes on. The last incarnation runs to the end.
+2. The soak, for --seconds: incarnations stream at --rate with --inject-faults; --kills of them
+   are killed with SIGKILL (at random moments, the last at the deadline); half-way one is stopped
+   with SIGSTOP (at a moment it holds no SQLite write lock: a stopped holder would block every
+   process, which is SQLite's design), the next incarnation starts and runs, and the stopped one
+   is resumed with SIGCONT while its successor goes on. A final incarnation, still with faults,
+   catches up to the end at --rate 0.
 3. Checks: every shard reads (`weir persist cat`) equal to the reference's; the status shard holds
    the last incarnation's `ceased` rows and nothing else; no incarnation backed off more than once
    per second on average (a storm) and every backoff sequence grows.
@@ -49,7 +50,7 @@ class Soak:
     def __init__(self, args, base):
         self.args = args
         self.base = base
-        self.until = int(args.rate * args.seconds * 0.9)
+        self.until = int(args.rate * args.seconds)  # Not reached while streaming at the rate.
         self.logs = []  # (incarnation index, log path)
         self.rng = random.Random(args.seed)
 
@@ -111,8 +112,9 @@ class Soak:
         print(f"reference: until {self.until} in {time.time() - t0:.1f} s", flush=True)
 
         start = time.time()
-        deadline = start + a.seconds
-        kills = sorted(self.rng.uniform(0.05, 0.85) * a.seconds for _ in range(a.kills))
+        # The last kill is at the deadline; the others at random moments before it.
+        kills = sorted(self.rng.uniform(0.05, 0.95) * a.seconds for _ in range(a.kills - 1))
+        kills.append(a.seconds)
         stop_at = 0.5 * a.seconds
         events = []
         proc = self.spawn(soak, a.faults, a.rate)
@@ -138,14 +140,16 @@ class Soak:
                     proc.kill()
                     proc.wait()
                     events.append(f"{now:6.1f} s: SIGKILL run {len(self.logs) - 1}")
-                proc = self.spawn(soak, a.faults, a.rate)
+                # After the last kill, a final incarnation catches up at full speed (the data
+                # at each offset does not depend on the rate).
+                proc = self.spawn(soak, a.faults, a.rate if kills else 0)
                 continue
             time.sleep(0.05)
         if stopped:
             os.kill(stopped[0].pid, signal.SIGCONT)
             self.resumed = stopped[0]
         last = len(self.logs) - 1
-        remaining = max(60.0, deadline - time.time() + 120)
+        remaining = 300.0
         try:
             rc = proc.wait(timeout=remaining)
         except subprocess.TimeoutExpired:

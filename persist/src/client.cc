@@ -126,7 +126,9 @@ absl::StatusOr<ShardDescription> PersistClient::describe(std::string_view name) 
   }
   for (const auto& reader : s.critical_readers()) {
     d.critical_readers.push_back(
-        {reader.reader_id(), reader.purpose(), frontier_of(reader.since()), reader.epoch()});
+        {reader.reader_id(), reader.purpose(), frontier_of(reader.since()), reader.epoch(),
+         reader.last_changed_ms() == 0 ? absl::InfinitePast()
+                                       : absl::FromUnixMillis(reader.last_changed_ms())});
   }
   return d;
 }

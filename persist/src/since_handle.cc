@@ -46,6 +46,7 @@ absl::StatusOr<std::shared_ptr<CriticalCore>> CriticalCore::open(Shard shard, Cr
         entry->set_purpose(purpose);
         *entry->mutable_since() = state.since();
         entry->set_epoch(0);
+        entry->set_last_changed_ms(s.core().now_ms());
         return Shard::Step::kWrite;
       }));
   const proto::ProtoCriticalReader* entry =
@@ -86,6 +87,9 @@ absl::StatusOr<SinceResult> CriticalCore::compare_and_downgrade_since(uint64_t e
     if (entry->epoch() != expected_epoch && !(retry && entry->epoch() == new_epoch)) {
       result.mismatch = EpochMismatch{entry->epoch()};
       return Shard::Step::kKeep;
+    }
+    if (entry->epoch() != new_epoch || result.since < new_since) {
+      entry->set_last_changed_ms(shard_.core().now_ms());
     }
     entry->set_epoch(new_epoch);
     if (result.since < new_since) {

@@ -77,6 +77,31 @@ TEST_F(ToolTest, DescribePrintsUpperSinceBatchesAndHandles) {
   EXPECT_NE(customers.out.find("\"a dashboard\""), std::string::npos) << customers.out;
 }
 
+// Issue 15: describe shows how old each hold is (a stuck holder is seen at a glance) and the
+// source identity recorded next to the shards (PREFIX.source, as `weir ingest` writes it).
+TEST_F(ToolTest, DescribeShowsHoldAgesAndTheSourceIdentity) {
+  WriteHandle source = client_->open_writer("shop.source").value();
+  ASSERT_TRUE(source
+                  .compare_and_append(std::vector<Update>{{"kind=shop", 0, 1}, {"seed=7", 0, 1}},
+                                      Frontier(0), Frontier(1))
+                  ->is_appended());
+  ASSERT_TRUE(client_->open_writer("shop.orders").ok());
+  SinceHandle hold =
+      client_->open_critical_since("shop.orders", CriticalReaderId::random(), "a sink").value();
+  ASSERT_FALSE(hold.compare_and_downgrade_since(0, 3, Frontier(0))->mismatch);
+  const ToolRun run = run_tool("persist --persist " + dir_ + " describe shop.orders");
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_NE(run.out.find("source          kind=shop seed=7  (from shop.source)\n"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("\"a sink\"  since [0]  epoch 3  moved 20"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find(" ago)"), std::string::npos) << run.out;
+  const ToolRun orders = run_tool("persist --persist " + dir_ + " describe orders");
+  EXPECT_EQ(orders.out.find("source "), std::string::npos) << "no orders.source: " << orders.out;
+  EXPECT_NE(orders.out.find("heartbeat 20"), std::string::npos) << orders.out;
+  EXPECT_NE(orders.out.find(" ago)  lease"), std::string::npos) << orders.out;
+}
+
 TEST_F(ToolTest, ErrorsAreReportedWithAnExitCode) {
   ToolRun run = run_tool("persist --persist " + dir_ + " cat nosuchshard");
   EXPECT_EQ(run.exit_code, 1);

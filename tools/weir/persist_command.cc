@@ -82,6 +82,39 @@ std::string format_time(absl::Time time) {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", time, absl::UTCTimeZone());
 }
 
+// "2026-12-02T06:25:35.000Z (3.2s ago)".
+std::string time_and_age(absl::Time time, absl::Time now) {
+  if (time == absl::InfinitePast()) return "unknown";
+  const absl::Duration age = now - time;
+  return format_time(time) + " (" +
+         (age >= absl::ZeroDuration()
+              ? absl::FormatDuration(absl::Trunc(age, absl::Milliseconds(100))) + " ago"
+              : "in the future: clocks differ") +
+         ")";
+}
+
+// The source identity that `weir ingest` records for the shards PREFIX.* in PREFIX.source (one
+// "key=value" row each), joined with spaces; "" when there is none.
+std::string source_identity(PersistClient& client, const std::string& shard) {
+  const size_t dot = shard.rfind('.');
+  if (dot == std::string::npos) return "";
+  const std::string source = shard.substr(0, dot) + ".source";
+  absl::StatusOr<std::optional<persist::ShardId>> id = client.find_shard(source);
+  if (!id.ok() || !id->has_value()) return "";
+  absl::StatusOr<persist::SnapshotCursor> cursor = client.inspect_snapshot(source);
+  if (!cursor.ok()) return "(" + source + ": " + std::string(cursor.status().message()) + ")";
+  std::string out;
+  while (cursor->next()) {
+    if (cursor->diff() <= 0) continue;
+    if (!out.empty()) out += ' ';
+    out += escape(cursor->data());
+  }
+  if (!cursor->status().ok()) {
+    out += " (" + source + ": " + std::string(cursor->status().message()) + ")";
+  }
+  return out + "  (from " + source + ")";
+}
+
 void list_shards(const PersistOptions& options) {
   for (const persist::ShardName& shard : value_or_fail(open_client(options)->list_shards())) {
     std::cout << shard.name << "\n";
@@ -89,13 +122,18 @@ void list_shards(const PersistOptions& options) {
 }
 
 void describe_shard(const PersistOptions& options) {
-  const persist::ShardDescription d = value_or_fail(open_client(options)->describe(options.shard));
+  std::unique_ptr<PersistClient> client = open_client(options);
+  const persist::ShardDescription d = value_or_fail(client->describe(options.shard));
+  const absl::Time now = absl::Now();
   std::cout << "shard           " << d.name << "\n"
             << "id              " << d.id.str() << "\n"
             << "seqno           " << d.seqno << "\n"
             << "written         " << (d.seqno == 0 ? "never" : format_time(d.walltime)) << "\n"
             << "upper           " << d.upper.to_string() << "\n"
             << "since           " << d.since.to_string() << "\n";
+  if (const std::string source = source_identity(*client, d.name); !source.empty()) {
+    std::cout << "source          " << source << "\n";
+  }
   uint64_t updates = 0;
   uint64_t bytes = 0;
   for (const auto& batch : d.batches) {
@@ -120,20 +158,21 @@ void describe_shard(const PersistOptions& options) {
   std::cout << "writers         " << d.writers.size() << "\n";
   for (const auto& writer : d.writers) {
     std::cout << "  " << writer.writer_id << "  \"" << escape(writer.purpose) << "\"  heartbeat "
-              << format_time(writer.last_heartbeat) << "  lease "
+              << time_and_age(writer.last_heartbeat, now) << "  lease "
               << absl::FormatDuration(writer.lease) << "\n";
   }
   std::cout << "leased readers  " << d.leased_readers.size() << "\n";
   for (const auto& reader : d.leased_readers) {
     std::cout << "  " << reader.reader_id << "  \"" << escape(reader.purpose) << "\"  since "
               << reader.since.to_string() << "  seqno " << reader.seqno << "  heartbeat "
-              << format_time(reader.last_heartbeat) << "  lease "
+              << time_and_age(reader.last_heartbeat, now) << "  lease "
               << absl::FormatDuration(reader.lease) << "\n";
   }
   std::cout << "critical readers " << d.critical_readers.size() << "\n";
   for (const auto& reader : d.critical_readers) {
     std::cout << "  " << reader.reader_id << "  \"" << escape(reader.purpose) << "\"  since "
-              << reader.since.to_string() << "  epoch " << reader.epoch << "\n";
+              << reader.since.to_string() << "  epoch " << reader.epoch << "  moved "
+              << time_and_age(reader.last_changed, now) << "\n";
   }
 }
 

@@ -82,6 +82,8 @@ struct ShardDescription {
     std::string purpose;
     Frontier since;
     uint64_t epoch = 0;
+    // When it was registered or last moved; absl::InfinitePast() if the state does not say.
+    absl::Time last_changed = absl::InfinitePast();
   };
 
   ShardId id;
