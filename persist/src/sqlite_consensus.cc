@@ -329,6 +329,8 @@ class SqliteConsensus final : public Consensus {
         return absl::UnavailableError(message);
       case SQLITE_IOERR:
         return absl::UnavailableError(message);
+      case SQLITE_FULL:  // The disk is full: transient for a caller that waits for space.
+        return absl::ResourceExhaustedError(message);
       case SQLITE_CORRUPT:
       case SQLITE_NOTADB:
         return absl::DataLossError(message);

@@ -3,6 +3,9 @@
 #
 #   postgres_fixture.sh start STATE_DIR   initdb + start on a free port; writes STATE_DIR/url
 #   postgres_fixture.sh stop STATE_DIR    stop it and remove its data
+#   postgres_fixture.sh restart STATE_DIR fast|immediate [SECONDS]
+#                                         stop it with that shutdown mode, wait SECONDS (default
+#                                         0), start it again on the same port with the same data
 #
 # initdb and pg_ctl refuse to run as root: as root they run as the postgres user via runuser,
 # otherwise as the current user. The data lives in a fresh directory under ${TMPDIR:-/tmp} that
@@ -36,7 +39,7 @@ stop_server() {
     fi
     rm -rf "$dir"
   fi
-  rm -f "$state/datadir" "$state/url"
+  rm -f "$state/datadir" "$state/url" "$state/options"
 }
 
 # True if something listens on TCP port $1 (IPv4 or IPv6).
@@ -69,6 +72,7 @@ case "$command" in
       options+=" -c max_connections=200"
       if as_server "$pgbin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 -o "$options" \
           start >/dev/null 2>&1; then
+        echo "$options" > "$state/options"
         echo "postgresql://postgres@127.0.0.1:$port/postgres" > "$state/url"
         echo "postgres fixture: listening on 127.0.0.1:$port (data in $dir)"
         exit 0
@@ -83,8 +87,16 @@ case "$command" in
   stop)
     stop_server
     ;;
+  restart)
+    mode=${3:?usage: postgres_fixture.sh restart STATE_DIR fast|immediate [SECONDS]}
+    dir=$(cat "$state/datadir")
+    as_server "$pgbin/pg_ctl" -D "$dir/data" -m "$mode" -w -t 60 stop >/dev/null
+    sleep "${4:-0}"
+    as_server "$pgbin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
+      -o "$(cat "$state/options")" start >/dev/null
+    ;;
   *)
-    echo "usage: postgres_fixture.sh start|stop STATE_DIR" >&2
+    echo "usage: postgres_fixture.sh start|stop|restart STATE_DIR" >&2
     exit 2
     ;;
 esac
