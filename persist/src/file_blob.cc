@@ -74,26 +74,32 @@ std::string parent_of(const std::string& path) {
 }
 
 // Creates `dir` and its missing parents; fsyncs the parent of each directory it creates so that
-// the new entry is durable.
-absl::Status make_dirs(const std::string& dir) {
+// the new entry is durable. `durable` (may be null) is the set of directories known durable: a
+// directory found already there and not in it (another thread's mkdir, whose parent fsync may not
+// have finished) gets its parent fsynced here too before it is used.
+absl::Status make_dirs(const std::string& dir, DurableDirs* durable) {
   if (dir.empty() || dir == "/" || dir == ".") {
     return absl::OkStatus();
   }
-  struct stat st;
-  if (::stat(dir.c_str(), &st) == 0) {
-    return S_ISDIR(st.st_mode) ? absl::OkStatus()
-                               : absl::FailedPreconditionError(internal::str_cat(
-                                     "blob path \"", dir, "\" is not a directory"));
+  if (durable && durable->contains(dir)) {
+    return absl::OkStatus();
   }
   const std::string parent = parent_of(dir);
-  WEIR_RETURN_IF_ERROR(make_dirs(parent));
-  if (::mkdir(dir.c_str(), 0755) != 0) {
-    if (errno == EEXIST) {
-      return absl::OkStatus();
+  struct stat st;
+  if (::stat(dir.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) {
+      return absl::FailedPreconditionError(
+          internal::str_cat("blob path \"", dir, "\" is not a directory"));
     }
-    return errno_status(errno, "mkdir", dir);
+  } else {
+    WEIR_RETURN_IF_ERROR(make_dirs(parent, durable));
+    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+      return errno_status(errno, "mkdir", dir);
+    }
   }
-  return fsync_dir(parent);
+  WEIR_RETURN_IF_ERROR(fsync_dir(parent));
+  if (durable) durable->insert(dir);
+  return absl::OkStatus();
 }
 
 absl::Status write_all(int fd, std::string_view value, const std::string& path) {
@@ -173,7 +179,7 @@ absl::StatusOr<std::unique_ptr<FileBlob>> FileBlob::open(std::string root) {
   if (root.empty()) {
     return absl::InvalidArgumentError("file blob: empty directory");
   }
-  WEIR_RETURN_IF_ERROR(make_dirs(root));
+  WEIR_RETURN_IF_ERROR(make_dirs(root, nullptr));
   return std::unique_ptr<FileBlob>(new FileBlob(std::move(root)));
 }
 
@@ -222,7 +228,7 @@ absl::Status FileBlob::set(std::string_view key, std::string_view value) {
   const std::string temp = file + suffix;
   // A concurrent remove() may delete a directory we just made; try again then.
   for (int attempt = 0;; ++attempt) {
-    WEIR_RETURN_IF_ERROR(make_dirs(dir));
+    WEIR_RETURN_IF_ERROR(make_dirs(dir, &durable_));
     Fd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
     if (fd.get() < 0) {
       if (errno == ENOENT && attempt < 3) {
@@ -257,6 +263,7 @@ absl::Status FileBlob::remove(std::string_view key) {
   // Remove directories left empty, up to the root; a non-empty one stops us.
   std::string dir = parent_of(file);
   while (dir.size() > root_.size() && ::rmdir(dir.c_str()) == 0) {
+    durable_.erase(dir);
     dir = parent_of(dir);
   }
   return absl::OkStatus();

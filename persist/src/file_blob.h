@@ -10,9 +10,33 @@
 #include <memory>
 #include <string>
 
+#include "absl/container/flat_hash_set.h"
+
+#include "weir/mutex.h"
 #include "weir/persist/blob.h"
 
 namespace weir::persist::internal {
+
+// The directories of a file blob known to be durable (created, and their parent fsynced).
+class DurableDirs {
+ public:
+  bool contains(const std::string& dir) const {
+    weir::MutexLock lock(mu_);
+    return dirs_.contains(dir);
+  }
+  void insert(const std::string& dir) {
+    weir::MutexLock lock(mu_);
+    dirs_.insert(dir);
+  }
+  void erase(const std::string& dir) {
+    weir::MutexLock lock(mu_);
+    dirs_.erase(dir);
+  }
+
+ private:
+  mutable weir::Mutex mu_;
+  absl::flat_hash_set<std::string> dirs_ ABSL_GUARDED_BY(mu_);
+};
 
 class FileBlob final : public Blob {
  public:
@@ -30,6 +54,7 @@ class FileBlob final : public Blob {
   std::string path(std::string_view key) const { return root_ + "/" + std::string(key); }
 
   const std::string root_;  // Absolute or relative directory, without a trailing '/'.
+  DurableDirs durable_;
 };
 
 }  // namespace weir::persist::internal

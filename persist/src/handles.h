@@ -103,6 +103,9 @@ class SeqnoHold {
   ~SeqnoHold() { release(); }
 
   void release();
+  // Renews the reader's lease if a quarter of it has passed (a long read must not let it run
+  // out: GC would expire the reader and remove the parts the read still needs).
+  absl::Status keep_alive();
 
  private:
   std::shared_ptr<ReaderCore> reader_;
@@ -130,6 +133,11 @@ class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
  private:
   friend class SeqnoHold;
 
+ public:
+  // Renews the lease if a quarter of it has passed since the last renewal.
+  absl::Status maybe_heartbeat();
+
+ private:
   ReaderCore(Shard shard, std::string reader_id)
       : shard_(std::move(shard)), reader_id_(std::move(reader_id)) {}
 
@@ -279,6 +287,7 @@ class SnapshotCursorImpl {
   int64_t diff_ = 0;
   absl::Status status_;
   uint64_t update_bytes_ = 0;
+  uint64_t steps_ = 0;  // Calls of next(): every 1024th renews the lease if due.
 };
 
 class ListenImpl {

@@ -37,6 +37,10 @@ void SeqnoHold::release() {
   }
 }
 
+absl::Status SeqnoHold::keep_alive() {
+  return reader_ == nullptr ? absl::OkStatus() : reader_->maybe_heartbeat();
+}
+
 absl::StatusOr<std::shared_ptr<ReaderCore>> ReaderCore::open(Shard shard, std::string purpose) {
   std::shared_ptr<ReaderCore> reader(new ReaderCore(std::move(shard), random_id('r')));
   const Shard& s = reader->shard_;
@@ -129,6 +133,14 @@ absl::Status ReaderCore::downgrade_since(Frontier new_since) {
 absl::Status ReaderCore::heartbeat() {
   weir::MutexLock lock(mu_);
   return update([](proto::ProtoLeasedReader&) {});
+}
+
+absl::Status ReaderCore::maybe_heartbeat() {
+  weir::MutexLock lock(mu_);
+  const int64_t lease_ms = absl::ToInt64Milliseconds(shard_.core().config().reader_lease);
+  if (shard_.core().now_ms() - last_heartbeat_ms_ < lease_ms / 4) return absl::OkStatus();
+  return retry_unavailable(kStoreAttempts,
+                           [&] { return update([](proto::ProtoLeasedReader&) {}); });
 }
 
 absl::Status ReaderCore::expire() {
@@ -381,6 +393,14 @@ bool SnapshotCursorImpl::next() {
   if (!status_.ok()) {
     return false;
   }
+  if ((++steps_ & 1023) == 0) {
+    // A store that is down for a moment is no reason to fail the read: the lease has 3/4 left.
+    if (absl::Status alive = hold_.keep_alive();
+        !alive.ok() && alive.code() != absl::StatusCode::kUnavailable) {
+      status_ = std::move(alive);
+      return false;
+    }
+  }
   // Move past the updates returned last time (or to the first ones); an update of one stream that
   // was not returned stays where it is.
   if ((consumed_local_ && !advance(&local_, local_live_)) ||
@@ -419,6 +439,10 @@ bool SnapshotCursorImpl::next() {
 
 absl::StatusOr<std::optional<ListenEvent>> ListenImpl::next() {
   const Shard& shard = reader_->shard();
+  if (absl::Status alive = reader_->maybe_heartbeat();
+      !alive.ok() && alive.code() != absl::StatusCode::kUnavailable) {
+    return alive;
+  }
   if (!batch_) {
     if (frontier_.is_empty()) {
       return std::nullopt;

@@ -1,6 +1,7 @@
 // The model: snapshots, listens, appends, holds and compaction against brute-force answers.
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <random>
 #include <set>
@@ -545,6 +546,34 @@ TEST_P(ShardTest, ExpiredWritersAndReadersAreFencedOut) {
   WriteHandle other = client->open_writer("leases").value();
   EXPECT_EQ(other.compare_and_append(batch, Frontier(0), Frontier(1)).status().code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+// Issue 15 item 8: a snapshot cursor did not renew its reader's lease while it was read. A read
+// longer than the lease let GC expire the reader (and remove the parts the read still needed).
+TEST_P(ShardTest, ALongReadRenewsItsLease) {
+  std::atomic<int64_t> now_ms{absl::ToUnixMillis(absl::Now())};
+  PersistConfig config = small_config();
+  config.clock = [&now_ms] { return absl::FromUnixMillis(now_ms.load()); };
+  std::unique_ptr<PersistClient> client = open_client(config);
+  WriteHandle writer = client->open_writer("long").value();
+  std::vector<Update> updates;
+  for (int i = 0; i < 10000; ++i) updates.push_back({"row " + std::to_string(i), 0, 1});
+  ASSERT_TRUE(writer.compare_and_append(updates, Frontier(0), Frontier(1))->is_appended());
+  ReadHandle reader = client->open_reader("long").value();
+  SnapshotCursor cursor = reader.snapshot_cursor(0).value();
+  // Each row takes 1/4000 of the lease: the whole read two and a half leases.
+  const int64_t step = absl::ToInt64Milliseconds(config.reader_lease) / 4000;
+  ASSERT_GT(step, 0);
+  size_t rows = 0;
+  while (cursor.next()) {
+    ++rows;
+    now_ms += step;
+  }
+  ASSERT_TRUE(cursor.status().ok()) << cursor.status();
+  EXPECT_EQ(rows, 10000u);
+  const GcResult gc = client->gc("long").value();
+  EXPECT_EQ(gc.expired_readers, 0u) << "the reader's lease ran out while it was read";
+  EXPECT_TRUE(reader.snapshot(0).ok());
 }
 
 TEST_P(ShardTest, GcRemovesCompactedPartsOnceNoReadHoldsThem) {

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/time/time.h"
 #include "commands.h"
 
@@ -178,8 +179,19 @@ void describe_shard(const PersistOptions& options) {
 
 void cat_shard(const PersistOptions& options) {
   std::unique_ptr<PersistClient> client = open_client(options);
-  persist::SnapshotCursor cursor =
-      value_or_fail(client->inspect_snapshot(options.shard, options.as_of));
+  if (!value_or_fail(client->find_shard(options.shard)).has_value()) {
+    fail(absl::NotFoundError("no shard named \"" + options.shard + "\""));
+  }
+  const persist::ShardDescription d = value_or_fail(client->describe(options.shard));
+  if (!options.as_of && d.upper == Frontier(0)) return;  // Nothing is final yet: no rows.
+  const uint64_t as_of =
+      options.as_of.value_or(d.upper.is_empty() ? UINT64_MAX : d.upper.time() - 1);
+  // A leased reader holds what the read needs (its since and the parts of its state) until the
+  // read ends: compaction and GC running meanwhile cannot remove parts from under it.
+  persist::ReadHandle reader =
+      value_or_fail(client->open_reader(options.shard, "weir persist cat"));
+  absl::Cleanup expire = [&reader] { (void)reader.expire(); };
+  persist::SnapshotCursor cursor = value_or_fail(reader.snapshot_cursor(as_of));
   std::string line;
   while (cursor.next()) {
     line = escape(cursor.data());
