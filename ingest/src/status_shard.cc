@@ -123,10 +123,10 @@ absl::Status StatusShard::claim() {
   return absl::AbortedError(absl::StrCat("status shard ", name_, ": too much contention"));
 }
 
-absl::Status StatusShard::check_hold() {
+absl::Status StatusShard::check_hold(uint64_t since) {
   if (!fenced_.ok()) return fenced_;
   WEIR_ASSIGN_OR_RETURN(const auto result, hold_->compare_and_downgrade_since(
-                                               incarnation_, incarnation_, Frontier(0)));
+                                               incarnation_, incarnation_, Frontier(since)));
   if (!result.mismatch) return absl::OkStatus();
   fenced_ = absl::FailedPreconditionError(absl::StrCat(
       "status shard ", name_, ": incarnation ", result.mismatch->current,
@@ -183,6 +183,9 @@ absl::Status StatusShard::append_pending() {
   expected_ = upper;
   rows_ = std::move(pending.rows);
   pending_.reset();
+  // The since follows: readers want the latest state, and without it every row ever written
+  // stayed (the since never moved from 0). The rows are appended whatever this says.
+  if (absl::Status moved = check_hold(upper - 1); !moved.ok()) return moved;
   if (result.maintenance_due && maintenance_) maintenance_->request(name_);
   return absl::OkStatus();
 }

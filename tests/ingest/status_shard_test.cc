@@ -64,6 +64,10 @@ TEST(StatusShardTest, APredecessorsAppendIsRejected) {
   EXPECT_EQ(late.status().code(), absl::StatusCode::kFailedPrecondition) << late.status();
 
   ASSERT_TRUE((*one)->update({{"users", "users running incarnation=1"}}).ok());
+  // The since follows the upper (it stayed at 0, so compaction kept every row ever written).
+  const persist::ShardDescription described = client->describe("auction.status").value();
+  ASSERT_FALSE(described.upper.is_empty());
+  EXPECT_EQ(described.since, persist::Frontier(described.upper.time() - 1));
   EXPECT_EQ(contents(*client, "auction.status"),
             (std::map<std::string, int64_t>{{"bids running incarnation=1", 1},
                                             {"users running incarnation=1", 1}}));

@@ -80,7 +80,9 @@ class StatusShard {
   absl::Status claim();
   absl::Status append_pending() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // OK while this incarnation holds the shard's hold; else sets and returns fenced_.
-  absl::Status check_hold() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Confirms that this incarnation still holds the shard, moving its since up to `since` (only
+  // the latest state is kept readable: compaction consolidates the history).
+  absl::Status check_hold(uint64_t since = 0) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::shared_ptr<persist::PersistClient> client_;
   const std::string name_;
