@@ -232,6 +232,9 @@ absl::Status FileBlob::set(std::string_view key, std::string_view value) {
     Fd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
     if (fd.get() < 0) {
       if (errno == ENOENT && attempt < 3) {
+        // Removed since it was made (by this process's remove, another process or another
+        // FileBlob): it and its parents are not known durable any more.
+        for (std::string d = dir; d.size() > root_.size(); d = parent_of(d)) durable_.erase(d);
         continue;
       }
       return errno_status(errno, "create", temp);

@@ -1,16 +1,21 @@
 // Consensus in one SQLite file: table consensus(shard, seqno, data), WAL mode, synchronous=FULL.
 // compare_and_set runs in a BEGIN IMMEDIATE transaction, which SQLite's file locks serialize
 // across processes. A process stopped (SIGSTOP, a debugger) inside one keeps the lock: the others
-// wait the busy timeout, then fail Unavailable with a message naming the holder's pid and state.
+// wait the busy timeout, then fail DeadlineExceeded with a message naming the holder's pid and
+// state.
 
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <sstream>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "consensus_stores.h"
 #include "str_cat.h"
-#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "weir/mutex.h"
@@ -56,19 +61,31 @@ std::string describe_process(pid_t pid) {
   return internal::str_cat("process ", pid, " (", what, ")");
 }
 
-// Who holds the write lock of the SQLite database at `path`: "" when no other process does.
+// Who holds the write lock of the SQLite database at `path`: "" when no other process does. Read
+// from /proc/locks by the inode of the "-shm" file: opening that file to ask with F_GETLK, and
+// closing it, would drop every POSIX lock this process holds on it (SQLite's own included).
 std::string write_lock_holder(const std::string& path) {
-  const int fd = ::open((path + "-shm").c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return "";
-  struct flock lock {};
-  lock.l_type = F_WRLCK;
-  lock.l_whence = SEEK_SET;
-  lock.l_start = kWalWriteLockByte;
-  lock.l_len = 1;
-  const int rc = ::fcntl(fd, F_GETLK, &lock);
-  ::close(fd);
-  if (rc != 0 || lock.l_type == F_UNLCK) return "";
-  return describe_process(lock.l_pid);
+  struct stat st;
+  if (::stat((path + "-shm").c_str(), &st) != 0) return "";
+  char inode[64];
+  std::snprintf(inode, sizeof(inode), "%02x:%02x:%llu", major(st.st_dev), minor(st.st_dev),
+                static_cast<unsigned long long>(st.st_ino));
+  // "1: POSIX  ADVISORY  WRITE 1234 fe:00:11181445 120 120"
+  std::ifstream locks("/proc/locks");
+  std::string line;
+  while (std::getline(locks, line)) {
+    std::istringstream fields(line);
+    std::string number, kind, mode, type, file, start, end;
+    long pid = 0;
+    if (!(fields >> number >> kind >> mode >> type >> pid >> file >> start >> end)) continue;
+    if (kind != "POSIX" || type != "WRITE" || file != inode || pid == ::getpid()) continue;
+    const long long first = std::atoll(start.c_str());
+    const long long last = end == "EOF" ? INT64_MAX : std::atoll(end.c_str());
+    if (first <= kWalWriteLockByte && kWalWriteLockByte <= last) {
+      return describe_process(static_cast<pid_t>(pid));
+    }
+  }
+  return "";
 }
 
 class Statement {
@@ -322,11 +339,14 @@ class SqliteConsensus final : public Consensus {
     switch (rc & 0xFF) {
       case SQLITE_BUSY:
       case SQLITE_LOCKED:
+        // It has waited the whole busy timeout already: DeadlineExceeded, which persist does not
+        // retry call by call (that would wait the timeout again and again holding a handle's
+        // lock); its callers back off as from any transient error.
+        message += internal::str_cat(" after ", absl::FormatDuration(busy_timeout_));
         if (const std::string holder = write_lock_holder(path_); !holder.empty()) {
-          message += internal::str_cat(" after ", absl::FormatDuration(busy_timeout_),
-                                       ": its write lock is held by ", holder);
+          message += internal::str_cat(": its write lock is held by ", holder);
         }
-        return absl::UnavailableError(message);
+        return absl::DeadlineExceededError(message);
       case SQLITE_IOERR:
         return absl::UnavailableError(message);
       case SQLITE_FULL:  // The disk is full: transient for a caller that waits for space.

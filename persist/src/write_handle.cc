@@ -157,8 +157,7 @@ absl::StatusOr<AppendResult> WriterCore::compare_and_append(const Batch& batch,
     if (!lost_reply && is_indeterminate(applied.status())) lost_reply = applied.status();
     retry_backoff(attempt);
     absl::StatusOr<ShardState> latest = shard_.fetch();
-    applied = latest.ok() ? shard_.apply(*std::move(latest), change)
-                          : mark_indeterminate(latest.status());
+    applied = latest.ok() ? shard_.apply(*std::move(latest), change) : latest.status();
   }
   // `change` runs first on the state this writer cached, which may be stale: the upper may have
   // reached expected_upper since, the batch's builder may have registered since, and the token of
@@ -168,18 +167,23 @@ absl::StatusOr<AppendResult> WriterCore::compare_and_append(const Batch& batch,
                            ? !result.is_appended()
                            : applied.status().code() == absl::StatusCode::kFailedPrecondition;
   if (refused) {
-    WEIR_ASSIGN_OR_RETURN(ShardState latest, shard_.fetch());
-    if (latest.seqno > seen) {
-      applied = shard_.apply(std::move(latest), change);
+    absl::StatusOr<ShardState> latest = shard_.fetch();
+    if (!latest.ok()) {
+      applied = latest.status();
+    } else if (latest->seqno > seen) {
+      applied = shard_.apply(*std::move(latest), change);
     }
   }
-  if (lost_reply && !applied.ok() && is_writer_expired(applied.status())) {
-    // The token went with the writer's registration: whether the lost attempt committed cannot
-    // be learned any more. Still indeterminate, never a refusal (the caller would discard parts
-    // that the shard may reference).
-    return mark_indeterminate(absl::UnavailableError(
-        internal::str_cat(lost_reply->message(), "; writer ", writer_id_,
-                          " expired before a retry could learn whether the append committed")));
+  if (lost_reply && !applied.ok()) {
+    // Whatever failed after an attempt whose outcome is unknown leaves it unknown: indeterminate,
+    // never a definite error (the caller would discard parts that the shard may reference). A
+    // writer that expired took its token with it: the outcome cannot be learned any more.
+    return mark_indeterminate(absl::UnavailableError(internal::str_cat(
+        lost_reply->message(), "; then: ", applied.status().message(),
+        is_writer_expired(applied.status())
+            ? internal::str_cat("; writer ", writer_id_,
+                                " expired before a retry could learn whether the append committed")
+            : std::string())));
   }
   WEIR_ASSIGN_OR_RETURN(state_, std::move(applied));
   if (result.is_appended()) {

@@ -700,15 +700,19 @@ TEST_P(ShardTest, AnAppendWhoseReplyIsLostIsTriedAgainAndLandsOnce) {
   std::unique_ptr<PersistClient> client =
       PersistClient::create(Blob::open(location_.blob_url).value(), consensus, small_config());
   WriteHandle writer = client->open_writer("lost").value();
+  // Per append: nothing; a lost reply; two calls that fail; a call that fails, then a lost reply.
+  const std::pair<int, int> faults[] = {{0, 0}, {0, 1}, {2, 0}, {1, 1}};
   for (uint64_t t = 0; t < 4; ++t) {
     BatchBuilder builder = writer.builder(Frontier(t));
     ASSERT_TRUE(builder.add("row " + std::to_string(t), t, 1).ok());
     const Batch batch = builder.finish(Frontier(t + 1)).value();
-    consensus->lose_replies = static_cast<int>(t);  // 0 to 3 lost replies in a row.
+    consensus->fail_next = faults[t].first;
+    consensus->lose_replies = faults[t].second;
     const absl::StatusOr<AppendResult> appended =
         writer.compare_and_append(batch, Frontier(t), Frontier(t + 1));
     ASSERT_TRUE(appended.ok()) << t << ": " << appended.status();
     EXPECT_TRUE(appended->is_appended()) << t;
+    EXPECT_EQ(consensus->fail_next.load() + consensus->lose_replies.load(), 0) << t;
   }
   ReadHandle reader = client->open_reader("lost").value();
   const std::vector<Update> rows = reader.snapshot(3).value();

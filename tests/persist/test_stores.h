@@ -28,11 +28,13 @@ std::string fresh_postgres_consensus_url();
 //   "postgres"  a file blob in a fresh directory and a PostgreSQL consensus in a fresh schema
 PersistLocation fresh_location(const std::string& kind);
 
-// A consensus store that loses replies: while `lose_replies`, a compare_and_set goes through and
-// then reports Unavailable; while `down`, every call fails before reaching the store.
+// A consensus store that fails: while `fail_next`, a compare_and_set fails before reaching the
+// store; while `lose_replies`, one goes through and then reports Unavailable; while `down`, every
+// call fails before reaching the store.
 class LosingConsensus final : public Consensus {
  public:
   explicit LosingConsensus(std::shared_ptr<Consensus> inner) : inner_(std::move(inner)) {}
+  std::atomic<int> fail_next{0};     // How many compare_and_sets fail before the store.
   std::atomic<int> lose_replies{0};  // How many replies to lose.
   std::atomic<bool> down{false};
   std::atomic<bool> down_after_losing{false};  // Goes down once it has lost the replies.
@@ -45,6 +47,10 @@ class LosingConsensus final : public Consensus {
                                             std::optional<uint64_t> expected_seqno,
                                             const VersionedData& new_version) override {
     if (down) return absl::UnavailableError("consensus is down (test)");
+    if (fail_next.load() > 0) {
+      --fail_next;
+      return absl::UnavailableError("the call failed (test)");
+    }
     absl::StatusOr<CasResult> result = inner_->compare_and_set(key, expected_seqno, new_version);
     if (result.ok() && lose_replies.load() > 0) {
       if (--lose_replies == 0 && down_after_losing) down = true;

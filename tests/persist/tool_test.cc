@@ -61,7 +61,8 @@ TEST_F(ToolTest, CatPrintsConsolidatedRows) {
                  "/consensus.db cat orders --as-of 1");
   EXPECT_EQ(run.exit_code, 0) << run.out;
   EXPECT_EQ(run.out, "apple\t1\t2\nb\\x00\\n\\t\\\\\t1\t1\npear\t1\t1\n");
-  // cat reads through a leased reader (a hold against compaction and GC) and expires it after.
+  // cat reads through a leased reader (a hold against compaction and GC) and leaves none behind
+  // (that it holds one while it reads is not visible from here).
   EXPECT_TRUE(client_->describe("orders")->leased_readers.empty());
 }
 

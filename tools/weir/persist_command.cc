@@ -188,10 +188,24 @@ void cat_shard(const PersistOptions& options) {
       options.as_of.value_or(d.upper.is_empty() ? UINT64_MAX : d.upper.time() - 1);
   // A leased reader holds what the read needs (its since and the parts of its state) until the
   // read ends: compaction and GC running meanwhile cannot remove parts from under it.
-  persist::ReadHandle reader =
-      value_or_fail(client->open_reader(options.shard, "weir persist cat"));
-  absl::Cleanup expire = [&reader] { (void)reader.expire(); };
-  persist::SnapshotCursor cursor = value_or_fail(reader.snapshot_cursor(as_of));
+  // Registering it is a write: where consensus cannot take one (a stopped process holding
+  // SQLite's write lock, say), read without a hold and say so.
+  absl::StatusOr<persist::ReadHandle> reader =
+      client->open_reader(options.shard, "weir persist cat");
+  absl::Cleanup expire = [&reader] {
+    if (reader.ok()) (void)reader->expire();
+  };
+  if (!reader.ok() && reader.status().code() != absl::StatusCode::kUnavailable &&
+      reader.status().code() != absl::StatusCode::kDeadlineExceeded) {
+    fail(reader.status());
+  }
+  if (!reader.ok()) {
+    std::cerr << "weir persist cat: reading without a hold (" << reader.status()
+              << "): a compaction or GC meanwhile may remove a part before it is read\n";
+  }
+  persist::SnapshotCursor cursor =
+      value_or_fail(reader.ok() ? reader->snapshot_cursor(as_of)
+                                : client->inspect_snapshot(options.shard, as_of));
   std::string line;
   while (cursor.next()) {
     line = escape(cursor.data());

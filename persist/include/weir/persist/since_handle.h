@@ -55,7 +55,10 @@ class SinceHandle {
   Frontier since() const;
 
   // If the hold's epoch is `expected_epoch`, sets it to `new_epoch` and moves the since forward
-  // to `new_since` (a smaller value leaves it where it is).
+  // to `new_since` (a smaller value leaves it where it is). A store failure is retried inside; a
+  // retry that finds the epoch already at `new_epoch` takes it for its own lost change. So every
+  // owner must move to epochs no other owner uses (an incarnation number taken once, say): two
+  // that both go from E to E + 1 could each believe it holds the hold.
   absl::StatusOr<SinceResult> compare_and_downgrade_since(uint64_t expected_epoch,
                                                           uint64_t new_epoch, Frontier new_since);
 
