@@ -349,6 +349,8 @@ TEST(CrashTest, APostgresConsensusRestartedMidIngestLosesNothing) {
     }
   }
   client->reset();
+  // Stopped before its state directory goes (the destructor covers the early returns).
+  postgres_fixture("stop " + state);
   fs::remove_all(base);
 }
 
