@@ -98,7 +98,10 @@ absl::Status make_dirs(const std::string& dir, DurableDirs* durable) {
     }
   }
   WEIR_RETURN_IF_ERROR(fsync_dir(parent));
-  if (durable) durable->insert(dir);
+  if (durable) {
+    durable->count_fsync();
+    durable->insert(dir);
+  }
   return absl::OkStatus();
 }
 
@@ -253,6 +256,7 @@ absl::Status FileBlob::set(std::string_view key, std::string_view value) {
       ::unlink(temp.c_str());
       return status;
     }
+    durable_.count_fsync();
     return fsync_dir(dir);
   }
 }

@@ -7,6 +7,8 @@
 
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -32,8 +34,12 @@ class DurableDirs {
     weir::MutexLock lock(mu_);
     dirs_.erase(dir);
   }
+  // Directory fsyncs so far (for tests).
+  void count_fsync() { fsyncs_.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t fsyncs() const { return fsyncs_.load(std::memory_order_relaxed); }
 
  private:
+  std::atomic<uint64_t> fsyncs_{0};
   mutable weir::Mutex mu_;
   absl::flat_hash_set<std::string> dirs_ ABSL_GUARDED_BY(mu_);
 };
@@ -47,6 +53,9 @@ class FileBlob final : public Blob {
   absl::Status set(std::string_view key, std::string_view value) override;
   absl::Status remove(std::string_view key) override;
   absl::StatusOr<std::vector<BlobMetadata>> list_keys(std::string_view prefix) override;
+
+  // How many times this blob fsynced a directory (for tests).
+  uint64_t directory_fsyncs() const { return durable_.fsyncs(); }
 
  private:
   explicit FileBlob(std::string root) : root_(std::move(root)) {}

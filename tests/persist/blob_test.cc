@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "file_blob.h"
 #include "gtest/gtest.h"
 #include "test_stores.h"
 
@@ -91,6 +92,21 @@ TEST(FileBlobTest, ListsAbandonedTemporariesAndRemovesEmptyDirectories) {
   EXPECT_FALSE(std::filesystem::exists(dir + "/s1")) << "empty directories are removed";
   EXPECT_TRUE(std::filesystem::exists(dir));
   ASSERT_TRUE(blob->set("s1/w1/p3", "again").ok()) << "directories are made again";
+}
+
+// Issue 15 item 8: a thread that found a blob directory already made (by another thread, whose
+// fsync of the parent had not happened yet) wrote into it at once: a crash could lose the
+// directory's entry, and the part with it, after set() had returned.
+TEST(FileBlobTest, ADirectoryAnotherThreadMadeIsMadeDurableBeforeUse) {
+  const std::string dir = testing::temp_dir() + "/blob";
+  auto blob = internal::FileBlob::open(dir).value();
+  ASSERT_TRUE(blob->set("s1/w1/p1", "x").ok());
+  const uint64_t before = blob->directory_fsyncs();
+  std::filesystem::create_directory(dir + "/s1/w2");  // The other thread's mkdir.
+  ASSERT_TRUE(blob->set("s1/w2/p1", "y").ok());
+  EXPECT_EQ(blob->directory_fsyncs() - before, 2u) << "s1 (for w2's entry), then w2 (for p1's)";
+  ASSERT_TRUE(blob->set("s1/w2/p2", "z").ok());
+  EXPECT_EQ(blob->directory_fsyncs() - before, 3u) << "w2 is known durable: only p2's entry";
 }
 
 }  // namespace
