@@ -139,8 +139,10 @@ absl::Status ReaderCore::maybe_heartbeat() {
   weir::MutexLock lock(mu_);
   const int64_t lease_ms = absl::ToInt64Milliseconds(shard_.core().config().reader_lease);
   if (shard_.core().now_ms() - last_heartbeat_ms_ < lease_ms / 4) return absl::OkStatus();
-  return retry_unavailable(kStoreAttempts,
-                           [&] { return update([](proto::ProtoLeasedReader&) {}); });
+  return retry_unavailable(kStoreAttempts, [&] {
+    mu_.assert_held();  // Called synchronously, with mu_ held.
+    return update([](proto::ProtoLeasedReader&) {});
+  });
 }
 
 absl::Status ReaderCore::expire() {
