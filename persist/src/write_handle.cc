@@ -18,8 +18,8 @@ Frontier upper_of(const ShardState& state) { return frontier_of(state.proto.uppe
 constexpr char kWriterExpiredPayload[] = "weir.persist/writer-expired";
 
 // FailedPrecondition, tagged so that is_writer_expired recognises it.
-absl::Status writer_expired(std::string message) {
-  absl::Status status = absl::FailedPreconditionError(std::move(message));
+absl::Status writer_expired(const std::string& message) {
+  absl::Status status = absl::FailedPreconditionError(message);
   status.SetPayload(kWriterExpiredPayload, absl::Cord("1"));
   return status;
 }

@@ -301,7 +301,7 @@ TEST(CrashTest, APostgresConsensusRestartedMidIngestLosesNothing) {
     ~Stop() { postgres_fixture("stop " + state); }
   } stop{state};
   const std::string url = read_file(fs::path(state) / "url");
-  const std::string consensus = url.substr(0, url.find_last_not_of("\n") + 1);
+  const std::string consensus = url.substr(0, url.find_last_not_of('\n') + 1);
   constexpr uint64_t kRestartUntil = 60000;
   const fs::path log = base / "ingest.log";
   const std::vector<std::string> args = {WEIR_TOOL_PATH,

@@ -609,11 +609,10 @@ void Scope<T>::harvest(uint32_t child) {
 
 template <Timestamp T>
 void Scope<T>::fail(uint32_t child, std::string_view what, bool rule) {
-  std::string message = "operator '" + names_[child] + "' in dataflow '" + name_ + "' on worker " +
-                        std::to_string(index()) + (rule ? " broke a rule: " : " failed: ") +
-                        std::string(what);
-  worker_.fail(rule ? absl::FailedPreconditionError(std::move(message))
-                    : absl::InternalError(std::move(message)));
+  const std::string message = "operator '" + names_[child] + "' in dataflow '" + name_ +
+                              "' on worker " + std::to_string(index()) +
+                              (rule ? " broke a rule: " : " failed: ") + std::string(what);
+  worker_.fail(rule ? absl::FailedPreconditionError(message) : absl::InternalError(message));
 }
 
 namespace internal {
