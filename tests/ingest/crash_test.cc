@@ -69,6 +69,23 @@ std::map<std::string, int64_t> contents(persist::PersistClient& client, const st
   return result;
 }
 
+// Expects every auction shard to hold the generator's state (at `scale`) at offsets 0, until / 2
+// and until.
+void expect_generator_state(persist::PersistClient& client, uint64_t scale, uint64_t until) {
+  sources::loadgen::GeneratorOptions generator_options;
+  generator_options.kind = "auction";
+  generator_options.scale = scale;
+  auto generator = sources::loadgen::Generator::make(generator_options);
+  ASSERT_TRUE(generator.ok()) << generator.status();
+  for (const std::string table : {"users", "auctions", "bids"}) {
+    const uint32_t t = *generator->table_index(table);
+    for (uint64_t as_of : {uint64_t{0}, until / 2, until}) {
+      EXPECT_TRUE(contents(client, "auction." + table, as_of) == generator->state_at(t, as_of))
+          << table << " differs at offset " << as_of;
+    }
+  }
+}
+
 // Waits at most `limit` for `pid` to exit and returns its wait status; past it, kills the process
 // and fails the test (a hung child must fail the test, not hold it until ctest's timeout).
 int wait_for_exit(pid_t pid, std::chrono::seconds limit) {
@@ -267,18 +284,7 @@ TEST(CrashTest, ADiskThatFillsGivesAClearErrorAndTheRestartResumesExactly) {
 
   auto client = persist::PersistClient::open(persist::PersistLocation::in_directory(dir.string()));
   ASSERT_TRUE(client.ok()) << client.status();
-  sources::loadgen::GeneratorOptions generator_options;
-  generator_options.kind = "auction";
-  generator_options.scale = 10;
-  auto generator = sources::loadgen::Generator::make(generator_options);
-  ASSERT_TRUE(generator.ok()) << generator.status();
-  for (const std::string table : {"users", "auctions", "bids"}) {
-    const uint32_t t = *generator->table_index(table);
-    for (uint64_t as_of : {uint64_t{0}, kFullUntil / 2, kFullUntil}) {
-      EXPECT_TRUE(contents(**client, "auction." + table, as_of) == generator->state_at(t, as_of))
-          << table << " differs at offset " << as_of;
-    }
-  }
+  expect_generator_state(**client, 10, kFullUntil);
   fs::remove(log);
 }
 
@@ -342,18 +348,7 @@ TEST(CrashTest, APostgresConsensusRestartedMidIngestLosesNothing) {
 
   auto client = persist::PersistClient::open({"file://" + (base / "blob").string(), consensus});
   ASSERT_TRUE(client.ok()) << client.status();
-  sources::loadgen::GeneratorOptions generator_options;
-  generator_options.kind = "auction";
-  generator_options.scale = 10;
-  auto generator = sources::loadgen::Generator::make(generator_options);
-  ASSERT_TRUE(generator.ok()) << generator.status();
-  for (const std::string table : {"users", "auctions", "bids"}) {
-    const uint32_t t = *generator->table_index(table);
-    for (uint64_t as_of : {uint64_t{0}, kRestartUntil / 2, kRestartUntil}) {
-      EXPECT_TRUE(contents(**client, "auction." + table, as_of) == generator->state_at(t, as_of))
-          << table << " differs at offset " << as_of;
-    }
-  }
+  expect_generator_state(**client, 10, kRestartUntil);
   client->reset();
   // Stopped before its state directory goes (the destructor covers the early returns).
   postgres_fixture("stop " + state);
@@ -409,18 +404,7 @@ TEST(CrashTest, AStoppedIncarnationThatResumesIsFenced) {
     EXPECT_EQ(count, 1) << row;
     EXPECT_NE(row.find(" ceased incarnation=1 "), std::string::npos) << row;
   }
-  sources::loadgen::GeneratorOptions generator_options;
-  generator_options.kind = "auction";
-  generator_options.scale = 40;
-  auto generator = sources::loadgen::Generator::make(generator_options);
-  ASSERT_TRUE(generator.ok()) << generator.status();
-  for (const std::string table : {"users", "auctions", "bids"}) {
-    const uint32_t t = *generator->table_index(table);
-    for (uint64_t as_of : {uint64_t{0}, kUntil / 2, kUntil}) {
-      EXPECT_TRUE(contents(**client, "auction." + table, as_of) == generator->state_at(t, as_of))
-          << table << " differs at offset " << as_of;
-    }
-  }
+  expect_generator_state(**client, 40, kUntil);
   fs::remove_all(dir);
 }
 
