@@ -101,6 +101,83 @@ TEST(ExecuteTest, ExceptionInOperatorNamesTheOperator) {
   }
 }
 
+// A dataflow of one input into an operator named `name` that runs `body` on every batch.
+template <class Body>
+absl::Status run_through_operator(const Config& config, const char* name, Body body) {
+  return execute(config, [&](Worker& worker) {
+    ProbeHandle<uint64_t> probe;
+    auto input = worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+      auto [handle, stream] = new_input<uint64_t>(scope);
+      unary<uint64_t>(stream, Pipeline{}, name,
+                      [body, index = worker.index()](Capability<uint64_t>, OperatorInfo) {
+                        return [body, index](auto& in, auto& out) {
+                          in.for_each([&](const auto& cap, std::vector<uint64_t>& data) {
+                            body(index);
+                            out.session(cap).give_vec(data);
+                          });
+                        };
+                      }) |
+          probe_with(probe);
+      return std::move(handle);
+    });
+    input.send(1);
+    input.advance_to(1);
+    while (probe.less_than(1) && !worker.failed()) worker.step();
+  });
+}
+
+// Issue 14: a worker stuck in one run of an operator is found by the watchdog, which fails the
+// execution naming the worker and the operator; one that leaves the operator soon after lets
+// the execution end in order, with that error.
+TEST(WatchdogTest, AWorkerLongInOneOperatorFailsTheExecutionNamingIt) {
+  Config config;
+  config.workers = 2;
+  config.operator_timeout = 200ms;
+  absl::Status status = run_through_operator(config, "Sleeper", [](size_t index) {
+    if (index == 1) std::this_thread::sleep_for(700ms);
+  });
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+  EXPECT_NE(status.message().find("worker 1 (process 0)"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("operator 'Sleeper' in dataflow 'Dataflow'"), std::string::npos)
+      << status;
+  EXPECT_NE(status.message().find("--operator-timeout-ms 200"), std::string::npos) << status;
+}
+
+TEST(WatchdogTest, AnOperatorWithinTheBoundIsLeftAlone) {
+  Config config;
+  config.workers = 2;
+  config.operator_timeout = 2000ms;
+  EXPECT_TRUE(run_through_operator(config, "Napper", [](size_t) {
+                std::this_thread::sleep_for(100ms);
+              }).ok());
+}
+
+TEST(WatchdogTest, OnByDefaultOnlyInAClusterAndZeroTurnsItOff) {
+  Config config;
+  EXPECT_EQ(config.effective_operator_timeout(), 0ms);
+  config.processes = 2;
+  EXPECT_EQ(config.effective_operator_timeout(), 60000ms);
+  std::vector<std::string> args{"--operator-timeout-ms", "0", "-n", "2"};
+  auto parsed = Config::from_args(args);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->effective_operator_timeout(), 0ms);
+}
+
+// A worker that never leaves its operator cannot be joined: the process writes the error and
+// exits 1 (in a cluster, after saying Goodbye with it to every peer).
+TEST(WatchdogDeathTest, AWorkerThatNeverLeavesItsOperatorEndsTheProcess) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        Config config;
+        config.operator_timeout = 200ms;
+        (void)run_through_operator(config, "Forever", [](size_t) {
+          for (;;) std::this_thread::sleep_for(100ms);
+        });
+      },
+      ::testing::ExitedWithCode(1), "operator 'Forever' in dataflow 'Dataflow'");
+}
+
 TEST(ExecuteTest, ExceptionInWorkerClosureIsReported) {
   absl::Status status = testing::run_workers(2, [](Worker& worker) {
     if (worker.index() == 1) throw std::runtime_error("bad setup");

@@ -7,7 +7,7 @@
 namespace weir {
 
 ProcessShared::ProcessShared(size_t workers, size_t processes, size_t process)
-    : processes_(processes), process_(process) {
+    : processes_(processes), process_(process), beats_(new OperatorBeat[workers]) {
   activation_queues_.reserve(workers);
   for (size_t i = 0; i < workers; ++i) {
     activation_queues_.push_back(std::make_shared<SyncActivationQueue>());

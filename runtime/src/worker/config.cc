@@ -50,12 +50,12 @@ absl::StatusOr<Config> Config::from_args(std::vector<std::string>& args) {
       value = arg.substr(eq + 1);
       has_value = true;
     }
-    const bool known = flag == "-w" || flag == "--workers" || flag == "-n" ||
-                       flag == "--processes" || flag == "-p" || flag == "--process" ||
-                       flag == "-h" || flag == "--hostfile" || flag == "--cluster-id" ||
-                       flag == "--incarnation" || flag == "--heartbeat-timeout-ms" ||
-                       flag == "--startup-timeout-ms" || flag == "--tls-cert" ||
-                       flag == "--tls-key" || flag == "--tls-ca" || flag == "--cluster-secret-file";
+    const bool known =
+        flag == "-w" || flag == "--workers" || flag == "-n" || flag == "--processes" ||
+        flag == "-p" || flag == "--process" || flag == "-h" || flag == "--hostfile" ||
+        flag == "--cluster-id" || flag == "--incarnation" || flag == "--heartbeat-timeout-ms" ||
+        flag == "--startup-timeout-ms" || flag == "--operator-timeout-ms" || flag == "--tls-cert" ||
+        flag == "--tls-key" || flag == "--tls-ca" || flag == "--cluster-secret-file";
     if (!known) {
       rest.push_back(arg);
       continue;
@@ -98,6 +98,8 @@ absl::StatusOr<Config> Config::from_args(std::vector<std::string>& args) {
       config.heartbeat_timeout = std::chrono::milliseconds(*count);
     } else if (flag == "--startup-timeout-ms") {
       config.startup_timeout = std::chrono::milliseconds(*count);
+    } else if (flag == "--operator-timeout-ms") {
+      config.operator_timeout = std::chrono::milliseconds(*count);
     } else {
       config.process = *count;
     }

@@ -4,10 +4,12 @@
 #include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "log_file.h"
+#include "watchdog.h"
 
 #include "weir/usage_error.h"
 
@@ -78,6 +80,10 @@ absl::Status run_workers(const Config& config, const std::function<void(Worker&)
     transport = std::move(*made);
     process->set_transport(transport.get());
   }
+  std::optional<Watchdog> watchdog;
+  if (const auto timeout = config.effective_operator_timeout(); timeout.count() > 0) {
+    watchdog.emplace(process, timeout);
+  }
   std::vector<std::thread> threads;
   threads.reserve(config.workers - 1);
   for (size_t i = 1; i < config.workers; ++i) {
@@ -91,6 +97,7 @@ absl::Status run_workers(const Config& config, const std::function<void(Worker&)
     run_one(worker, per_worker, log_file);
   }
   for (auto& thread : threads) thread.join();
+  watchdog.reset();  // Before close: a watchdog that found a stuck worker closes the transport.
   if (transport) {
     absl::Status closed = transport->close();
     if (process->status().ok() && !closed.ok()) return closed;

@@ -75,6 +75,7 @@ absl::StatusOr<std::optional<std::chrono::nanoseconds>> stall_report_after_from_
 
 Worker::Worker(size_t index, std::shared_ptr<ProcessShared> process)
     : allocator_(index, std::move(process)),
+      beat_(allocator_.process().beat(index)),
       logger_(allocator_.index()),
       reports_seen_(progress_report_requests.load(std::memory_order_relaxed)),
       stall_report_after_(internal::stall_report_after_from_env().value_or(std::nullopt)),
@@ -111,7 +112,12 @@ std::vector<size_t> Worker::installed_dataflows() const {
 }
 
 void Worker::drop_dataflow(size_t index) {
-  if (dataflows_.erase(index) > 0 && logger_.active()) logger_.log(DataflowDropped{index});
+  bool dropped = false;
+  {
+    weir::MutexLock lock(beat_.names_mu);  // The watchdog may be reading an operator's name.
+    dropped = dataflows_.erase(index) > 0;
+  }
+  if (dropped && logger_.active()) logger_.log(DataflowDropped{index});
 }
 
 void Worker::drop_all() {
@@ -159,7 +165,10 @@ bool Worker::step() {
     const bool incomplete = it->second->step();
     if (failed()) break;
     if (!incomplete) {
-      dataflows_.erase(it);
+      {
+        weir::MutexLock lock(beat_.names_mu);
+        dataflows_.erase(it);
+      }
       if (logger_.active()) [[unlikely]] {
         logger_.log(DataflowCompleted{index});
       }

@@ -9,6 +9,10 @@
 //                        passed; prints "running" once the first round is through everywhere.
 //   fail ROUND           like spin, but the cluster's last worker throws at round ROUND.
 //   exit-if P CODE       process P exits with CODE before connecting; the others spin 60 s.
+//   stuck P              like spin, but in process P a worker never returns from the
+//                        operator 'Map' once it has seen 1000 records.
+//   flood SECONDS        like spin, with data flowing as fast as the links take it: 50 000
+//                        records per worker and round, up to 4 rounds in flight.
 //
 // Exit status: 0 on success, 1 with the error on stderr otherwise, 2 for bad arguments.
 
@@ -19,6 +23,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "testing/random_dataflow.h"
@@ -33,7 +38,7 @@ using Clock = std::chrono::steady_clock;
 int usage() {
   std::fprintf(stderr,
                "usage: weir_cluster_child property FIRST LAST | spin SECONDS | fail ROUND | "
-               "exit-if P CODE  [worker flags]\n");
+               "exit-if P CODE | stuck P | flood SECONDS  [worker flags]\n");
   return 2;
 }
 
@@ -45,7 +50,8 @@ int report(const char* mode, const absl::Status& status) {
 
 // Rounds of exchanged records: each worker sends 100 numbers per round, exchanged by value.
 // Stops after `seconds`, or throws on the cluster's last worker at round `fail_at`.
-absl::Status spin(const weir::Config& config, double seconds, uint64_t fail_at) {
+absl::Status spin(const weir::Config& config, double seconds, uint64_t fail_at,
+                  uint64_t per_round = 100, uint64_t in_flight = 0, uint64_t stuck_in = ~0ULL) {
   return weir::cluster::execute(config, [&](weir::Worker& worker) {
     weir::ProbeHandle<uint64_t> probe;
     // The counter is shared with the operator: the worker keeps stepping the dataflow after this
@@ -55,7 +61,15 @@ absl::Status spin(const weir::Config& config, double seconds, uint64_t fail_at) 
     auto input = worker.dataflow<uint64_t>([&](weir::Scope<uint64_t>& scope) {
       auto [handle, stream] = weir::new_input<uint64_t>(scope);
       stream | weir::exchange([](const uint64_t& x) { return x; }) |
-          weir::inspect([received](const uint64_t&) { ++*received; }) | weir::probe_with(probe);
+          weir::inspect([received](const uint64_t&) { ++*received; }) |
+          weir::map([received, stuck = config.process == stuck_in &&
+                                       worker.allocator().local_index() == 0](uint64_t x) {
+            while (stuck && *received >= 1000) {
+              std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            }
+            return x;
+          }) |
+          weir::probe_with(probe);
       return std::move(handle);
     });
     const auto until = Clock::now() + std::chrono::duration<double>(seconds);
@@ -63,11 +77,12 @@ absl::Status spin(const weir::Config& config, double seconds, uint64_t fail_at) 
       if (round == fail_at && worker.index() + 1 == worker.peers()) {
         throw std::runtime_error("injected failure at round " + std::to_string(round));
       }
-      for (uint64_t x = 0; x < 100; ++x) input.send(x + round);
+      for (uint64_t x = 0; x < per_round; ++x) input.send(x + round);
       input.advance_to(round + 1);
-      while (probe.less_than(round + 1) && !worker.failed()) worker.step_or_park(std::nullopt);
+      const uint64_t done = round + 1 > in_flight ? round + 1 - in_flight : 0;
+      while (probe.less_than(done) && !worker.failed()) worker.step_or_park(std::nullopt);
       if (worker.failed()) return;
-      if (round == 0 && worker.allocator().local_index() == 0) {
+      if (round == in_flight && worker.allocator().local_index() == 0) {
         std::printf("running\n");
         std::fflush(stdout);
       }
@@ -145,6 +160,10 @@ int main(int argc, char** argv) {
   if (mode == "spin" && argc == 3)
     return report("spin", spin(*config, static_cast<double>(a), ~0ULL));
   if (mode == "fail" && argc == 3) return report("fail", spin(*config, 60, a));
+  if (mode == "stuck" && argc == 3) return report("stuck", spin(*config, 60, ~0ULL, 100, 0, a));
+  if (mode == "flood" && argc == 3) {
+    return report("flood", spin(*config, static_cast<double>(a), ~0ULL, 50000, 3));
+  }
   if (mode == "exit-if" && argc == 4) {
     if (config->process == a) return static_cast<int>(std::strtol(argv[3], nullptr, 10));
     return report("spin", spin(*config, 60, ~0ULL));

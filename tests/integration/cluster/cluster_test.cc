@@ -301,6 +301,50 @@ TEST(ClusterTest, StoppedProcessIsFoundByHeartbeats) {
   processes[1]->signal(SIGKILL);
 }
 
+// Under full load (issue 14, item 6): the survivors' workers are in the middle of sends and
+// their links have writes in flight when the peer stops. They must still fail within the
+// heartbeat timeout + 2 s, and the stopped process, continued after they are gone, must exit
+// promptly (it once spun for minutes). Three rounds, as a failure here was intermittent.
+TEST(ClusterTest, StoppedProcessUnderFullLoadIsFoundAndExitsWhenContinued) {
+  constexpr int kHeartbeatMs = 1500;
+  for (int run = 0; run < 3; ++run) {
+    SCOPED_TRACE("run " + std::to_string(run));
+    Cluster cluster(3);
+    std::vector<std::unique_ptr<Process>> processes;
+    for (size_t p = 0; p < 3; ++p) {
+      processes.push_back(
+          cluster.start(p, {"flood", "120"},
+                        {"-w", "2", "--heartbeat-timeout-ms", std::to_string(kHeartbeatMs)}));
+    }
+    for (auto& p : processes) ASSERT_TRUE(p->wait_for_output("running", seconds(60))) << p->err();
+    std::this_thread::sleep_for(milliseconds(300));  // Data in flight everywhere.
+    processes[1]->signal(SIGSTOP);
+    const auto deadline = Clock::now() + milliseconds(kHeartbeatMs + 2000);
+    expect_survivors_fail(processes, 1, deadline);
+    processes[1]->signal(SIGCONT);
+    auto code = processes[1]->wait_for(seconds(5));
+    ASSERT_TRUE(code.has_value()) << "the stopped process still runs 5 s after it was continued";
+    EXPECT_NE(*code, 0);
+  }
+}
+
+// Issue 14: a worker stuck in an operator (its transport still sends heartbeats) is found by its
+// process's watchdog, which exits naming the operator; its peer fails with that error.
+TEST(ClusterTest, AWorkerStuckInAnOperatorStopsTheClusterNamingIt) {
+  Cluster cluster(2);
+  const std::vector<std::string> flags{"-w", "2", "--operator-timeout-ms", "1000"};
+  auto p0 = cluster.start(0, {"stuck", "1"}, flags);
+  auto p1 = cluster.start(1, {"stuck", "1"}, flags);
+  for (Process* p : {p1.get(), p0.get()}) {
+    auto code = p->wait_for(seconds(30));
+    ASSERT_TRUE(code.has_value()) << "a process still runs 30 s after start";
+    EXPECT_EQ(*code, 1);
+    p->drain();
+    EXPECT_TRUE(contains(p->err(), "operator 'Map' in dataflow 'Dataflow'")) << p->err();
+    EXPECT_TRUE(contains(p->err(), "(process 1)")) << p->err();
+  }
+}
+
 TEST(ClusterTest, FailingWorkerFailsEveryProcess) {
   Cluster cluster(2);
   auto p0 = cluster.start(0, {"fail", "20"}, {"-w", "2"});

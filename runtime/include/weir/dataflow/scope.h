@@ -556,6 +556,13 @@ void Scope<T>::run_child(uint32_t child) {
   bool again = false;
   // A rule broken inside the operator fails it even if its logic caught the UsageError.
   const uint64_t broken_rules = internal::usage_errors;
+  // The watchdog sees which operator this worker is in (left on every path out).
+  struct Running {
+    Worker& worker;
+    ~Running() { worker.leave_operator(); }
+  };
+  worker_.enter_operator(names_[child], name_);
+  const Running running{worker_};
   try {
     again = op.schedule();
     for (auto& port : ports_[child]) port->flush();

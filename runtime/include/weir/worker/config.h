@@ -13,6 +13,9 @@
 //                            (default 0, or $WEIR_INCARNATION)
 //   --heartbeat-timeout-ms N a peer silent this long is lost (default 5000)
 //   --startup-timeout-ms N   how long to wait for every peer at start (default 30000)
+//   --operator-timeout-ms N  a worker in one run of one operator this long is stuck: the
+//                            process fails naming the operator and exits (default 60000 in a
+//                            cluster, off for one process; 0: off)
 //   --tls-cert F --tls-key F --tls-ca F   TLS on the links; with --tls-ca, peers must present a
 //                            certificate signed by that CA (mutual TLS)
 //   --cluster-secret-file F  the cluster secret, which every process proves it knows when it
@@ -48,6 +51,15 @@ struct Config {
   uint64_t incarnation = 0;
   std::chrono::milliseconds heartbeat_timeout{5000};
   std::chrono::milliseconds startup_timeout{30000};
+  // A worker in one run of one operator for this long is stuck (see runtime/src/worker/
+  // watchdog.h). Negative (the default): 60 s when processes > 1 (a stuck worker would hold its
+  // cluster for ever: its transport keeps sending heartbeats), off otherwise. Zero: off.
+  std::chrono::milliseconds operator_timeout{-1};
+  // operator_timeout as it applies to this configuration; zero: off.
+  std::chrono::milliseconds effective_operator_timeout() const {
+    if (operator_timeout.count() >= 0) return operator_timeout;
+    return std::chrono::milliseconds(processes > 1 ? 60000 : 0);
+  }
   std::string tls_cert, tls_key, tls_ca;
   // The cluster secret (bytes), or a file that holds it (read when the transport starts; one
   // trailing newline is not part of it). Empty: no secret, and anyone who knows the cluster id,

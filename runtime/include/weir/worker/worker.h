@@ -23,6 +23,7 @@
 
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <map>
@@ -142,7 +143,32 @@ class Worker {
   void fail(absl::Status status);
   bool failed() const { return allocator_.process().failed(); }
 
+  // Scopes call these around every run of an operator, so that the watchdog can tell which
+  // operator a worker is stuck in (see OperatorBeat). `op` and `dataflow` must live until the
+  // dataflow is dropped. Allocation-free once the nesting depth was reached before.
+  void enter_operator(const std::string& op, const std::string& dataflow) {
+    running_.push_back({&op, &dataflow});
+    publish_running();
+  }
+  void leave_operator() {
+    running_.pop_back();
+    publish_running();
+  }
+
  private:
+  void publish_running() {
+    // A sequence lock's write: odd while the fields change.
+    const uint64_t seq = beat_.seq.load(std::memory_order_relaxed);
+    beat_.seq.store(seq + 1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    beat_.depth.store(static_cast<uint32_t>(running_.size()), std::memory_order_relaxed);
+    if (!running_.empty()) {
+      beat_.op.store(running_.back().first, std::memory_order_relaxed);
+      beat_.dataflow.store(running_.back().second, std::memory_order_relaxed);
+    }
+    beat_.seq.store(seq + 2, std::memory_order_release);
+  }
+
   struct Timer {
     std::chrono::steady_clock::time_point deadline;
     std::vector<size_t> path;
@@ -155,6 +181,8 @@ class Worker {
   void drop_all();
 
   Allocator allocator_;
+  OperatorBeat& beat_;
+  std::vector<std::pair<const std::string*, const std::string*>> running_;  // (op, dataflow).
   Logger logger_;  // Declared before dataflows_: their operators log when dropped.
   Activations activations_;
   std::map<size_t, std::unique_ptr<DataflowBase>> dataflows_;

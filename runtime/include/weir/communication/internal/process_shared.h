@@ -26,6 +26,21 @@
 
 namespace weir {
 
+// What one worker is running, published for the watchdog (weir/worker/execute.h): the worker
+// writes, the watchdog reads (a sequence lock: `seq` changes on every entry to and exit from an
+// operator, so a reader that sees the same `seq` before and after reading the rest read a
+// consistent state, and the worker was in that operator all along).
+struct OperatorBeat {
+  std::atomic<uint64_t> seq{0};
+  std::atomic<uint32_t> depth{0};  // Operators entered and not left (nested scopes nest them).
+  // The innermost operator's name and its dataflow's (strings owned by its scope).
+  std::atomic<const std::string*> op{nullptr};
+  std::atomic<const std::string*> dataflow{nullptr};
+  // Held by the worker while it destroys dataflows, and by the watchdog while it reads the
+  // names, so that a name it reads is never freed under it.
+  weir::Mutex names_mu;
+};
+
 // Decodes one frame for one channel and delivers it to the local workers.
 using RemoteSink =
     std::function<absl::Status(uint32_t from, uint32_t to, uint64_t seq, std::string_view payload)>;
@@ -103,6 +118,8 @@ class ProcessShared final : public TransportReceiver {
     return activation_queues_[local_worker];
   }
 
+  OperatorBeat& beat(size_t local_worker) const { return beats_[local_worker]; }
+
   // The transport to the other processes (null in a single-process execution).
   Transport* transport() const { return transport_; }
   void set_transport(Transport* transport) { transport_ = transport; }
@@ -150,6 +167,7 @@ class ProcessShared final : public TransportReceiver {
   // Release pairs with the acquire in failed(): a worker that sees the flag sees status_ too.
   std::atomic<bool> failed_{false};
   std::vector<std::shared_ptr<SyncActivationQueue>> activation_queues_;
+  std::unique_ptr<OperatorBeat[]> beats_;  // One per local worker.
   Transport* transport_ = nullptr;
 };
 
