@@ -138,7 +138,9 @@ TEST(IngestFaultTest, TransientErrorsBackOffExponentially) {
   options.blob = std::shared_ptr(*std::move(blob));
   options.consensus = consensus;
   // Consensus goes down as the first epoch starts (the driver's thread logs "bids: snapshot"
-  // once the writers are open), for 1.5 s.
+  // once the writers are open), for 1.5 s and at least until a fourth attempt has failed (on a
+  // loaded machine under a sanitizer, attempts can be slow enough that 1.5 s covers only two:
+  // the assertion on attempt 3 below then failed in a CI run).
   Log log;
   std::atomic<bool> down{false};
   options.log = [&, record = log.sink()](const std::string& line) {
@@ -151,6 +153,9 @@ TEST(IngestFaultTest, TransientErrorsBackOffExponentially) {
   std::thread restorer([&] {
     while (!down.load() && !done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // The outage.
+    while (log.count("backing off: attempt 4 failed") == 0 && !done.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     consensus->configure(persist::FaultConfig{});
   });
   auto report = run_ingest(options);

@@ -28,6 +28,8 @@ void run_one(Worker& worker, const std::function<void(Worker&)>& per_worker,
       throw UsageError(last_usage_error);
     }
     while (worker.has_dataflows() && !worker.failed()) worker.step_or_park(std::nullopt);
+  } catch (const ExecutionFailed&) {
+    // The execution failed elsewhere (recorded already): the closure is unwound.
   } catch (const UsageError& e) {
     worker.fail(absl::FailedPreconditionError("worker " + std::to_string(worker.index()) +
                                               " broke a rule: " + e.what()));

@@ -144,10 +144,7 @@ void Worker::fire_timers() {
 }
 
 bool Worker::step() {
-  if (failed()) {
-    drop_all();
-    return false;
-  }
+  if (failed()) throw_failed();
   if (const uint64_t requests = progress_report_requests.load(std::memory_order_relaxed);
       requests != reports_seen_) [[unlikely]] {
     reports_seen_ = requests;
@@ -176,6 +173,13 @@ bool Worker::step() {
   }
   if (failed()) drop_all();
   return true;
+}
+
+void Worker::throw_failed() {
+  drop_all();
+  const absl::Status status = allocator_.process().status();
+  throw ExecutionFailed(status.message().empty() ? status.ToString()
+                                                 : std::string(status.message()));
 }
 
 bool Worker::step_or_park(std::optional<std::chrono::nanoseconds> timeout) {

@@ -44,6 +44,7 @@ struct InputState {
   size_t capacity = default_batch_capacity<D>();
   LocalActivator* scope = nullptr;
   uint32_t node = 0;
+  const ProcessShared* process = nullptr;  // Whether the execution failed.
 
   void activate() { scope->activate_child(node); }
   void flush_buffer() {
@@ -125,7 +126,7 @@ class InputHandle {
   }
   // Says that no more records will be sent at all.
   void close() {
-    if (!usable()) {
+    if (!live()) {
       state_.reset();
       return;
     }
@@ -142,7 +143,21 @@ class InputHandle {
   bool is_closed() const { return state_ == nullptr; }
 
  private:
-  bool usable() const { return state_ != nullptr && state_->alive && state_->capability; }
+  bool live() const { return state_ != nullptr && state_->alive && state_->capability; }
+  // live(), except that an input whose dataflow was dropped because the execution failed throws
+  // ExecutionFailed: a closure's loop of rounds that never asks worker.failed() ends at once,
+  // instead of running its remaining rounds on nothing.
+  bool usable() const {
+    if (live()) [[likely]] {
+      return true;
+    }
+    if (state_ != nullptr && state_->process != nullptr && state_->process->failed()) {
+      const absl::Status status = state_->process->status();
+      throw ExecutionFailed(status.message().empty() ? status.ToString()
+                                                     : std::string(status.message()));
+    }
+    return false;
+  }
   std::shared_ptr<internal::InputState<T, D>> state_;
 };
 
@@ -155,6 +170,7 @@ std::pair<InputHandle<T, D>, Stream<T, D>> new_input(Scope<T>& scope) {
   state->port = &scope.template output_port<D>(stream.source());
   state->scope = &scope;
   state->node = builder.index();
+  state->process = &scope.worker().allocator().process();
   builder.set_notify(false);
   builder.build([state](std::vector<Capability<T>> caps) {
     state->capability.emplace(std::move(caps[0]));

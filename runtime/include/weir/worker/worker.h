@@ -15,9 +15,11 @@
 //     }
 //   });
 //
-// A failure anywhere (an exception in an operator, a dataflow that cannot be built) fails every
-// worker: their dataflows are dropped, probes on them read as done, and `execute` returns the
-// error.
+// A failure anywhere (an exception in an operator, a dataflow that cannot be built, a lost peer)
+// fails every worker: their dataflows are dropped, probes on them read as done, the next `step`,
+// `step_or_park` or use of an input handle (`send`, `advance_to`, ...) throws ExecutionFailed (so
+// that a loop like the one above, which does not ask `failed()`, ends instead of running its
+// remaining rounds on nothing), and `execute` returns the error.
 //
 // Thread safety: worker-local, except that its SyncActivators may be used from any thread.
 
@@ -31,6 +33,7 @@
 #include <optional>
 #include <ostream>
 #include <queue>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -73,6 +76,14 @@ namespace internal {
 absl::StatusOr<std::optional<std::chrono::nanoseconds>> stall_report_after_from_env();
 }  // namespace internal
 
+// Thrown by Worker::step, step_or_park and input handles once the execution has failed; `execute`
+// catches it (the failure is already recorded) and returns the execution's error. Code that wants
+// to clean up in the closure can ask `failed()` instead, or catch it.
+class ExecutionFailed : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class Worker {
  public:
   // `local_index`: the worker's index within its process (its global index follows from the
@@ -96,6 +107,7 @@ class Worker {
   decltype(auto) dataflow_named(std::string name, F&& build);
 
   // Runs one round of every activated dataflow. Returns true if anything was activated.
+  // Throws ExecutionFailed once the execution has failed.
   bool step();
   // Steps; if there was nothing to do, spins briefly (not in a process of a cluster, whose
   // transport threads need the cores) and then parks until something arrives or `timeout`
@@ -179,6 +191,7 @@ class Worker {
   void install(size_t index, std::unique_ptr<Scope<T>> scope);
   void fire_timers();
   void drop_all();
+  [[noreturn]] void throw_failed();
 
   Allocator allocator_;
   OperatorBeat& beat_;
