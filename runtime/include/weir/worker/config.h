@@ -14,7 +14,11 @@
 //   --heartbeat-timeout-ms N a peer silent this long is lost (default 5000)
 //   --startup-timeout-ms N   how long to wait for every peer at start (default 30000)
 //   --tls-cert F --tls-key F --tls-ca F   TLS on the links; with --tls-ca, peers must present a
-//                            certificate signed by that CA (mutual TLS)
+//                            certificate signed by that CA that names their process index
+//                            (URI subjectAltName weir:process:<p>; mutual TLS)
+//   --insecure-links         allow links without TLS to hosts off loopback (otherwise a hostfile
+//                            with such an address needs the TLS flags); also
+//                            $WEIR_INSECURE_LINKS=1
 //   --cluster-secret-file F  the cluster secret, which every process proves it knows when it
 //                            links (HMAC over nonces; never sent); also $WEIR_CLUSTER_SECRET_FILE,
 //                            or the secret itself in $WEIR_CLUSTER_SECRET (never on the command
@@ -49,6 +53,9 @@ struct Config {
   std::chrono::milliseconds heartbeat_timeout{5000};
   std::chrono::milliseconds startup_timeout{30000};
   std::string tls_cert, tls_key, tls_ca;
+  // Allows links without TLS although a hostfile address is not loopback. Off by default: such
+  // a hostfile without --tls-cert and --tls-key is refused at start (docs/cluster.md).
+  bool insecure_links = false;
   // The cluster secret (bytes), or a file that holds it (read when the transport starts; one
   // trailing newline is not part of it). Empty: no secret, and anyone who knows the cluster id,
   // -n and -w can join (see docs/cluster.md, "Who may join").
