@@ -232,10 +232,11 @@ absl::Status check_membership(const Hello& mine, const Hello& theirs) {
 }
 
 std::string refusal_for_peer(const Hello& theirs) {
-  return absl::StrCat("refused: its Hello (cluster '", theirs.cluster_id, "', process ",
-                      theirs.process, ", -n ", theirs.processes, ", -w ", theirs.workers,
-                      ", protocol version ", theirs.version,
-                      ") does not match this cluster, or it did not prove the cluster secret");
+  return absl::StrCat(
+      "refused: its Hello (cluster '", theirs.cluster_id, "', process ", theirs.process, ", -n ",
+      theirs.processes, ", -w ", theirs.workers, ", protocol version ", theirs.version,
+      ") does not match this cluster, or it did not prove the cluster secret, or its "
+      "TLS certificate does not name its process");
 }
 
 absl::Status check_incarnation(const Hello& mine, const Hello& theirs) {

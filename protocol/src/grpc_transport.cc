@@ -102,6 +102,55 @@ absl::StatusOr<std::string> read_file(const std::string& path, const char* flag)
   return text.str();
 }
 
+// Error if a hostfile address is not loopback and the links would go without TLS, unless the
+// user allowed that (--insecure-links): the cluster secret authenticates the handshake only, so
+// whoever is on the network between two hosts could read and alter every frame after it.
+absl::Status check_links_protected(const Config& config,
+                                   const std::vector<std::string>& addresses) {
+  if (config.insecure_links || !config.tls_cert.empty() || !config.tls_key.empty() ||
+      !config.tls_ca.empty()) {
+    return absl::OkStatus();  // Incomplete TLS flags are refused when the credentials are made.
+  }
+  for (size_t p = 0; p < addresses.size(); ++p) {
+    if (is_loopback(addresses[p])) continue;
+    return absl::FailedPreconditionError(absl::StrCat(
+        "hostfile ", config.hostfile, " lists ", addresses[p], " (process ", p,
+        "), which is not a loopback address, and the links have no TLS: give every process "
+        "--tls-cert, --tls-key and --tls-ca (mutual TLS with a certificate per process, see "
+        "docs/cluster.md, \"Mutual TLS\"), or, on a network you trust, allow links without TLS "
+        "with --insecure-links (or $WEIR_INSECURE_LINKS=1)"));
+  }
+  return absl::OkStatus();
+}
+
+// The URI subjectAltName that binds a TLS certificate to a process index.
+std::string process_san(uint32_t process) { return absl::StrCat("weir:process:", process); }
+
+// OK if the peer's certificate, as gRPC's `auth` context shows it, has the URI subjectAltName
+// process_san(process); otherwise an error naming the subjectAltNames it has. With mutual TLS the
+// CA's signature says only that a certificate is one of the cluster's; this says whose, so that
+// a certificate of one process cannot claim another's index.
+absl::Status check_certificate_names(const std::shared_ptr<const grpc::AuthContext>& auth,
+                                     uint32_t process) {
+  const std::string wanted = process_san(process);
+  if (auth == nullptr || !auth->IsPeerAuthenticated()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "it presented no TLS certificate (it needs one with the URI subjectAltName ", wanted, ")"));
+  }
+  // peer_uri holds the URI subjectAltNames only: a DNS name or a subject spelled like one does
+  // not count.
+  for (const grpc::string_ref& uri : auth->FindPropertyValues(GRPC_PEER_URI_PROPERTY_NAME)) {
+    if (uri == grpc::string_ref(wanted)) return absl::OkStatus();
+  }
+  std::vector<std::string> seen;
+  for (const grpc::string_ref& san : auth->FindPropertyValues(GRPC_X509_SAN_PROPERTY_NAME)) {
+    seen.emplace_back(san.data(), san.size());
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "its TLS certificate does not name process ", process, " (it needs the URI subjectAltName ",
+      wanted, "; its subjectAltNames: ", seen.empty() ? "none" : absl::StrJoin(seen, ", "), ")"));
+}
+
 class GrpcTransport;
 struct Connection;
 
@@ -254,6 +303,8 @@ class GrpcTransport final : public Transport {
   void write(Connection* c, std::string bytes);
   void on_hello(Connection* c, absl::Status parsed, const v1::FrameBatch& batch);
   void on_proof(Connection* c, absl::Status parsed, const v1::FrameBatch& batch);
+  // With mutual TLS: OK if the peer's certificate names `process` (check_certificate_names).
+  absl::Status check_peer_certificate(Connection* c, uint32_t process);
   // Registers an established link and starts reading; frames of `batch` from the `first`th on
   // are the first the link delivers.
   void open_link(Connection* c, const v1::FrameBatch* batch, int first);
@@ -276,6 +327,8 @@ class GrpcTransport final : public Transport {
   const std::vector<std::string> addresses_;
   const Hello mine_;
   std::string secret_;  // The cluster secret (may be empty); set by start().
+  // Peers present certificates (--tls-ca), which must name their process; set by start().
+  bool mutual_tls_ = false;
   const milliseconds heartbeat_timeout_, startup_timeout_, heartbeat_interval_, tick_;
   TransportReceiver& receiver_;
 
@@ -313,6 +366,7 @@ class GrpcTransport final : public Transport {
 // ---- Start-up ----
 
 absl::Status GrpcTransport::start(const Config& config) {
+  WEIR_RETURN_IF_ERROR(check_links_protected(config, addresses_));
   // Before any server, channel or call exists, so the executor has nothing queued.
   grpc_init();
   grpc_initialized_ = true;
@@ -361,6 +415,7 @@ absl::Status GrpcTransport::start(const Config& config) {
     channel_options.pem_private_key = key;
     channel_options.pem_cert_chain = cert;
     channel_credentials = grpc::SslCredentials(channel_options);
+    mutual_tls_ = !ca.empty();
   }
 
   const std::string& address = addresses_[mine_.process];
@@ -736,6 +791,17 @@ void GrpcTransport::on_hello(Connection* c, absl::Status parsed, const v1::Frame
       c->cancel();
       return;
     }
+    if (absl::Status named = check_peer_certificate(c, c->peer); !named.ok()) {
+      // Whoever answers holds a certificate the CA signed, but not process c->peer's: it cannot
+      // be that process. As with one that does not prove the secret, we dial again until the
+      // start-up timeout, whose error names it; the call ends without a Proof.
+      c->handshake_error =
+          absl::StrCat("process ", mine_.process, " refused whoever answers at ", c->address,
+                       " (saying it is process ", c->peer, "): ", named.message());
+      c->cancel();
+      start_read(c);  // Fails at once: the call then finishes, and the dial is retried.
+      return;
+    }
     const Hello& theirs = *hello;
     if (!mac_matches(handshake_mac(secret_, Role::kAcceptor, c->hello_sent, theirs),
                      theirs.proof)) {
@@ -785,6 +851,15 @@ void GrpcTransport::on_hello(Connection* c, absl::Status parsed, const v1::Frame
                absl::StrCat("process ", mine_.process, " (", addresses_[mine_.process],
                             ") refused a link from ", c->address, ": ", status.message())),
            hello.ok() ? refusal_for_peer(*hello) : std::string(status.message()));
+    return;
+  }
+  if (absl::Status named = check_peer_certificate(c, hello->process); !named.ok()) {
+    // Told only that it was refused, like any other refused caller.
+    refuse(c,
+           absl::FailedPreconditionError(absl::StrCat(
+               "process ", mine_.process, " (", addresses_[mine_.process], ") refused a link from ",
+               c->address, " (saying it is process ", hello->process, "): ", named.message())),
+           refusal_for_peer(*hello));
     return;
   }
   c->hello_received = *hello;
@@ -849,6 +924,14 @@ void GrpcTransport::on_proof(Connection* c, absl::Status parsed, const v1::Frame
   }
   c->peer = theirs.process;
   open_link(c, &batch, 1);
+}
+
+absl::Status GrpcTransport::check_peer_certificate(Connection* c, uint32_t process) {
+  if (!mutual_tls_) return absl::OkStatus();
+  return check_certificate_names(c->side == Connection::Side::kDialer
+                                     ? c->client_context->auth_context()
+                                     : c->server_context.auth_context(),
+                                 process);
 }
 
 void GrpcTransport::open_link(Connection* c, const v1::FrameBatch* batch, int first) {

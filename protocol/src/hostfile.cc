@@ -10,6 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include <arpa/inet.h>
+#include <netinet/in.h>
 
 namespace weir::protocol {
 namespace {
@@ -78,6 +80,19 @@ absl::StatusOr<std::vector<std::string>> read_hostfile(const std::string& path, 
   std::stringstream text;
   text << file.rdbuf();
   return parse_hostfile(text.str(), path, processes);
+}
+
+bool is_loopback(std::string_view address) {
+  const size_t colon = address.rfind(':');
+  std::string host(address.substr(0, colon == std::string_view::npos ? address.size() : colon));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+    in6_addr v6{};
+    return inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
+  }
+  if (absl::AsciiStrToLower(host) == "localhost") return true;
+  in_addr v4{};
+  return inet_pton(AF_INET, host.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127;
 }
 
 std::string derive_cluster_id(const std::vector<std::string>& addresses) {

@@ -23,6 +23,11 @@ absl::StatusOr<std::vector<std::string>> parse_hostfile(std::string_view text,
 // parse_hostfile on the contents of the file at `path`.
 absl::StatusOr<std::vector<std::string>> read_hostfile(const std::string& path, size_t processes);
 
+// True if the host of `address` (a well-formed hostfile line) is a loopback address:
+// "localhost", an IPv4 address in 127.0.0.0/8, or the IPv6 [::1]. Any other name is not, even if
+// it resolves to one (nothing is looked up).
+bool is_loopback(std::string_view address);
+
 // The cluster id used when none is given: "hostfile-" and a 64-bit FNV-1a hash (hex) of the
 // addresses, so every process reading the same hostfile derives the same id.
 std::string derive_cluster_id(const std::vector<std::string>& addresses);

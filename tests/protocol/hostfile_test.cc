@@ -34,6 +34,18 @@ TEST(HostfileTest, MissingFileIsAnError) {
   EXPECT_FALSE(read_hostfile("", 2).ok());
 }
 
+TEST(HostfileTest, LoopbackAddressesAreKnownByTheirHost) {
+  for (const char* address :
+       {"127.0.0.1:4000", "127.3.2.1:1", "localhost:4000", "LocalHost:9", "[::1]:4000"}) {
+    EXPECT_TRUE(is_loopback(address)) << address;
+  }
+  for (const char* address :
+       {"10.0.0.1:4000", "192.0.2.1:4000", "0.0.0.0:4000", "128.0.0.1:1", "node-b:4001",
+        "localhost.example.com:1", "[::2]:4000", "[fe80::1]:4000", "127.0.0.1.example.com:1"}) {
+    EXPECT_FALSE(is_loopback(address)) << address;
+  }
+}
+
 TEST(HostfileTest, ClusterIdFollowsTheAddresses) {
   const std::string a = derive_cluster_id({"127.0.0.1:4000", "127.0.0.1:4001"});
   EXPECT_EQ(a, derive_cluster_id({"127.0.0.1:4000", "127.0.0.1:4001"}));

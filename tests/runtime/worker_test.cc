@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <stdexcept>
 #include <thread>
 
@@ -39,6 +40,28 @@ TEST(ConfigTest, RejectsBadValues) {
   EXPECT_NE(bad.status().message().find("--workers"), std::string::npos);
   std::vector<std::string> index{"-n", "2", "-p", "2"};
   EXPECT_FALSE(Config::from_args(index).ok());
+}
+
+TEST(ConfigTest, InsecureLinksIsASwitch) {
+  std::vector<std::string> args{"--insecure-links", "file.txt"};
+  auto config = Config::from_args(args);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->insecure_links);
+  EXPECT_EQ(args, (std::vector<std::string>{"file.txt"}));
+  std::vector<std::string> none{"file.txt"};
+  EXPECT_FALSE(Config::from_args(none)->insecure_links);
+  std::vector<std::string> off{"--insecure-links=0"};
+  EXPECT_FALSE(Config::from_args(off)->insecure_links);
+  std::vector<std::string> junk{"--insecure-links=maybe"};
+  EXPECT_FALSE(Config::from_args(junk).ok());
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): no other thread runs yet.
+  ::setenv("WEIR_INSECURE_LINKS", "1", 1);
+  std::vector<std::string> from_env;
+  auto with_env = Config::from_args(from_env);
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): as above.
+  ::unsetenv("WEIR_INSECURE_LINKS");
+  ASSERT_TRUE(with_env.ok()) << with_env.status();
+  EXPECT_TRUE(with_env->insecure_links);
 }
 
 TEST(ConfigTest, ArgvFormKeepsProgramArguments) {

@@ -20,6 +20,14 @@ absl::StatusOr<size_t> parse_count(const std::string& flag, const std::string& v
   return result;
 }
 
+// "1"/"true" or "0"/"false" (also empty: false), the value of a switch or variable `what`.
+absl::StatusOr<bool> parse_bool(const std::string& what, const std::string& value) {
+  if (value == "1" || value == "true") return true;
+  if (value == "0" || value == "false" || value.empty()) return false;
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, " expects 1, true, 0 or false, got '", value, "'"));
+}
+
 }  // namespace
 
 absl::StatusOr<Config> Config::from_args(std::vector<std::string>& args) {
@@ -40,6 +48,12 @@ absl::StatusOr<Config> Config::from_args(std::vector<std::string>& args) {
   if (const char* file = std::getenv("WEIR_CLUSTER_SECRET_FILE"); file != nullptr) {
     config.cluster_secret_file = file;
   }
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): as above.
+  if (const char* insecure = std::getenv("WEIR_INSECURE_LINKS"); insecure != nullptr) {
+    auto parsed = parse_bool("$WEIR_INSECURE_LINKS", insecure);
+    if (!parsed.ok()) return parsed.status();
+    config.insecure_links = *parsed;
+  }
   std::vector<std::string> rest;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
@@ -49,6 +63,12 @@ absl::StatusOr<Config> Config::from_args(std::vector<std::string>& args) {
       flag = arg.substr(0, eq);
       value = arg.substr(eq + 1);
       has_value = true;
+    }
+    if (flag == "--insecure-links") {  // A switch: a value only as --insecure-links=VALUE.
+      auto parsed = has_value ? parse_bool("flag " + flag, value) : absl::StatusOr<bool>(true);
+      if (!parsed.ok()) return parsed.status();
+      config.insecure_links = *parsed;
+      continue;
     }
     const bool known =
         flag == "-w" || flag == "--workers" || flag == "-n" || flag == "--processes" ||

@@ -5,8 +5,9 @@
 // - killing (or stopping) one process of 3 makes the other two exit non-zero within the
 //   heartbeat timeout plus 2 s, naming the lost process; a failing worker fails every process;
 // - a Hello of another cluster or an older incarnation is refused;
-// - mutual TLS with certificates made here by openssl, and a peer whose certificate is not
-//   signed by the CA is refused;
+// - mutual TLS with certificates made here by openssl: per-process certificates link and the
+//   job's answer is right; a peer whose certificate is not signed by the CA, or names another
+//   process index or none, is refused; a hostfile off loopback needs TLS or --insecure-links;
 // - garbage, truncated frames and frames without a Hello sent to a process's port leave it
 //   running; malformed frames from an established peer close the link with an error;
 // - weir-launch returns the first failure's exit code and stops the other processes; it stops
@@ -389,7 +390,10 @@ TEST(ClusterTest, OlderIncarnationIsRefused) {
 
 // ---- TLS ----
 
-// Makes a CA, a certificate it signs for 127.0.0.1, and a self-signed "rogue" one, in `dir`.
+// Makes, in `dir`: a CA; per-process certificates it signs, process0 and process1, each for
+// 127.0.0.1 with the URI subjectAltName weir:process:<p> (docs/cluster.md, "Mutual TLS"); one it
+// signs for 127.0.0.1 that names no process ("node", a shared certificate); and a self-signed
+// "rogue" one.
 void make_certificates(const std::filesystem::path& dir) {
   const std::string script = R"(set -e
 cd ")" + dir.string() + R"("
@@ -399,31 +403,42 @@ openssl req $EC -keyout node.key -out node.csr -subj /CN=localhost 2>/dev/null
 printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' > san.ext
 openssl x509 -req -in node.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out node.pem -days 2 \
   -extfile san.ext 2>/dev/null
+for p in 0 1; do
+  openssl req $EC -keyout process$p.key -out process$p.csr -subj /CN=weir-process-$p 2>/dev/null
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,URI:weir:process:%s\n' $p > san$p.ext
+  openssl x509 -req -in process$p.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
+    -out process$p.pem -days 2 -extfile san$p.ext 2>/dev/null
+done
 openssl req -x509 $EC -keyout rogue.key -out rogue.pem -days 2 -subj /CN=localhost \
   -addext subjectAltName=IP:127.0.0.1,DNS:localhost 2>/dev/null
 )";
-  ASSERT_EQ(std::system(("bash -c '" + std::string("eval \"$0\"") + "' '" + script + "'").c_str()),
-            0)
-      << "openssl failed";
+  // Run from a file: quoted into a command line, the script's own quotes ended the quoting, and
+  // printf's "\n" reached it as "n" (the SANs were "localhostn", "weir:process:0n").
+  const std::filesystem::path file = dir / "make-certificates.sh";
+  std::ofstream(file) << script;
+  ASSERT_EQ(std::system(("bash '" + file.string() + "'").c_str()), 0) << "openssl failed";
+}
+
+// Flags for mutual TLS with the certificate `name` (made by make_certificates in `dir`).
+std::vector<std::string> tls_flags(const std::filesystem::path& dir, const std::string& name) {
+  return {"--tls-cert", (dir / (name + ".pem")).string(),
+          "--tls-key",  (dir / (name + ".key")).string(),
+          "--tls-ca",   (dir / "ca.pem").string()};
 }
 
 TEST(ClusterTest, MutualTlsLinksAndRefusesAPeerWithoutACaCertificate) {
   Cluster cluster(2);
   make_certificates(cluster.dir());
-  auto tls = [&](const std::string& name) {
-    return std::vector<std::string>{"--tls-cert", (cluster.dir() / (name + ".pem")).string(),
-                                    "--tls-key",  (cluster.dir() / (name + ".key")).string(),
-                                    "--tls-ca",   (cluster.dir() / "ca.pem").string()};
-  };
+  auto tls = [&](const std::string& name) { return tls_flags(cluster.dir(), name); };
   {
-    auto p0 = cluster.start(0, {"spin", "1"}, tls("node"));
-    auto p1 = cluster.start(1, {"spin", "1"}, tls("node"));
+    auto p0 = cluster.start(0, {"spin", "1"}, tls("process0"));
+    auto p1 = cluster.start(1, {"spin", "1"}, tls("process1"));
     EXPECT_EQ(p0->wait_for(seconds(60)), 0) << p0->err();
     EXPECT_EQ(p1->wait_for(seconds(60)), 0) << p1->err();
   }
   auto flags = tls("rogue");
   flags.insert(flags.end(), {"--startup-timeout-ms", "3000"});
-  auto good = tls("node");
+  auto good = tls("process0");
   good.insert(good.end(), {"--startup-timeout-ms", "3000"});
   auto p0 = cluster.start(0, {"spin", "1"}, good);
   auto p1 = cluster.start(1, {"spin", "1"}, flags);
@@ -433,6 +448,106 @@ TEST(ClusterTest, MutualTlsLinksAndRefusesAPeerWithoutACaCertificate) {
   p1->drain();
   EXPECT_TRUE(contains(p0->err(), "process 1")) << p0->err();  // Never got through.
   EXPECT_TRUE(contains(p1->err(), "process 0")) << p1->err();
+}
+
+TEST(ClusterTest, MutualTlsWithPerProcessCertificatesGetsTheRightAnswer) {
+  Cluster cluster(2);
+  make_certificates(cluster.dir());
+  std::vector<std::unique_ptr<Process>> processes;
+  for (size_t p = 0; p < 2; ++p) {
+    auto flags = tls_flags(cluster.dir(), "process" + std::to_string(p));
+    flags.insert(flags.end(), {"-w", "2"});
+    processes.push_back(cluster.start(p, {"property", "1", "20"}, flags));
+  }
+  for (auto& p : processes) {
+    EXPECT_EQ(p->wait_for(seconds(120)), 0) << p->err();
+    p->drain();
+  }
+  // Process 0 compared every seed's records with the single-threaded reference.
+  EXPECT_TRUE(contains(processes[0]->out(), "property: ok, seeds 1..20 on 2 processes"))
+      << processes[0]->out() << processes[0]->err();
+}
+
+// Process `p` of 2 presents the certificate `certificate[p]`; both exit 1. Returns their stderr.
+std::vector<std::string> run_with_certificates(const std::vector<std::string>& certificate) {
+  Cluster cluster(2);
+  make_certificates(cluster.dir());
+  std::vector<std::unique_ptr<Process>> processes;
+  for (size_t p = 0; p < 2; ++p) {
+    auto flags = tls_flags(cluster.dir(), certificate[p]);
+    flags.insert(flags.end(), {"--startup-timeout-ms", "3000"});
+    processes.push_back(cluster.start(p, {"spin", "1"}, flags));
+  }
+  std::vector<std::string> errors;
+  for (size_t p = 0; p < 2; ++p) {
+    EXPECT_EQ(processes[p]->wait_for(seconds(30)), 1)
+        << "process " << p << " with certificate " << certificate[p] << " was not refused";
+    processes[p]->drain();
+    errors.push_back(processes[p]->err());
+  }
+  return errors;
+}
+
+TEST(ClusterTest, MutualTlsRefusesADialerWhoseCertificateNamesAnotherProcess) {
+  // Process 1 dials with process 0's certificate, signed by the CA: process 0 refuses it.
+  auto errors = run_with_certificates({"process0", "process0"});
+  EXPECT_TRUE(contains(errors[0], "saying it is process 1")) << errors[0];
+  EXPECT_TRUE(contains(errors[0], "does not name process 1")) << errors[0];
+  EXPECT_TRUE(contains(errors[0], "weir:process:0")) << errors[0];  // The SANs it saw.
+  // The refused side is told only that it was refused.
+  EXPECT_TRUE(contains(errors[1], "was refused by process 0")) << errors[1];
+  EXPECT_FALSE(contains(errors[1], "weir:process")) << errors[1];
+}
+
+TEST(ClusterTest, MutualTlsRefusesAnAcceptorWhoseCertificateNamesAnotherProcess) {
+  // Process 0 answers with process 1's certificate: process 1, dialing it, refuses it.
+  auto errors = run_with_certificates({"process1", "process1"});
+  EXPECT_TRUE(contains(errors[1], "does not name process 0")) << errors[1];
+  EXPECT_TRUE(contains(errors[1], "weir:process:1")) << errors[1];
+  EXPECT_TRUE(contains(errors[0], "gave up waiting for process 1")) << errors[0];
+}
+
+TEST(ClusterTest, MutualTlsRefusesASharedCertificateWithoutProcessNames) {
+  auto errors = run_with_certificates({"node", "node"});
+  EXPECT_TRUE(contains(errors[0], "does not name process 1")) << errors[0];
+  EXPECT_TRUE(contains(errors[0], "127.0.0.1, localhost")) << errors[0];  // The SANs it saw.
+  EXPECT_TRUE(contains(errors[1], "was refused by process 0")) << errors[1];
+}
+
+// ---- Links off loopback need TLS ----
+
+TEST(ClusterTest, NonLoopbackHostfileNeedsTlsOrInsecureLinks) {
+  Cluster cluster(2);
+  make_certificates(cluster.dir());
+  // Process 1 would be on TEST-NET-1 (RFC 5737): never reached, process 0 only listens.
+  const std::string remote = "192.0.2.1:" + std::to_string(cluster.port(1));
+  const std::string hostfile = (cluster.dir() / "remote-hostfile").string();
+  std::ofstream(hostfile) << cluster.address(0) << "\n" << remote << "\n";
+  auto start = [&](std::vector<std::string> flags) {
+    std::vector<std::string> args = {
+        WEIR_CLUSTER_CHILD,     "spin", "1", "-n", "2", "-p", "0", "-h", hostfile,
+        "--startup-timeout-ms", "2000"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    return std::make_unique<Process>(args);
+  };
+  {
+    // Without TLS: refused at once (before the start-up timeout), naming the address and flags.
+    auto p0 = start({"--startup-timeout-ms", "60000"});
+    EXPECT_EQ(p0->wait_for(seconds(20)), 1) << "it did not fail fast";
+    p0->drain();
+    for (const std::string& words : {remote, std::string("--tls-cert"), std::string("--tls-key"),
+                                     std::string("--tls-ca"), std::string("--insecure-links")}) {
+      EXPECT_TRUE(contains(p0->err(), words)) << words << " not in: " << p0->err();
+    }
+  }
+  // With TLS, or with the opt-out, it starts and waits for process 1 (which never comes).
+  for (const auto& flags :
+       {tls_flags(cluster.dir(), "process0"), std::vector<std::string>{"--insecure-links"}}) {
+    auto p0 = start(flags);
+    EXPECT_EQ(p0->wait_for(seconds(30)), 1);
+    p0->drain();
+    EXPECT_TRUE(contains(p0->err(), "gave up waiting for process 1 (" + remote + ")")) << p0->err();
+  }
 }
 
 // ---- Bad input on the wire ----

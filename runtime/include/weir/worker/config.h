@@ -17,7 +17,11 @@
 //                            process fails naming the operator and exits (default 60000 in a
 //                            cluster, off for one process; 0: off)
 //   --tls-cert F --tls-key F --tls-ca F   TLS on the links; with --tls-ca, peers must present a
-//                            certificate signed by that CA (mutual TLS)
+//                            certificate signed by that CA that names their process index
+//                            (URI subjectAltName weir:process:<p>; mutual TLS)
+//   --insecure-links         allow links without TLS to hosts off loopback (otherwise a hostfile
+//                            with such an address needs the TLS flags); also
+//                            $WEIR_INSECURE_LINKS=1
 //   --cluster-secret-file F  the cluster secret, which every process proves it knows when it
 //                            links (HMAC over nonces; never sent); also $WEIR_CLUSTER_SECRET_FILE,
 //                            or the secret itself in $WEIR_CLUSTER_SECRET (never on the command
@@ -61,6 +65,9 @@ struct Config {
     return std::chrono::milliseconds(processes > 1 ? 60000 : 0);
   }
   std::string tls_cert, tls_key, tls_ca;
+  // Allows links without TLS although a hostfile address is not loopback. Off by default: such
+  // a hostfile without --tls-cert and --tls-key is refused at start (docs/cluster.md).
+  bool insecure_links = false;
   // The cluster secret (bytes), or a file that holds it (read when the transport starts; one
   // trailing newline is not part of it). Empty: no secret, and anyone who knows the cluster id,
   // -n and -w can join (see docs/cluster.md, "Who may join").
