@@ -91,7 +91,8 @@ class InputHandle {
 
   // Sends one record at time().
   void send(D record) {
-    if (!usable()) return;
+    // Per record: only the cheap check (advance_to, once per round, throws after a failure).
+    if (!live()) return;
     auto& s = *state_;
     if (s.buffer.capacity() == 0) s.buffer.reserve(s.capacity);
     s.buffer.push_back(std::move(record));
@@ -151,6 +152,10 @@ class InputHandle {
     if (live()) [[likely]] {
       return true;
     }
+    return usable_when_dead();
+  }
+  // Out of line: send() is called per record and must stay small enough to inline.
+  [[gnu::cold, gnu::noinline]] bool usable_when_dead() const {
     if (state_ != nullptr && state_->process != nullptr && state_->process->failed()) {
       const absl::Status status = state_->process->status();
       throw ExecutionFailed(status.message().empty() ? status.ToString()
