@@ -639,7 +639,11 @@ absl::Status run_epochs(Ingestion& in) {
       };
       auto stopping = [&] { return in.stopping(); };
       while (installed() && !control.restart_requested(epoch) && !worker.failed() && !stopping()) {
-        worker.step_or_park(std::chrono::milliseconds(10));
+        try {
+          worker.step_or_park(std::chrono::milliseconds(10));
+        } catch (const weir::ExecutionFailed&) {
+          break;  // Failed since the check above: aborted below, so no worker waits for this one.
+        }
         if (leader && !in.added && Clock::now() - in.started >= options.add_after) {
           in.log(absl::StrCat("adding table ", options.add_table));
           control.request_restart(epoch);

@@ -107,12 +107,23 @@ absl::StatusOr<std::string> read_file(const std::string& path, const char* flag)
 // whoever is on the network between two hosts could read and alter every frame after it.
 absl::Status check_links_protected(const Config& config,
                                    const std::vector<std::string>& addresses) {
-  if (config.insecure_links || !config.tls_cert.empty() || !config.tls_key.empty() ||
-      !config.tls_ca.empty()) {
-    return absl::OkStatus();  // Incomplete TLS flags are refused when the credentials are made.
+  const bool has_secret = !config.cluster_secret.empty() || !config.cluster_secret_file.empty();
+  const bool has_tls = !config.tls_cert.empty() || !config.tls_key.empty();
+  // Incomplete TLS flags are refused when the credentials are made. TLS without a CA encrypts
+  // but does not ask callers for a certificate: members are then known by the secret alone.
+  if (config.insecure_links || !config.tls_ca.empty() || (has_tls && has_secret)) {
+    return absl::OkStatus();
   }
   for (size_t p = 0; p < addresses.size(); ++p) {
     if (is_loopback(addresses[p])) continue;
+    if (has_tls) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "hostfile ", config.hostfile, " lists ", addresses[p], " (process ", p,
+          "), which is not a loopback address, and TLS without --tls-ca does not ask callers "
+          "for a certificate, so anyone who reaches the port could join: add --tls-ca (mutual "
+          "TLS) or a cluster secret (--cluster-secret-file), or allow it with --insecure-links "
+          "(or $WEIR_INSECURE_LINKS=1)"));
+    }
     return absl::FailedPreconditionError(absl::StrCat(
         "hostfile ", config.hostfile, " lists ", addresses[p], " (process ", p,
         "), which is not a loopback address, and the links have no TLS: give every process "

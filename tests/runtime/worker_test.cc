@@ -184,6 +184,34 @@ TEST(WatchdogTest, OnByDefaultOnlyInAClusterAndZeroTurnsItOff) {
   auto parsed = Config::from_args(args);
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(parsed->effective_operator_timeout(), 0ms);
+  // Beyond about 11.6 days the watchdog's clock sums would overflow.
+  std::vector<std::string> huge{"--operator-timeout-ms", "1000000001"};
+  auto refused = Config::from_args(huge);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--operator-timeout-ms is at most 1000000000"),
+            std::string::npos)
+      << refused.status();
+}
+
+// Once the execution has failed (here: another worker's operator threw), a worker that stays
+// in an operator run for a second is stuck, whatever the bound: the process ends.
+TEST(WatchdogDeathTest, AWorkerThatStaysInItsOperatorAfterAFailureEndsTheProcess) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        Config config;
+        config.workers = 2;
+        config.operator_timeout = 600000ms;
+        (void)run_through_operator(config, "Lingerer", [](size_t index) {
+          if (index == 0) {
+            std::this_thread::sleep_for(300ms);  // Worker 1 is in its run by then.
+            throw std::runtime_error("worker 0 gives up");
+          }
+          for (;;) std::this_thread::sleep_for(100ms);
+        });
+      },
+      ::testing::ExitedWithCode(1),
+      "operator 'Lingerer' .* and has not left it 1000 ms after the execution failed");
 }
 
 // A worker that never leaves its operator cannot be joined: the process writes the error and

@@ -7,6 +7,10 @@
 #include "absl/strings/str_cat.h"
 
 namespace weir {
+
+// --operator-timeout-ms beyond this (about 11.6 days) would overflow the watchdog's clock sums.
+constexpr uint64_t kMaxOperatorTimeoutMs = 1'000'000'000;
+
 namespace {
 
 absl::StatusOr<size_t> parse_count(const std::string& flag, const std::string& value) {
@@ -119,6 +123,10 @@ absl::StatusOr<Config> Config::from_args(std::vector<std::string>& args) {
     } else if (flag == "--startup-timeout-ms") {
       config.startup_timeout = std::chrono::milliseconds(*count);
     } else if (flag == "--operator-timeout-ms") {
+      if (*count > kMaxOperatorTimeoutMs) {
+        return absl::InvalidArgumentError(absl::StrCat("flag --operator-timeout-ms is at most ",
+                                                       kMaxOperatorTimeoutMs, " (0 turns it off)"));
+      }
       config.operator_timeout = std::chrono::milliseconds(*count);
     } else {
       config.process = *count;
@@ -152,6 +160,10 @@ absl::StatusOr<Config> Config::from_args(int& argc, char** argv) {
 
 absl::Status Config::validate() const {
   if (workers == 0) return absl::InvalidArgumentError("at least one worker is required");
+  if (operator_timeout.count() > static_cast<int64_t>(kMaxOperatorTimeoutMs)) {
+    return absl::InvalidArgumentError(absl::StrCat("the operator timeout is at most ",
+                                                   kMaxOperatorTimeoutMs, " ms (0 turns it off)"));
+  }
   if (process >= processes) {
     return absl::InvalidArgumentError("process index -p " + std::to_string(process) +
                                       " is out of range for -n " + std::to_string(processes));

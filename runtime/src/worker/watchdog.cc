@@ -6,10 +6,12 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include <pthread.h>
+#include <unistd.h>
 
 namespace weir::internal {
 
@@ -18,6 +20,8 @@ using Clock = std::chrono::steady_clock;
 // How long a stuck worker has, once the execution failed, to leave its operator before the
 // process ends.
 constexpr std::chrono::milliseconds kGrace{1000};
+// How long the Goodbye to the peers may take before the process ends anyway.
+constexpr std::chrono::milliseconds kGoodbyeDeadline{5000};
 
 Watchdog::Watchdog(std::shared_ptr<ProcessShared> process, std::chrono::milliseconds timeout)
     : process_(std::move(process)), timeout_(timeout) {
@@ -36,14 +40,20 @@ Watchdog::~Watchdog() {
   thread_.join();
 }
 
-std::optional<std::string> Watchdog::stuck(size_t w, Sample& sample, Clock::time_point now) {
+std::optional<std::string> Watchdog::stuck(size_t w, Sample& sample, Clock::time_point now,
+                                           std::optional<Clock::time_point> failed_at) {
   OperatorBeat& beat = process_->beat(w);
   const uint64_t seq = beat.seq.load(std::memory_order_acquire);
   if (seq != sample.seq || (seq & 1) != 0 || beat.depth.load(std::memory_order_relaxed) == 0) {
     sample = {seq, now};
     return std::nullopt;
   }
-  if (now - sample.since < timeout_) return std::nullopt;
+  // Once the execution has failed, every worker is on its way out: one that stays in an operator
+  // run for kGrace after the failure (or after it was first seen there) is stuck too.
+  const bool timed_out = now - sample.since >= timeout_;
+  if (failed_at ? now - std::max(sample.since, *failed_at) < kGrace : !timed_out) {
+    return std::nullopt;
+  }
   // Under names_mu the worker cannot drop the dataflow whose names we read; the same seq after
   // reading proves it was in that operator (whose scope is alive) all along.
   weir::MutexLock lock(beat.names_mu);
@@ -55,49 +65,61 @@ std::optional<std::string> Watchdog::stuck(size_t w, Sample& sample, Clock::time
     return std::nullopt;
   }
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - sample.since);
-  return absl::StrCat("worker ", process_->first_worker() + w, " (process ", process_->process(),
-                      ") has been in one run of operator '", *op, "' in dataflow '", *dataflow,
-                      "' for ", ms.count(), " ms (--operator-timeout-ms ", timeout_.count(),
-                      "): it is stuck (a deadlock, a blocking call or an endless loop in the "
-                      "operator), and the process stops");
-}
-
-bool Watchdog::still_in(size_t w, uint64_t seq) const {
-  return process_->beat(w).seq.load(std::memory_order_acquire) == seq;
+  return absl::StrCat(
+      "worker ", process_->first_worker() + w, " (process ", process_->process(),
+      ") has been in one run of operator '", *op, "' in dataflow '", *dataflow, "' for ",
+      ms.count(), " ms",
+      timed_out ? absl::StrCat(" (--operator-timeout-ms ", timeout_.count(), ")")
+                : absl::StrCat(", and has not left it ", kGrace.count(),
+                               " ms after the execution failed"),
+      ": it is stuck (a deadlock, a blocking call or an endless loop in the operator), and the "
+      "process stops");
 }
 
 void Watchdog::run() {
   const size_t workers = process_->workers();
   std::vector<Sample> samples(workers, Sample{0, Clock::now()});
-  const auto tick =
-      std::clamp(timeout_ / 8, std::chrono::milliseconds(10), std::chrono::milliseconds(1000));
+  const auto tick = std::clamp(std::min(timeout_, kGrace) / 8, std::chrono::milliseconds(10),
+                               std::chrono::milliseconds(1000));
+  std::optional<Clock::time_point> failed_at;
   weir::MutexLock lock(mu_);
   while (!stopping_) {
     wake_.wait_for(mu_, tick);
     if (stopping_) return;
     const auto now = Clock::now();
+    if (!failed_at && process_->failed()) failed_at = now;
     for (size_t w = 0; w < workers; ++w) {
-      std::optional<std::string> error = stuck(w, samples[w], now);
+      std::optional<std::string> error = stuck(w, samples[w], now, failed_at);
       if (!error) continue;
-      process_->fail(absl::DeadlineExceededError(*error));
-      // The other workers stop; the stuck one may yet leave its operator, and then the process
-      // ends in order (execute returns the error).
-      const uint64_t seq = samples[w].seq;
-      const auto deadline = Clock::now() + kGrace;
-      while (Clock::now() < deadline && still_in(w, seq) && !stopping_) {
-        wake_.wait_for(mu_, std::chrono::milliseconds(10));
+      if (!failed_at) {
+        // The other workers stop; the stuck one may yet leave its operator within kGrace, and
+        // then the process ends in order (execute returns this error).
+        process_->fail(absl::DeadlineExceededError(*error));
+        failed_at = now;
+        continue;
       }
-      if (!still_in(w, seq) || stopping_) return;
-      std::fprintf(stderr, "%s\n", error->c_str());
-      std::fflush(stderr);
-      // Goodbye, with the error, to every peer (close sends the execution's failure), so that
-      // the cluster fails naming the operator instead of a lost process.
-      if (Transport* transport = process_->transport(); transport != nullptr) {
-        (void)transport->close();
-      }
-      std::_Exit(1);
+      stop_process(*error);
     }
   }
+}
+
+void Watchdog::stop_process(const std::string& error) {
+  // write(2), not stdio: the stuck worker may hold stdio's lock on stderr (blocked writing to a
+  // pipe nobody reads).
+  const std::string line = error + "\n";
+  (void)!::write(STDERR_FILENO, line.data(), line.size());
+  // Whatever the Goodbye meets (a peer that does not read, a transport thread that does not
+  // end), the process ends.
+  std::thread([] {
+    std::this_thread::sleep_for(kGoodbyeDeadline);
+    std::_Exit(1);
+  }).detach();
+  // Goodbye, with the execution's error, to every peer, so that the cluster fails naming the
+  // operator instead of a lost process.
+  if (Transport* transport = process_->transport(); transport != nullptr) {
+    (void)transport->close();
+  }
+  std::_Exit(1);
 }
 
 }  // namespace weir::internal

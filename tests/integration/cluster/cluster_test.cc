@@ -540,9 +540,24 @@ TEST(ClusterTest, NonLoopbackHostfileNeedsTlsOrInsecureLinks) {
       EXPECT_TRUE(contains(p0->err(), words)) << words << " not in: " << p0->err();
     }
   }
-  // With TLS, or with the opt-out, it starts and waits for process 1 (which never comes).
-  for (const auto& flags :
-       {tls_flags(cluster.dir(), "process0"), std::vector<std::string>{"--insecure-links"}}) {
+  {
+    // TLS without a CA and without a secret: callers are not authenticated at all; refused.
+    std::vector<std::string> flags = tls_flags(cluster.dir(), "process0");
+    flags.resize(4);  // --tls-cert and --tls-key only.
+    auto p0 = start(flags);
+    EXPECT_EQ(p0->wait_for(seconds(20)), 1) << "it did not fail fast";
+    p0->drain();
+    EXPECT_TRUE(contains(p0->err(), "TLS without --tls-ca")) << p0->err();
+  }
+  const std::string secret_file = (cluster.dir() / "secret").string();
+  std::ofstream(secret_file) << "0123456789abcdef0123456789abcdef\n";
+  std::vector<std::string> tls_and_secret = tls_flags(cluster.dir(), "process0");
+  tls_and_secret.resize(4);
+  tls_and_secret.insert(tls_and_secret.end(), {"--cluster-secret-file", secret_file});
+  // With mutual TLS, TLS and a secret, or the opt-out, it starts and waits for process 1 (which
+  // never comes).
+  for (const auto& flags : {tls_flags(cluster.dir(), "process0"), tls_and_secret,
+                            std::vector<std::string>{"--insecure-links"}}) {
     auto p0 = start(flags);
     EXPECT_EQ(p0->wait_for(seconds(30)), 1);
     p0->drain();

@@ -17,9 +17,10 @@
 //
 // A failure anywhere (an exception in an operator, a dataflow that cannot be built, a lost peer)
 // fails every worker: their dataflows are dropped, probes on them read as done, the next `step`,
-// `step_or_park` or use of an input handle (`send`, `advance_to`, ...) throws ExecutionFailed (so
-// that a loop like the one above, which does not ask `failed()`, ends instead of running its
-// remaining rounds on nothing), and `execute` returns the error.
+// `step_or_park` or `advance_to`, `give_vec` or `flush` of an input handle throws ExecutionFailed
+// (so that a loop like the one above, which does not ask `failed()`, ends instead of running its
+// remaining rounds on nothing; `send` only stops sending), and `execute` returns the error. Do
+// not call those from a destructor without asking `failed()` first.
 //
 // Thread safety: worker-local, except that its SyncActivators may be used from any thread.
 
