@@ -116,20 +116,18 @@ absl::Status check_links_protected(const Config& config,
   }
   for (size_t p = 0; p < addresses.size(); ++p) {
     if (is_loopback(addresses[p])) continue;
-    if (has_tls) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "hostfile ", config.hostfile, " lists ", addresses[p], " (process ", p,
-          "), which is not a loopback address, and TLS without --tls-ca does not ask callers "
-          "for a certificate, so anyone who reaches the port could join: add --tls-ca (mutual "
-          "TLS) or a cluster secret (--cluster-secret-file), or allow it with --insecure-links "
-          "(or $WEIR_INSECURE_LINKS=1)"));
-    }
-    return absl::FailedPreconditionError(absl::StrCat(
-        "hostfile ", config.hostfile, " lists ", addresses[p], " (process ", p,
-        "), which is not a loopback address, and the links have no TLS: give every process "
-        "--tls-cert, --tls-key and --tls-ca (mutual TLS with a certificate per process, see "
-        "docs/cluster.md, \"Mutual TLS\"), or, on a network you trust, allow links without TLS "
-        "with --insecure-links (or $WEIR_INSECURE_LINKS=1)"));
+    const char* why =
+        has_tls ? "TLS without --tls-ca does not ask callers for a certificate, so anyone who "
+                  "reaches the port could join: add --tls-ca (mutual TLS) or a cluster secret "
+                  "(--cluster-secret-file)"
+                : "the links have no TLS: give every process --tls-cert, --tls-key and --tls-ca "
+                  "(mutual TLS with a certificate per process, see docs/cluster.md, \"Mutual "
+                  "TLS\")";
+    return absl::FailedPreconditionError(
+        absl::StrCat("hostfile ", config.hostfile, " lists ", addresses[p], " (process ", p,
+                     "), which is not a loopback address, and ", why,
+                     ", or, on a network you trust, allow it with --insecure-links (or "
+                     "$WEIR_INSECURE_LINKS=1)"));
   }
   return absl::OkStatus();
 }
