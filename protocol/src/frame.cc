@@ -59,7 +59,7 @@ void put_bytes_field(uint32_t field, std::string_view bytes, std::string& out) {
 // Frame field numbers (the oneof) and FrameBatch.frames.
 constexpr uint32_t kFrames = 1;
 constexpr uint32_t kHelloField = 1, kDataField = 2, kProgressField = 3, kHeartbeatField = 4,
-                   kGoodbyeField = 5, kProofField = 6;
+                   kGoodbyeField = 5, kProofField = 6, kCreditField = 7;
 
 // Appends the header of one FrameBatch.frames entry holding a frame whose `kind` field is a
 // message of `body` bytes; the caller then appends the body.
@@ -119,6 +119,15 @@ void append_progress(uint64_t channel, uint32_t from, uint64_t seq, std::string_
   put_varint_field(2, from, batch);
   put_varint_field(3, seq, batch);
   put_bytes_field(4, updates, batch);
+}
+
+void append_credit(uint64_t channel, uint32_t worker, uint64_t bytes, std::string& batch) {
+  const size_t body =
+      varint_field_size(channel) + varint_field_size(worker) + varint_field_size(bytes);
+  begin_frame(kCreditField, body, batch);
+  put_varint_field(1, channel, batch);
+  put_varint_field(2, worker, batch);
+  put_varint_field(3, bytes, batch);
 }
 
 void append_heartbeat(std::string& batch) { begin_frame(kHeartbeatField, 0, batch); }
@@ -287,6 +296,15 @@ absl::Status FrameReader::on_frame(const v1::Frame& frame) {
       }
       return receiver_->deliver_progress(progress.channel(), progress.from(), progress.seq(),
                                          progress.updates());
+    }
+    case v1::Frame::kCredit: {
+      const v1::Credit& credit = frame.credit();
+      if (goodbye_) return malformed("a Credit frame after Goodbye");
+      if (credit.worker() / workers_ != peer_) {
+        return malformed(absl::StrCat("a Credit frame from worker ", credit.worker(),
+                                      ", which is not one of the sender's workers"));
+      }
+      return receiver_->deliver_credit(credit.channel(), credit.worker(), credit.bytes());
     }
     case v1::Frame::kHeartbeat:
       return absl::OkStatus();

@@ -23,7 +23,8 @@
 namespace weir::protocol {
 
 // 2: the handshake proves the cluster secret (nonce, proof, Proof frame).
-inline constexpr uint32_t kProtocolVersion = 2;
+// 3: Credit frames (flow control).
+inline constexpr uint32_t kProtocolVersion = 3;
 inline constexpr size_t kNonceBytes = 16;
 inline constexpr size_t kMacBytes = 32;  // HMAC-SHA256.
 
@@ -46,6 +47,7 @@ void append_data(uint64_t channel, uint32_t from, uint32_t to, std::string_view 
                  std::string& batch);
 void append_progress(uint64_t channel, uint32_t from, uint64_t seq, std::string_view updates,
                      std::string& batch);
+void append_credit(uint64_t channel, uint32_t worker, uint64_t bytes, std::string& batch);
 void append_heartbeat(std::string& batch);
 void append_goodbye(std::string_view error, std::string& batch);
 
@@ -86,7 +88,7 @@ std::string make_nonce();
 
 // The receiving side of an established link to process `peer`: checks each frame (worker
 // indices belong to the peer and to this process, nothing but heartbeats after Goodbye) and
-// delivers data and progress to `receiver`.
+// delivers data, progress and credit to `receiver`.
 //
 // NOTE: `receiver` must outlive the reader.
 class FrameReader {

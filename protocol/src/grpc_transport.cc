@@ -273,6 +273,12 @@ class GrpcTransport final : public Transport {
     enqueue(link, Frame::kProgress,
             [&](std::string& batch) { append_progress(channel, from, seq, payload, batch); });
   }
+  void send_credit(size_t process, uint64_t channel, uint32_t worker, uint64_t bytes) override {
+    Connection* link = links_[process];
+    if (link == nullptr) return;
+    enqueue(link, Frame::kCredit,
+            [&](std::string& batch) { append_credit(channel, worker, bytes, batch); });
+  }
   absl::Status close() override;
 
   // Completion handlers, run by the poller thread.
@@ -284,7 +290,7 @@ class GrpcTransport final : public Transport {
   void on_finish(Connection* c, bool ok);
 
  private:
-  enum class Frame { kHello, kProof, kData, kProgress, kHeartbeat, kGoodbye };
+  enum class Frame { kHello, kProof, kData, kProgress, kCredit, kHeartbeat, kGoodbye };
   // False (and the execution fails) if a frame of `payload` would not fit a message.
   bool fits(const std::string& payload, const char* what, uint64_t channel) {
     if (payload.size() <= kMaxFrameBytes) return true;

@@ -41,7 +41,7 @@ class LoopbackHub {
 
  private:
   struct Frame {
-    bool progress = false;
+    enum class Kind { kData, kProgress, kCredit } kind = Kind::kData;
     uint64_t channel = 0, seq = 0;
     uint32_t from = 0, to = 0;
     std::string payload;
@@ -59,11 +59,15 @@ class LoopbackHub {
     Link(LoopbackHub* hub, size_t process) : hub_(hub), process_(process) {}
     void send_data(size_t process, uint64_t channel, uint32_t from, uint32_t to,
                    std::string payload) override {
-      hub_->send(process, Frame{false, channel, 0, from, to, std::move(payload)});
+      hub_->send(process, Frame{Frame::Kind::kData, channel, 0, from, to, std::move(payload)});
     }
     void send_progress(size_t process, uint64_t channel, uint32_t from, uint64_t seq,
                        std::string payload) override {
-      hub_->send(process, Frame{true, channel, seq, from, 0, std::move(payload)});
+      hub_->send(process, Frame{Frame::Kind::kProgress, channel, seq, from, 0, std::move(payload)});
+    }
+    void send_credit(size_t process, uint64_t channel, uint32_t worker, uint64_t bytes) override {
+      // `seq` carries the bytes.
+      hub_->send(process, Frame{Frame::Kind::kCredit, channel, bytes, worker, 0, {}});
     }
     absl::Status close() override {
       hub_->close(process_);
@@ -86,10 +90,19 @@ class LoopbackHub {
         Frame frame = std::move(inbox.frames.front());
         inbox.frames.pop_front();
         lock.unlock();
-        absl::Status status =
-            frame.progress
-                ? receiver->deliver_progress(frame.channel, frame.from, frame.seq, frame.payload)
-                : receiver->deliver_data(frame.channel, frame.from, frame.to, frame.payload);
+        absl::Status status;
+        switch (frame.kind) {
+          case Frame::Kind::kData:
+            status = receiver->deliver_data(frame.channel, frame.from, frame.to, frame.payload);
+            break;
+          case Frame::Kind::kProgress:
+            status = receiver->deliver_progress(frame.channel, frame.from, frame.seq,
+                                                frame.payload);
+            break;
+          case Frame::Kind::kCredit:
+            status = receiver->deliver_credit(frame.channel, frame.from, frame.seq);
+            break;
+        }
         if (!status.ok()) receiver->link_failed(status);
         lock.lock();
       }

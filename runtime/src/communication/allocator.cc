@@ -25,6 +25,7 @@ void ProcessShared::release_channel(uint64_t id) {
     forget_pending(entry);
     entry.object.reset();
     entry.sink = nullptr;
+    entry.gate = nullptr;
     entry.pending.shrink_to_fit();
     entry.gone = true;
   }
@@ -35,6 +36,47 @@ void ProcessShared::forget_pending(ChannelEntry& entry) {
   pending_frames_ -= entry.pending.size();
   entry.pending.clear();
   entry.pending_bytes = 0;
+}
+
+void ProcessShared::set_channel_gate(uint64_t id, CreditGate* gate) {
+  weir::MutexLock lock(mu_);
+  auto it = channels_.find(id);
+  if (it != channels_.end() && !it->second.gone) it->second.gate = gate;
+}
+
+absl::Status ProcessShared::deliver_credit(uint64_t channel, uint32_t worker, uint64_t bytes) {
+  // `worker` is the peer's (the frame reader checked); it consumed what this process sent it.
+  if (worker >= total_workers() || is_local(worker)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("credit frame from worker ", worker,
+                     " (field worker) is not a worker of another process of this cluster"));
+  }
+  if (bytes == 0 || bytes > kMaxCreditBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("credit frame from worker ", worker,
+                                                   " on channel ", channel, " returns ", bytes,
+                                                   " bytes (field bytes; at most ",
+                                                   kMaxCreditBytes, ")"));
+  }
+  std::shared_ptr<void> keep;  // The gate lives in the channel's object.
+  CreditGate* gate = nullptr;
+  {
+    weir::MutexLock lock(mu_);
+    auto it = channels_.find(channel);
+    // A channel this process no longer has (every worker released it) or never built (no
+    // credit is owed for it): nothing waits on it.
+    if (it == channels_.end() || it->second.gone || it->second.gate == nullptr) {
+      if (it != channels_.end() && it->second.object && it->second.kind == ChannelKind::kProgress) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("credit frame from worker ", worker, " names channel ", channel,
+                         ", which is a progress channel (field channel of Credit)"));
+      }
+      return absl::OkStatus();
+    }
+    keep = it->second.object;
+    gate = it->second.gate;
+  }
+  gate->release(worker, static_cast<int64_t>(bytes));
+  return absl::OkStatus();
 }
 
 absl::Status ProcessShared::wrong_kind(uint64_t channel, ChannelKind kind, uint32_t from) {

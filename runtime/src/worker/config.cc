@@ -79,7 +79,8 @@ absl::StatusOr<Config> Config::from_args(std::vector<std::string>& args) {
         flag == "-p" || flag == "--process" || flag == "-h" || flag == "--hostfile" ||
         flag == "--cluster-id" || flag == "--incarnation" || flag == "--heartbeat-timeout-ms" ||
         flag == "--startup-timeout-ms" || flag == "--operator-timeout-ms" || flag == "--tls-cert" ||
-        flag == "--tls-key" || flag == "--tls-ca" || flag == "--cluster-secret-file";
+        flag == "--tls-key" || flag == "--tls-ca" || flag == "--cluster-secret-file" ||
+        flag == "--flow-window-bytes";
     if (!known) {
       rest.push_back(arg);
       continue;
@@ -128,6 +129,8 @@ absl::StatusOr<Config> Config::from_args(std::vector<std::string>& args) {
                                                        kMaxOperatorTimeoutMs, " (0 turns it off)"));
       }
       config.operator_timeout = std::chrono::milliseconds(*count);
+    } else if (flag == "--flow-window-bytes") {
+      config.flow_window_bytes = *count;
     } else {
       config.process = *count;
     }
@@ -163,6 +166,10 @@ absl::Status Config::validate() const {
   if (operator_timeout.count() > static_cast<int64_t>(kMaxOperatorTimeoutMs)) {
     return absl::InvalidArgumentError(absl::StrCat("the operator timeout is at most ",
                                                    kMaxOperatorTimeoutMs, " ms (0 turns it off)"));
+  }
+  if (flow_window_bytes > kMaxFlowWindowBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("the flow window (--flow-window-bytes) is at most ",
+                                                   kMaxFlowWindowBytes, " bytes (0 turns flow control off)"));
   }
   if (process >= processes) {
     return absl::InvalidArgumentError("process index -p " + std::to_string(process) +

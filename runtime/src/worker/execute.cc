@@ -75,6 +75,7 @@ absl::Status run_workers(const Config& config, const std::function<void(Worker&)
     log_file = std::move(*opened);
   }
   auto process = std::make_shared<ProcessShared>(config.workers, config.processes, config.process);
+  process->set_flow_window(static_cast<int64_t>(config.flow_window_bytes));
   std::unique_ptr<Transport> transport;
   if (config.processes > 1) {
     auto made = config.transport(config, *process);

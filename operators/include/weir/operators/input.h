@@ -42,7 +42,7 @@ struct InputState {
   T time = minimum_time<T>();
   std::vector<D> buffer;
   size_t capacity = default_batch_capacity<D>();
-  LocalActivator* scope = nullptr;
+  Scope<T>* scope = nullptr;
   uint32_t node = 0;
   const ProcessShared* process = nullptr;  // Whether the execution failed.
 
@@ -142,6 +142,15 @@ class InputHandle {
     return state_->time;
   }
   bool is_closed() const { return state_ == nullptr; }
+
+  // Flow control: true while a channel this input sends on holds its window of bytes for some
+  // worker (that worker is behind; docs/cluster.md, "Flow control"). The input itself never
+  // waits: a loop that sends as fast as it can should step the worker instead while this holds,
+  //
+  //   while (input.is_backlogged()) worker.step_or_park(std::chrono::milliseconds(1));
+  //
+  // or its consumers' queues grow without bound.
+  bool is_backlogged() const { return live() && state_->scope->is_backlogged(state_->node); }
 
  private:
   bool live() const { return state_ != nullptr && state_->alive && state_->capability; }

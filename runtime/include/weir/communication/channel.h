@@ -15,6 +15,7 @@
 
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -22,7 +23,9 @@
 #include <utility>
 #include <vector>
 
+#include "weir/communication/internal/credit.h"
 #include "weir/communication/internal/fifo.h"
+#include "weir/communication/internal/process_shared.h"
 #include "weir/mutex.h"
 #include "weir/progress/change_batch.h"
 #include "weir/progress/timestamp.h"
@@ -43,8 +46,18 @@ template <class T, class D>
 struct Message {
   T time;
   std::vector<D> data;
-  uint32_t from = 0;  // The sending worker (for logging).
+  uint32_t from = 0;  // The sending worker (for logging and flow control).
+  // What the batch counts against the destination's window (weir/communication/internal/
+  // credit.h): its payload bytes from another process, else batch_credit(data).
+  uint32_t credit = 0;
 };
+
+// A batch's cost within the process: its records' bytes and kMessageCost.
+template <class D>
+uint32_t batch_credit(const std::vector<D>& batch) {
+  const uint64_t bytes = batch.size() * sizeof(D) + kMessageCost;
+  return bytes > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(bytes);
+}
 
 // A thread-safe FIFO of messages into one worker.
 template <class M>
@@ -117,6 +130,38 @@ class ChannelEnd final : public InputEndBase {
   ChannelEnd(LocalActivator* scope, uint32_t consumer, Inbox<Message<T, D>>* inbox,
              std::shared_ptr<void> keep_alive = nullptr)
       : scope_(scope), consumer_(consumer), inbox_(inbox), keep_alive_(std::move(keep_alive)) {}
+  ChannelEnd(const ChannelEnd&) = delete;
+  ChannelEnd& operator=(const ChannelEnd&) = delete;
+  // What was never pulled is given back too: a sender must not wait for a consumer that is gone.
+  ~ChannelEnd() {
+    if (gate_ == nullptr) return;
+    if (has_next_) settle(next_);
+    if (inbox_ != nullptr) inbox_->drain(local_);
+    while (!local_.empty()) {
+      settle(local_.front());
+      local_.pop_front();
+    }
+    for (size_t p = 0; p < owed_.size(); ++p) {
+      if (owed_[p] > 0) return_credit(p);
+    }
+  }
+
+  // Flow control: a batch pulled here releases its credit at `slot` of `gate`; one from another
+  // process is owed to that process, and once a quarter window is, a credit frame on `channel`
+  // naming `worker` (this one) gives it back. `gate` must outlive this end: it lives in the
+  // object keep_alive holds, or is `own_gate`.
+  void set_flow(CreditGate* gate, size_t slot, ProcessShared* process, uint64_t channel,
+                size_t worker, std::shared_ptr<CreditGate> own_gate = nullptr) {
+    gate_ = gate;
+    own_gate_ = std::move(own_gate);
+    slot_ = slot;
+    process_ = process;
+    flow_channel_ = channel;
+    flow_worker_ = static_cast<uint32_t>(worker);
+    return_at_ = static_cast<uint64_t>(std::max<int64_t>(gate->window() / 4, 1));
+    if (process != nullptr && process->processes() > 1) owed_.assign(process->processes(), 0);
+  }
+  CreditGate* gate() const { return gate_; }
 
   // A message from this worker to itself. The first one waiting is held inline (`next_`), so a
   // channel that carries one message at a time touches no memory beyond this object.
@@ -141,6 +186,7 @@ class ChannelEnd final : public InputEndBase {
       current_ = std::move(next_);
       has_next_ = false;
       has_current_ = true;
+      if (gate_ != nullptr) settle(current_);
       if (log_->active()) [[unlikely]] {
         log_received();
       }
@@ -152,6 +198,7 @@ class ChannelEnd final : public InputEndBase {
     current_ = std::move(local_.front());
     local_.pop_front();
     has_current_ = true;
+    if (gate_ != nullptr) settle(current_);
     if (log_->active()) [[unlikely]] {
       log_received();
     }
@@ -198,6 +245,26 @@ class ChannelEnd final : public InputEndBase {
     log_->log(Messages{false, channel_, current_.from, index_, current_.data.size()});
   }
 
+  // `message` left the queue: its credit goes back to its sender.
+  void settle(const Message<T, D>& message) {
+    if (owed_.empty() || process_->is_local(message.from)) {
+      gate_->release(slot_, message.credit);
+      return;
+    }
+    const size_t p = process_->process_of(message.from);
+    if (p >= owed_.size()) return;  // Checked on arrival; never trusted twice.
+    owed_[p] += message.credit;
+    if (owed_[p] >= return_at_) [[unlikely]] {
+      return_credit(p);
+    }
+  }
+  void return_credit(size_t p) {
+    if (Transport* transport = process_->transport()) {
+      transport->send_credit(p, flow_channel_, flow_worker_, owed_[p]);
+    }
+    owed_[p] = 0;
+  }
+
   LocalActivator* scope_;
   uint32_t consumer_;
   Inbox<Message<T, D>>* inbox_;       // Null for channels within one worker.
@@ -212,6 +279,15 @@ class ChannelEnd final : public InputEndBase {
   Logger* log_ = &Logger::inactive();
   uint64_t channel_ = 0;
   size_t index_ = 0;
+  // Flow control (null: none).
+  CreditGate* gate_ = nullptr;
+  std::shared_ptr<CreditGate> own_gate_;  // A pipeline's gate, which no other object holds.
+  size_t slot_ = 0;
+  ProcessShared* process_ = nullptr;
+  uint64_t flow_channel_ = 0;
+  uint32_t flow_worker_ = 0;
+  uint64_t return_at_ = 1;
+  std::vector<uint64_t> owed_;  // Per process: credit consumed here and not yet returned.
 };
 
 // The part of a channel shared by the workers of a process: one inbox per worker.
@@ -228,8 +304,15 @@ class InboxSet {
   std::vector<std::unique_ptr<Inbox<M>>> inboxes_;
 };
 
+// What the workers of a process share of a channel between workers: their inboxes and, with
+// flow control, the gate that counts what each worker of the cluster was sent from here.
 template <class T, class D>
-using ChannelShared = InboxSet<Message<T, D>>;
+struct ChannelShared : InboxSet<Message<T, D>> {
+  ChannelShared(size_t workers, size_t total_workers, int64_t window)
+      : InboxSet<Message<T, D>>(workers),
+        gate(window > 0 ? std::make_unique<CreditGate>(total_workers, window) : nullptr) {}
+  std::unique_ptr<CreditGate> gate;  // Slot: global worker index. Null: no flow control.
+};
 
 // Where an output sends batches. `push` takes the batch's records (leaving `batch` empty, with
 // capacity to refill) and may hold them until `flush`, which the runtime calls after every run of

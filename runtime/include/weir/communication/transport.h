@@ -3,7 +3,8 @@
 // order per pair of processes, and reports a lost peer. The gRPC transport lives in protocol/.
 //
 // Data frames carry one batch for one worker; progress frames carry one worker's progress batch
-// for every worker of the receiving process. Frames from one worker arrive in the order sent.
+// for every worker of the receiving process; credit frames return flow-control credit. Frames
+// from one worker arrive in the order sent.
 //
 // Thread safety: `send_*` may be called from every worker thread at once; a transport calls its
 // TransportReceiver from its own threads.
@@ -33,6 +34,13 @@ class TransportReceiver {
   // Progress batch number `seq` of worker `from` on `channel`, for every worker of this process.
   virtual absl::Status deliver_progress(uint64_t channel, uint32_t from, uint64_t seq,
                                         std::string_view payload) = 0;
+  // Flow control: worker `worker` (of the peer) consumed `bytes` more of what this process sent
+  // it on `channel` (weir/communication/internal/credit.h). A receiver without flow control
+  // ignores it.
+  virtual absl::Status deliver_credit(uint64_t /*channel*/, uint32_t /*worker*/,
+                                      uint64_t /*bytes*/) {
+    return absl::OkStatus();
+  }
   // A peer is lost or misbehaved: the whole execution fails with `status` (naming the peer).
   virtual void link_failed(absl::Status status) = 0;
 
@@ -47,6 +55,10 @@ class Transport {
                          std::string payload) = 0;
   virtual void send_progress(size_t process, uint64_t channel, uint32_t from, uint64_t seq,
                              std::string payload) = 0;
+  // Flow control: tells `process` that worker `worker` (of this process) consumed `bytes` more
+  // of what it sent on `channel`. Never waits behind data: a sender blocked for want of credit
+  // must hear of it.
+  virtual void send_credit(size_t process, uint64_t channel, uint32_t worker, uint64_t bytes) = 0;
   // Sends what is queued, says Goodbye to every peer and closes the links. Called once, after
   // every worker of this process has finished.
   virtual absl::Status close() = 0;

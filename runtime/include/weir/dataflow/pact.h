@@ -11,6 +11,8 @@
 
 #pragma once
 
+#include <algorithm>
+#include <climits>
 #include <concepts>
 #include <cstdint>
 #include <cstring>
@@ -63,6 +65,8 @@ template <class T, class D>
 struct ChannelPair {
   std::unique_ptr<Pusher<T, D>> pusher;
   std::shared_ptr<ChannelEnd<T, D>> end;
+  // The channel's flow control (null: none); the end keeps it alive.
+  CreditGate* gate = nullptr;
 };
 
 namespace internal {
@@ -73,6 +77,7 @@ class PipelinePusher final : public Pusher<T, D> {
  public:
   PipelinePusher(const ChannelSite& site, std::shared_ptr<ChannelEnd<T, D>> end, size_t capacity)
       : end_(std::move(end)),
+        gate_(end_->gate()),
         capacity_(capacity),
         log_(&logger_of(site)),
         channel_(site.channel_id),
@@ -85,12 +90,15 @@ class PipelinePusher final : public Pusher<T, D> {
     }
     std::vector<D> next = end_->take_buffer(capacity_);
     std::swap(next, batch);
-    end_->push_local(Message<T, D>{time, std::move(next), index_});
+    const uint32_t credit = batch_credit(next);
+    if (gate_ != nullptr) gate_->add(0, credit);
+    end_->push_local(Message<T, D>{time, std::move(next), index_, credit});
   }
   void flush() override {}
 
  private:
   std::shared_ptr<ChannelEnd<T, D>> end_;
+  CreditGate* gate_;  // The end's.
   size_t capacity_;
   Logger* log_;
   uint64_t channel_;
@@ -109,7 +117,8 @@ class Router {
         process_(site.process),
         log_(&logger_of(site)),
         shared_(std::move(shared)),
-        local_(std::move(local)) {}
+        local_(std::move(local)),
+        gate_(shared_->gate.get()) {}
 
   void send(size_t worker, const T& time, std::vector<D>& batch, size_t capacity) {
     if (log_->active()) [[unlikely]] {
@@ -130,11 +139,13 @@ class Router {
     std::vector<D> next = local_->take_buffer(capacity);
     std::swap(next, batch);
     const auto from = static_cast<uint32_t>(index_);
+    const uint32_t credit = batch_credit(next);
+    if (gate_ != nullptr) gate_->add(worker, credit);
     if (worker == index_) {
-      local_->push_local(Message<T, D>{time, std::move(next), from});
+      local_->push_local(Message<T, D>{time, std::move(next), from, credit});
     } else {
       shared_->inbox(worker - process_->first_worker())
-          .push(Message<T, D>{time, std::move(next), from});
+          .push(Message<T, D>{time, std::move(next), from, credit});
     }
   }
 
@@ -144,6 +155,7 @@ class Router {
   static constexpr size_t kMaxRemotePayload = size_t{1} << 20;
 
   void send_remote(size_t worker, std::string payload) {
+    if (gate_ != nullptr) gate_->add(worker, static_cast<int64_t>(payload.size()));
     process_->transport()->send_data(process_->process_of(worker), channel_,
                                      static_cast<uint32_t>(index_), static_cast<uint32_t>(worker),
                                      std::move(payload));
@@ -188,6 +200,7 @@ class Router {
   Logger* log_;
   std::shared_ptr<ChannelShared<T, D>> shared_;
   std::shared_ptr<ChannelEnd<T, D>> local_;
+  CreditGate* gate_;  // shared_'s.
 };
 
 template <class T, class D, class KeyFn>
@@ -275,12 +288,18 @@ std::pair<std::shared_ptr<ChannelShared<T, D>>, std::shared_ptr<ChannelEnd<T, D>
   ProcessShared* process = site.process;
   const uint64_t id = site.channel_id;
   auto shared = process->channel<ChannelShared<T, D>>(
-      id, [&] { return std::make_shared<ChannelShared<T, D>>(process->workers()); },
+      id,
+      [&] {
+        return std::make_shared<ChannelShared<T, D>>(
+            process->workers(), process->total_workers(), process->flow_window());
+      },
       [process, id](std::shared_ptr<ChannelShared<T, D>> channel) -> RemoteSink {
         // Runs on a transport thread: decode the batch and hand it to the local worker.
         return [process, id, channel](uint32_t from, uint32_t to, uint64_t,
                                       std::string_view payload) {
           Message<T, D> message;
+          // What the sender counted: the payload's bytes.
+          message.credit = static_cast<uint32_t>(std::min<size_t>(payload.size(), UINT32_MAX));
           if (!Codec<T>::decode(payload, message.time) ||
               !Codec<std::vector<D>>::decode(payload, message.data) || !payload.empty()) {
             return absl::InvalidArgumentError("malformed batch from worker " +
@@ -304,6 +323,10 @@ std::pair<std::shared_ptr<ChannelShared<T, D>>, std::shared_ptr<ChannelEnd<T, D>
   inbox.set_activator(site.consumer_sync);
   auto end = std::make_shared<ChannelEnd<T, D>>(site.scope, site.consumer, &inbox, shared);
   end->set_logger(logger_of(site), site.channel_id, site.index);
+  if (CreditGate* gate = shared->gate.get()) {
+    process->set_channel_gate(id, gate);
+    end->set_flow(gate, site.index, process, id, site.index);
+  }
   return {std::move(shared), std::move(end)};
 }
 
@@ -313,7 +336,13 @@ template <class T, class D>
 ChannelPair<T, D> make_channel(const Pipeline&, const ChannelSite& site, size_t capacity) {
   auto end = std::make_shared<ChannelEnd<T, D>>(site.scope, site.consumer, nullptr);
   end->set_logger(internal::logger_of(site), site.channel_id, site.index);
-  return {std::make_unique<internal::PipelinePusher<T, D>>(site, end, capacity), end};
+  CreditGate* gate = nullptr;
+  if (const int64_t window = site.process->flow_window(); window > 0) {
+    auto own = std::make_shared<CreditGate>(1, window);
+    gate = own.get();
+    end->set_flow(gate, 0, nullptr, site.channel_id, site.index, std::move(own));
+  }
+  return {std::make_unique<internal::PipelinePusher<T, D>>(site, end, capacity), end, gate};
 }
 
 template <class T, class D, class KeyFn>
@@ -325,17 +354,19 @@ ChannelPair<T, D> make_channel(const ExchangePact<KeyFn>& pact, const ChannelSit
                 "Exchange key function must return an integer (a hash of the key)");
   auto [shared, end] = internal::shared_channel<T, D>(site);
   internal::Router<T, D> router(site, shared, end);
+  CreditGate* gate = shared->gate.get();
   return {std::make_unique<internal::ExchangePusher<T, D, KeyFn>>(site, pact.key, std::move(router),
                                                                   capacity),
-          end};
+          end, gate};
 }
 
 template <class T, class D>
 ChannelPair<T, D> make_channel(const Broadcast&, const ChannelSite& site, size_t capacity) {
   auto [shared, end] = internal::shared_channel<T, D>(site);
   internal::Router<T, D> router(site, shared, end);
-  return {std::make_unique<internal::BroadcastPusher<T, D>>(site, std::move(router), capacity),
-          end};
+  CreditGate* gate = shared->gate.get();
+  return {std::make_unique<internal::BroadcastPusher<T, D>>(site, std::move(router), capacity), end,
+          gate};
 }
 
 }  // namespace weir

@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <any>
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -213,6 +214,7 @@ class Scope : public LocalActivator {
     ChannelPair<T, D> pair = make_channel<T, D>(pact, site, port.batch_capacity());
     port.add_pusher(target, std::move(pair.pusher));
     edges_.emplace_back(source, target);
+    if (pair.gate != nullptr) gated_edges_.push_back(GatedEdge{source.node, target.node, pair.gate});
     return std::move(pair.end);
   }
 
@@ -268,6 +270,15 @@ class Scope : public LocalActivator {
       deferred_.push_back(child);
       if (!scheduling_) request_run();
     }
+  }
+
+  // Flow control: true while a channel operator `node` sends on holds its window for some
+  // worker (the scope then does not run `node`; see weir/communication/internal/credit.h).
+  // An input handle's loop asks this to wait (InputHandle::is_backlogged).
+  bool is_backlogged(uint32_t node) const {
+    if (node >= gates_.size()) return false;
+    return std::any_of(gates_[node].begin(), gates_[node].end(),
+                       [](const CreditGate* gate) { return gate->blocked(); });
   }
 
   // Runtime-internal, for nested scopes: hands a progress batch to the scope on `path` below
@@ -375,6 +386,21 @@ class Scope : public LocalActivator {
   FifoQueue<ProgressMessage> progress_in_;
   std::vector<std::vector<Update>> update_pool_;
 
+  // Flow control. A channel between operators of one strongly connected component (a cycle)
+  // never holds back its sender: in a cycle, the consumer may wait for the sender's next run.
+  struct GatedEdge {
+    uint32_t source = 0, target = 0;
+    CreditGate* gate = nullptr;
+  };
+  std::vector<GatedEdge> gated_edges_;                    // Until built.
+  std::vector<std::vector<CreditGate*>> gates_;           // [node]: its outputs' gates.
+  std::vector<std::shared_ptr<GateWaiter>> gate_waiters_;  // [node]: null if it has no gate.
+  // After build_graph's cycle check: fills gates_ from gated_edges_.
+  void build_gates();
+  // True if `child` must not run now: some gate of its is blocked; it is activated when the
+  // gate opens.
+  bool must_wait(uint32_t child);
+
   // Scheduling.
   std::vector<uint8_t> active_;     // [node]: queued to run.
   std::vector<uint32_t> pending_;   // Min-heap of nodes to run in this pass.
@@ -411,6 +437,7 @@ absl::Status Scope<T>::build_graph(uint32_t scope_inputs, uint32_t scope_outputs
     return absl::InvalidArgumentError("dataflow '" + name_ + "': " + std::string(status.message()));
   }
   tracker_ = builder.build();
+  build_gates();
 
   // Every operator starts with one capability per output at the minimum time, on every worker.
   const int64_t peers_count = static_cast<int64_t>(peers());
@@ -547,7 +574,89 @@ bool Scope<T>::dispatch_nested(std::span<const uint32_t> path,
 }
 
 template <Timestamp T>
+void Scope<T>::build_gates() {
+  // Strongly connected components of the operators (node 0, the scope's boundary, left out:
+  // the parent scope gates what crosses it), by Tarjan's algorithm without recursion.
+  const uint32_t n = static_cast<uint32_t>(children_.size());
+  std::vector<std::vector<uint32_t>> next(n);
+  for (const auto& [source, target] : edges_) {
+    if (source.node != 0 && target.node != 0) next[source.node].push_back(target.node);
+  }
+  constexpr uint32_t kUnseen = UINT32_MAX;
+  std::vector<uint32_t> index(n, kUnseen), low(n, 0), component(n, kUnseen), stack;
+  std::vector<uint8_t> on_stack(n, 0);
+  std::vector<std::pair<uint32_t, size_t>> calls;  // (node, next successor to visit)
+  uint32_t counter = 0, components = 0;
+  for (uint32_t root = 1; root < n; ++root) {
+    if (index[root] != kUnseen) continue;
+    calls.emplace_back(root, 0);
+    index[root] = low[root] = counter++;
+    stack.push_back(root);
+    on_stack[root] = 1;
+    while (!calls.empty()) {
+      auto& [v, i] = calls.back();
+      if (i < next[v].size()) {
+        const uint32_t w = next[v][i++];
+        if (index[w] == kUnseen) {
+          index[w] = low[w] = counter++;
+          stack.push_back(w);
+          on_stack[w] = 1;
+          calls.emplace_back(w, 0);
+        } else if (on_stack[w]) {
+          low[v] = std::min(low[v], index[w]);
+        }
+        continue;
+      }
+      const uint32_t done = v;
+      calls.pop_back();
+      if (!calls.empty()) low[calls.back().first] = std::min(low[calls.back().first], low[done]);
+      if (low[done] == index[done]) {
+        uint32_t w = 0;
+        do {
+          w = stack.back();
+          stack.pop_back();
+          on_stack[w] = 0;
+          component[w] = components;
+        } while (w != done);
+        ++components;
+      }
+    }
+  }
+  gates_.assign(n, {});
+  gate_waiters_.assign(n, nullptr);
+  for (const GatedEdge& edge : gated_edges_) {
+    if (edge.source == 0 || edge.target == 0) continue;
+    if (component[edge.source] == component[edge.target]) continue;  // In a cycle.
+    auto& gates = gates_[edge.source];
+    if (std::find(gates.begin(), gates.end(), edge.gate) != gates.end()) continue;
+    gates.push_back(edge.gate);
+    if (!gate_waiters_[edge.source]) {
+      gate_waiters_[edge.source] = std::make_shared<GateWaiter>(sync_activator_for(edge.source));
+    }
+  }
+  gated_edges_.clear();
+  gated_edges_.shrink_to_fit();
+}
+
+template <Timestamp T>
+bool Scope<T>::must_wait(uint32_t child) {
+  GateWaiter& waiter = *gate_waiters_[child];
+  for (CreditGate* gate : gates_[child]) {
+    if (!gate->blocked()) continue;
+    // Parked at some gate already: its opening activates the child.
+    if (waiter.parked.load(std::memory_order_acquire)) return true;
+    waiter.parked.store(true, std::memory_order_relaxed);
+    if (gate->park(gate_waiters_[child])) return true;
+    waiter.parked.store(false, std::memory_order_relaxed);  // It opened meanwhile.
+  }
+  return false;
+}
+
+template <Timestamp T>
 void Scope<T>::run_child(uint32_t child) {
+  if (!gates_[child].empty() && must_wait(child)) [[unlikely]] {
+    return;  // Flow control: a channel it sends on is full.
+  }
   Operator<T>& op = *children_[child];
   Logger& log = worker_.logger();
   if (log.active()) [[unlikely]] {

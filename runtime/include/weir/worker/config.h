@@ -16,6 +16,9 @@
 //   --operator-timeout-ms N  a worker in one run of one operator this long is stuck: the
 //                            process fails naming the operator and exits (default 60000 in a
 //                            cluster, off for one process; 0: off)
+//   --flow-window-bytes N    flow control: an operator whose output channel has this many bytes
+//                            waiting for one worker stops being scheduled until that worker
+//                            takes some (default 1048576; 0: off; docs/cluster.md)
 //   --tls-cert F --tls-key F --tls-ca F   TLS on the links; with --tls-ca, peers must present a
 //                            certificate signed by that CA that names their process index
 //                            (URI subjectAltName weir:process:<p>; mutual TLS)
@@ -64,6 +67,11 @@ struct Config {
     if (operator_timeout.count() >= 0) return operator_timeout;
     return std::chrono::milliseconds(processes > 1 ? 60000 : 0);
   }
+  // Flow control (weir/communication/internal/credit.h): bytes a channel may hold for one
+  // destination worker before the operators that send on it stop being scheduled. 0: off.
+  uint64_t flow_window_bytes = kDefaultFlowWindowBytes;
+  static constexpr uint64_t kDefaultFlowWindowBytes = uint64_t{1} << 20;
+  static constexpr uint64_t kMaxFlowWindowBytes = uint64_t{1} << 40;
   std::string tls_cert, tls_key, tls_ca;
   // Allows links without TLS although a hostfile address is not loopback. Off by default: such
   // a hostfile without --tls-cert and --tls-key is refused at start (docs/cluster.md).

@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 
+#include "weir/communication/internal/credit.h"
 #include "weir/communication/transport.h"
 #include "weir/mutex.h"
 #include "weir/worker/activator.h"
@@ -102,6 +103,14 @@ class ProcessShared final : public TransportReceiver {
     if (!failed.ok()) link_failed(std::move(failed));
     return object;
   }
+  // Flow control: the gate of channel `id`, which credit frames from other processes release
+  // (deliver_credit). Every local worker may set it; it is the same gate.
+  void set_channel_gate(uint64_t id, CreditGate* gate);
+  // The window of every channel's gate (weir/communication/internal/credit.h), in bytes per
+  // destination worker; 0: no flow control. Set before any dataflow is built.
+  int64_t flow_window() const { return flow_window_; }
+  void set_flow_window(int64_t bytes) { flow_window_ = bytes; }
+
   // One local worker is done with channel `id`; after all are, the registry keeps only a
   // tombstone, and frames that still arrive for it are dropped.
   void release_channel(uint64_t id);
@@ -113,6 +122,9 @@ class ProcessShared final : public TransportReceiver {
   static constexpr size_t kMaxPendingFrames = size_t{1} << 16;
   static constexpr size_t kMaxPendingBytes = size_t{64} << 20;
   static constexpr size_t kPendingFrameCost = 128;  // A held frame and its allocations.
+  // The most one credit frame may return (a frame carries at most a few MiB; a batch within a
+  // process counts at most 4 GiB).
+  static constexpr uint64_t kMaxCreditBytes = uint64_t{1} << 40;
 
   const std::shared_ptr<SyncActivationQueue>& activation_queue(size_t local_worker) const {
     return activation_queues_[local_worker];
@@ -129,6 +141,7 @@ class ProcessShared final : public TransportReceiver {
                             std::string_view payload) override;
   absl::Status deliver_progress(uint64_t channel, uint32_t from, uint64_t seq,
                                 std::string_view payload) override;
+  absl::Status deliver_credit(uint64_t channel, uint32_t worker, uint64_t bytes) override;
   void link_failed(absl::Status status) override { fail(std::move(status)); }
 
   // Records the first failure and wakes every worker. Later failures are ignored.
@@ -146,6 +159,7 @@ class ProcessShared final : public TransportReceiver {
   struct ChannelEntry {
     std::shared_ptr<void> object;
     RemoteSink sink;
+    CreditGate* gate = nullptr;  // Owned by `object`.
     ChannelKind kind = ChannelKind::kData;
     std::vector<PendingFrame> pending;
     size_t pending_bytes = 0;  // Counted as kPendingFrameCost + payload per frame.
@@ -169,6 +183,7 @@ class ProcessShared final : public TransportReceiver {
   std::vector<std::shared_ptr<SyncActivationQueue>> activation_queues_;
   std::unique_ptr<OperatorBeat[]> beats_;  // One per local worker.
   Transport* transport_ = nullptr;
+  int64_t flow_window_ = 0;
 };
 
 }  // namespace weir

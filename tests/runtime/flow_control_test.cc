@@ -1,0 +1,341 @@
+// Flow control (issue 14): a worker that consumes slowly holds back the operators that send to
+// it, within the process and across processes (credit frames over the loopback transport), and
+// the gates never deadlock a dataflow: not in cycles, not in iterative scopes, not when every
+// channel is gated after one batch.
+//
+// Each test that bounds a backlog also runs without flow control (window 0), to show that the
+// backlog it bounds does grow there: the test would fail on a runtime without flow control.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "testing/harness.h"
+#include "testing/loopback_hub.h"
+#include <gtest/gtest.h>
+
+#include "weir/communication/internal/credit.h"
+#include "weir/weir.h"
+
+namespace weir {
+namespace {
+
+using std::chrono::milliseconds;
+
+// ---- the gate itself ----
+
+std::shared_ptr<GateWaiter> waiter_on(const std::shared_ptr<SyncActivationQueue>& queue) {
+  return std::make_shared<GateWaiter>(SyncActivator(queue, {1}));
+}
+
+TEST(CreditGateTest, BlocksWhileAnyDestinationIsOverItsWindowAndWakesItsWaitersOnce) {
+  CreditGate gate(3, 100);
+  auto queue = std::make_shared<SyncActivationQueue>();
+  auto waiter = waiter_on(queue);
+  EXPECT_FALSE(gate.blocked());
+  EXPECT_FALSE(gate.park(waiter)) << "nothing is over: nothing to wait for";
+  gate.add(0, 99);
+  EXPECT_FALSE(gate.blocked());
+  gate.add(0, 1);
+  gate.add(2, 500);
+  EXPECT_TRUE(gate.blocked());
+  waiter->parked = true;
+  EXPECT_TRUE(gate.park(waiter));
+  gate.release(0, 50);  // Destination 0 is under again; 2 is not.
+  EXPECT_TRUE(gate.blocked());
+  EXPECT_FALSE(queue->has_pending());
+  gate.release(2, 401);
+  EXPECT_FALSE(gate.blocked());
+  EXPECT_TRUE(queue->has_pending()) << "the waiter was activated";
+  EXPECT_FALSE(waiter->parked) << "and may park again";
+  EXPECT_EQ(gate.outstanding(0), 50);
+  EXPECT_EQ(gate.outstanding(2), 99);
+}
+
+// Senders and consumers on many threads: whatever order the crossings reach the gate in, a
+// waiter that parked while it was blocked is activated once nothing is outstanding.
+TEST(CreditGateTest, ConcurrentSendersAndConsumersNeverStrandAWaiter) {
+  for (int round = 0; round < 50; ++round) {
+    CreditGate gate(4, 64);
+    auto queue = std::make_shared<SyncActivationQueue>();
+    auto waiter = waiter_on(queue);
+    std::atomic<bool> parked_once{false};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        std::mt19937 random(static_cast<unsigned>(round * 10 + t));
+        std::vector<int64_t> sent(4, 0);
+        for (int i = 0; i < 2000; ++i) {
+          const size_t slot = random() % 4;
+          const int64_t bytes = 1 + static_cast<int64_t>(random() % 40);
+          gate.add(slot, bytes);
+          sent[slot] += bytes;
+          if (gate.blocked() && !waiter->parked.exchange(true)) {
+            if (gate.park(waiter)) {
+              parked_once = true;
+            } else {
+              waiter->parked = false;
+            }
+          }
+          if (random() % 2 == 0) {
+            gate.release(slot, sent[slot]);
+            sent[slot] = 0;
+          }
+        }
+        for (size_t slot = 0; slot < 4; ++slot) {
+          if (sent[slot] > 0) gate.release(slot, sent[slot]);
+        }
+      });
+    }
+    for (auto& thread : threads) thread.join();
+    for (size_t slot = 0; slot < 4; ++slot) EXPECT_EQ(gate.outstanding(slot), 0);
+    EXPECT_FALSE(gate.blocked());
+    if (parked_once) {
+      EXPECT_FALSE(waiter->parked) << "round " << round << ": a parked waiter was stranded";
+      EXPECT_TRUE(queue->has_pending()) << "round " << round;
+    }
+  }
+}
+
+// ---- dataflows ----
+
+constexpr uint64_t kRecordsPerRun = 1024;  // 8 KiB of records: one batch per run and worker.
+
+struct Backlog {
+  std::atomic<uint64_t> sent{0};      // Records sent to worker 1.
+  std::atomic<uint64_t> received{0};  // Records worker 1 consumed.
+  std::atomic<uint64_t> worst{0};     // The most sent and not yet consumed, seen before a run.
+  void observe() {
+    const uint64_t backlog = sent.load() - received.load();
+    uint64_t seen = worst.load();
+    while (backlog > seen && !worst.compare_exchange_weak(seen, backlog)) {
+    }
+  }
+};
+
+// What a bound on the records waiting for worker 1 allows: `exchange` moves records through two
+// channels (the producer's to the Exchange operator, and that operator's pipeline to the
+// consumer), each of which holds a window, and every producer may overshoot by one run (half of
+// its records go to worker 1), and the consumer holds one batch.
+uint64_t allowed_backlog(uint64_t window, uint64_t producers) {
+  const uint64_t batch = kRecordsPerRun / 2;
+  const uint64_t batch_bytes = batch * sizeof(uint64_t) + kMessageCost;
+  const uint64_t per_window = (window + batch_bytes - 1) / batch_bytes * batch;
+  return 2 * per_window + producers * batch + kRecordsPerRun;
+}
+
+// Every worker's source sends `runs` runs of kRecordsPerRun records, half of them to worker 1
+// (odd keys), which sleeps `pause` per batch it takes. Counts into `backlog` (shared by the
+// processes of one cluster).
+void slow_consumer(Config config, uint64_t runs, std::chrono::microseconds pause,
+                   Backlog& backlog) {
+  auto result = execute(config, [&](Worker& worker) {
+    const size_t me = worker.index();
+    ProbeHandle<uint64_t> probe;
+    worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+      source<uint64_t>(scope, "Producer",
+                       [&, runs](Capability<uint64_t> cap, OperatorInfo) {
+                         std::optional<Capability<uint64_t>> held(std::move(cap));
+                         uint64_t run = 0;
+                         return [&, held, run, runs](auto& output) mutable {
+                           if (!held) return false;
+                           backlog.observe();
+                           auto session = output.session(*held);
+                           for (uint64_t i = 0; i < kRecordsPerRun; ++i) session.give(i);
+                           backlog.sent += kRecordsPerRun / 2;
+                           if (++run == runs) {
+                             held.reset();
+                             return false;
+                           }
+                           return true;
+                         };
+                       }) |
+          exchange([](const uint64_t& x) { return x; }) |
+          inspect_batch([&, me, pause](const uint64_t&, const std::vector<uint64_t>& batch) {
+            if (me != 1) return;
+            std::this_thread::sleep_for(pause);
+            backlog.received += batch.size();
+          }) |
+          probe_with(probe);
+    });
+    while (!probe.done()) worker.step_or_park(milliseconds(1));
+    return 0;
+  });
+  EXPECT_TRUE(result.ok()) << result.status();
+}
+
+// Within one process: two workers, worker 1 slow.
+TEST(FlowControlTest, ASlowWorkerHoldsBackTheProducersOfItsProcess) {
+  testing::Watchdog watchdog("ASlowWorkerHoldsBackTheProducersOfItsProcess");
+  auto run = [](uint64_t window) {
+    Config config;
+    config.workers = 2;
+    config.flow_window_bytes = window;
+    Backlog backlog;
+    slow_consumer(config, 600, std::chrono::microseconds(200), backlog);
+    EXPECT_EQ(backlog.sent.load(), backlog.received.load()) << "everything arrived";
+    return backlog.worst.load();
+  };
+  const uint64_t gated = run(64 << 10);
+  EXPECT_LE(gated, allowed_backlog(64 << 10, 2)) << "records waiting for worker 1";
+  const uint64_t ungated = run(0);
+  std::printf("worst backlog at the slow worker: %llu records gated, %llu without flow control\n",
+              static_cast<unsigned long long>(gated), static_cast<unsigned long long>(ungated));
+  EXPECT_GT(ungated, 4 * gated) << "without flow control the backlog should grow";
+}
+
+// Across processes: credit frames over the loopback transport give the window back.
+TEST(FlowControlTest, ASlowWorkerOfAnotherProcessHoldsBackItsProducers) {
+  testing::Watchdog watchdog("ASlowWorkerOfAnotherProcessHoldsBackItsProducers");
+  auto run = [](uint64_t window) {
+    testing::LoopbackHub hub(2);
+    Backlog backlog;
+    std::vector<std::thread> processes;
+    for (size_t p = 0; p < 2; ++p) {
+      processes.emplace_back([&, p] {
+        Config config;
+        config.workers = 1;
+        config.processes = 2;
+        config.process = p;
+        config.transport = hub.factory();
+        config.flow_window_bytes = window;
+        slow_consumer(config, 600, std::chrono::microseconds(200), backlog);
+      });
+    }
+    for (auto& process : processes) process.join();
+    EXPECT_EQ(backlog.sent.load(), backlog.received.load()) << "everything arrived";
+    return backlog.worst.load();
+  };
+  // Worker 1 is process 1's; process 0's records reach it as Data frames, and its credit
+  // frames give process 0 its window back. (A remote batch counts its payload: 16 bytes of
+  // time and length more than its records, and no kMessageCost; the bound allows for it.)
+  const uint64_t gated = run(64 << 10);
+  EXPECT_LE(gated, allowed_backlog(64 << 10, 2)) << "records waiting for worker 1";
+  const uint64_t ungated = run(0);
+  std::printf("worst backlog at the slow worker: %llu records gated, %llu without flow control\n",
+              static_cast<unsigned long long>(gated), static_cast<unsigned long long>(ungated));
+  EXPECT_GT(ungated, 4 * gated);
+}
+
+// An input handle's loop that waits while the input is backlogged keeps the backlog bounded.
+TEST(FlowControlTest, AnInputLoopThatWaitsWhileBackloggedStaysWithinTheWindow) {
+  testing::Watchdog watchdog("AnInputLoopThatWaitsWhileBackloggedStaysWithinTheWindow");
+  Config config;
+  config.workers = 2;
+  config.flow_window_bytes = 64 << 10;
+  Backlog backlog;
+  auto result = execute(config, [&](Worker& worker) {
+    const size_t me = worker.index();
+    ProbeHandle<uint64_t> probe;
+    auto input = worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+      auto [handle, stream] = new_input<uint64_t>(scope);
+      stream | exchange([](const uint64_t& x) { return x; }) |
+          inspect_batch([&, me](const uint64_t&, const std::vector<uint64_t>& batch) {
+            if (me != 1) return;
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+            backlog.received += batch.size();
+          }) |
+          probe_with(probe);
+      return std::move(handle);
+    });
+    for (int round = 0; round < 600; ++round) {
+      while (input.is_backlogged()) worker.step_or_park(milliseconds(1));
+      backlog.observe();
+      for (uint64_t i = 0; i < kRecordsPerRun; ++i) input.send(i);
+      input.flush();
+      backlog.sent += kRecordsPerRun / 2;
+      worker.step();
+    }
+    input.close();
+    while (!probe.done()) worker.step_or_park(milliseconds(1));
+    return 0;
+  });
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_LE(backlog.worst.load(), allowed_backlog(64 << 10, 2));
+}
+
+// A cycle in a root scope (feedback) with an exchange in it: channels in a cycle are never
+// gated, so a window of one byte, which gates every other channel after one batch, still lets
+// the loop run to the end.
+TEST(FlowControlTest, CyclesAndIterativeScopesRunToTheEndWithAOneByteWindow) {
+  testing::Watchdog watchdog("CyclesAndIterativeScopesRunToTheEndWithAOneByteWindow");
+  Config config;
+  config.workers = 2;
+  config.flow_window_bytes = 1;
+  std::atomic<uint64_t> looped{0}, iterated{0};
+  auto result = execute(config, [&](Worker& worker) {
+    ProbeHandle<uint64_t> probe;
+    auto input = worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+      auto [handle, stream] = new_input<uint64_t>(scope);
+      // A loop in the root scope: each record goes around (x -> x - 1) until it is 0.
+      auto [loop, cycle] = feedback<uint64_t>(scope, IntSummary<uint64_t>{1});
+      auto body = stream | concat(cycle) | exchange([](const uint64_t& x) { return x; });
+      body | filter([](const uint64_t& x) { return x > 0; }) |
+          map([](const uint64_t& x) { return x - 1; }) | connect_loop(loop);
+      body | inspect([&](const uint64_t&) { ++looped; }) | probe_with(probe);
+      // An iterative scope with an exchange inside, fed by the same input.
+      auto left = scope.template iterative<uint64_t>([&](auto& inner) {
+        auto [inner_loop, inner_cycle] = loop_variable<uint64_t>(inner, uint64_t{1});
+        auto step = inner.enter(stream) | concat(inner_cycle) |
+                    exchange([](const uint64_t& x) { return x * 7; }) |
+                    inspect([&](const uint64_t&) { ++iterated; });
+        step | filter([](const uint64_t& x) { return x > 0; }) |
+            map([](const uint64_t& x) { return x - 1; }) | connect_loop(inner_loop);
+        return inner.leave(step);
+      });
+      left | probe_with(probe);
+      return std::move(handle);
+    });
+    for (uint64_t x = 0; x < 2000; ++x) input.send(x % 50);
+    input.close();
+    while (!probe.done()) worker.step_or_park(milliseconds(1));
+    return 0;
+  });
+  ASSERT_TRUE(result.ok()) << result.status();
+  // Each worker sent 2000 records of values 0..49, 40 of each: a record of value v is seen v + 1
+  // times in each loop.
+  const uint64_t per_loop = 2 * 40 * (50 * 51 / 2);
+  EXPECT_EQ(looped.load(), per_loop);
+  EXPECT_EQ(iterated.load(), per_loop);
+}
+
+// A chain of exchanges (a DAG) with every channel gated after one batch still completes, and
+// delivers every record.
+TEST(FlowControlTest, AChainOfExchangesCompletesWithAOneByteWindow) {
+  testing::Watchdog watchdog("AChainOfExchangesCompletesWithAOneByteWindow");
+  Config config;
+  config.workers = 3;
+  config.flow_window_bytes = 1;
+  std::atomic<uint64_t> arrived{0};
+  auto result = execute(config, [&](Worker& worker) {
+    ProbeHandle<uint64_t> probe;
+    auto input = worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+      auto [handle, stream] = new_input<uint64_t>(scope);
+      stream | exchange([](const uint64_t& x) { return x; }) |
+          map([](const uint64_t& x) { return x * 3 + 1; }) |
+          exchange([](const uint64_t& x) { return x / 2; }) |
+          map([](const uint64_t& x) { return x + 5; }) | broadcast() |
+          exchange([](const uint64_t& x) { return x / 3; }) |
+          inspect([&](const uint64_t&) { ++arrived; }) | probe_with(probe);
+      return std::move(handle);
+    });
+    for (uint64_t round = 0; round < 20; ++round) {
+      for (uint64_t x = 0; x < 5000; ++x) input.send(x);
+      input.advance_to(round + 1);
+    }
+    input.close();
+    while (!probe.done()) worker.step_or_park(milliseconds(1));
+    return 0;
+  });
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(arrived.load(), uint64_t{3} * 20 * 5000 * 3) << "broadcast to 3 workers";
+}
+
+}  // namespace
+}  // namespace weir
