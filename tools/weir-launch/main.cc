@@ -2,25 +2,30 @@
 // W workers each, linked on loopback.
 //
 // It picks N free loopback ports, writes them to a hostfile in a fresh temporary directory, sets
-// WEIR_CLUSTER_ID to a fresh random id, and starts process I as
+// WEIR_CLUSTER_ID to a fresh random id and WEIR_CLUSTER_SECRET to a fresh secret (32 random
+// bytes, hex-encoded; unless the user gave a secret: a non-empty $WEIR_CLUSTER_SECRET or
+// $WEIR_CLUSTER_SECRET_FILE, or --cluster-secret-file in ARGS), and starts process I as
 //
 //   PROGRAM ARGS... -n N -p I -h HOSTFILE -w W
 //
-// in a process group of its own. Every line a process prints (stdout or stderr) is forwarded to
-// the same stream with the prefix "[I] ". When a process fails (non-zero exit or a signal), the
-// others are stopped (SIGTERM to each process group, then SIGKILL after a grace period) and
-// weir-launch exits with the first failure's code (128 + the signal for a signal); otherwise 0.
-// SIGINT, SIGTERM and SIGHUP to weir-launch are passed on to every process group as they came
-// (then SIGKILL after the grace period), and weir-launch exits with 128 + that signal. Once every
-// process has exited, what is left of their groups is stopped the same way, and weir-launch exits
-// as soon as the groups are empty: it does not wait for output streams that something outside
-// the groups still holds open.
+// in a process group of its own, with "{p}" in the values of --tls-cert and --tls-key in ARGS
+// replaced by I (per-process certificates, each naming its process index).
+//
+// Every line a process prints (stdout or stderr) is forwarded to the same stream with the prefix
+// "[I] ". When a process fails (non-zero exit or a signal), the others are stopped (SIGTERM to each
+// process group, then SIGKILL after a grace period) and weir-launch exits with the first failure's
+// code (128 + the signal for a signal); otherwise 0. SIGINT, SIGTERM and SIGHUP to weir-launch are
+// passed on to every process group as they came (then SIGKILL after the grace period), and
+// weir-launch exits with 128 + that signal. Once every process has exited, what is left of their
+// groups is stopped the same way, and weir-launch exits as soon as the groups are empty: it does
+// not wait for output streams that something outside the groups still holds open.
 //
 // Ports are picked by binding port 0 and released before the processes start (a weir process
 // listens on its own; it cannot take a listening socket from us). If one is taken in between and
 // the first process to fail says it cannot listen on its address, the whole cluster is started
 // again on new ports, up to kMaxStarts times in all.
 
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -31,6 +36,7 @@
 #include <fstream>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,6 +47,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -96,6 +103,103 @@ std::string random_id() {
   static const char kHex[] = "0123456789abcdef";
   for (int i = 0; i < 16; ++i) id.push_back(kHex[device() % 16]);
   return id;
+}
+
+// Bytes of a generated cluster secret (hex-encoded: twice as many characters); the runtime needs
+// at least 16.
+constexpr size_t kSecretBytes = 32;
+
+// Fills `out` from the kernel's random source: getrandom, or /dev/urandom where the system call
+// is missing or filtered (old kernels, some sandboxes).
+void random_bytes(std::span<unsigned char> out) {
+  size_t filled = 0;
+  while (filled < out.size()) {
+    const ssize_t n = ::getrandom(out.data() + filled, out.size() - filled, 0);
+    if (n > 0) {
+      filled += static_cast<size_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && (errno == ENOSYS || errno == EPERM)) {
+      break;
+    } else {
+      die(std::string("getrandom: ") + std::strerror(errno));
+    }
+  }
+  if (filled == out.size()) return;
+  const int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) die(std::string("cannot open /dev/urandom: ") + std::strerror(errno));
+  while (filled < out.size()) {
+    const ssize_t n = ::read(fd, out.data() + filled, out.size() - filled);
+    if (n > 0) {
+      filled += static_cast<size_t>(n);
+    } else if (!(n < 0 && errno == EINTR)) {
+      die("cannot read /dev/urandom: " +
+          std::string(n == 0 ? "end of file" : std::strerror(errno)));
+    }
+  }
+  ::close(fd);
+}
+
+// A fresh cluster secret: kSecretBytes random bytes, hex-encoded (printable, so that it can live
+// in the environment).
+std::string random_secret() {
+  std::array<unsigned char, kSecretBytes> bytes{};
+  random_bytes(bytes);
+  static const char kHex[] = "0123456789abcdef";
+  std::string secret;
+  secret.reserve(2 * bytes.size());
+  for (unsigned char b : bytes) {
+    secret.push_back(kHex[b >> 4]);
+    secret.push_back(kHex[b & 0xf]);
+  }
+  return secret;
+}
+
+// True if `name` is set in our environment to something other than the empty string (which the
+// runtime reads as "no secret").
+bool is_set(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0';
+}
+
+// PROGRAM ARGS... as process `index` runs them: "{p}" in the value of --tls-cert and --tls-key
+// (as FLAG VALUE or FLAG=VALUE, the forms weir::Config::from_args reads) replaced by `index`, so
+// that one command line gives each process its own certificate. PROGRAM itself is left alone.
+// (A value that is itself one of these flags, as in `--cluster-id --tls-cert`, is not told
+// apart: the flags are found by name wherever they are.)
+std::vector<std::string> process_command(const std::vector<std::string>& command, size_t index) {
+  const std::string p = std::to_string(index);
+  // Replaces every "{p}" in `arg` from `from` on.
+  const auto substitute = [&](std::string& arg, size_t from) {
+    for (size_t at = from; (at = arg.find("{p}", at)) != std::string::npos; at += p.size()) {
+      arg.replace(at, 3, p);
+    }
+  };
+  std::vector<std::string> args = command;
+  for (size_t i = 1; i < args.size(); ++i) {
+    std::string& arg = args[i];
+    if (arg == "--tls-cert" || arg == "--tls-key") {
+      if (i + 1 < args.size()) substitute(args[++i], 0);
+    } else if (arg.rfind("--tls-cert=", 0) == 0 || arg.rfind("--tls-key=", 0) == 0) {
+      substitute(arg, arg.find('=') + 1);
+    }
+  }
+  return args;
+}
+
+// True if ARGS give the processes a secret file (--cluster-secret-file FILE or =FILE, not empty).
+bool has_secret_file_flag(const std::vector<std::string>& command) {
+  for (size_t i = 1; i < command.size(); ++i) {
+    if (command[i] == "--cluster-secret-file" && i + 1 < command.size() &&
+        !command[i + 1].empty()) {
+      return true;
+    }
+    if (command[i].rfind("--cluster-secret-file=", 0) == 0 &&
+        command[i].size() > std::string_view("--cluster-secret-file=").size()) {
+      return true;
+    }
+  }
+  return false;
 }
 
 // One output stream of one process: bytes not yet forming a whole line.
@@ -159,7 +263,10 @@ Options parse_options(int argc, char** argv) {
   app.prefix_command();  // Everything from PROGRAM on belongs to the program.
   app.footer(
       "Each process runs as: PROGRAM ARGS... -n N -p I -h HOSTFILE -w W, with WEIR_CLUSTER_ID set "
-      "to a fresh id. Output lines are prefixed with [I]. Exits with the first failure's code.");
+      "to a fresh id and WEIR_CLUSTER_SECRET to a fresh secret (unless $WEIR_CLUSTER_SECRET, "
+      "$WEIR_CLUSTER_SECRET_FILE or --cluster-secret-file gives one), and {p} in the values of "
+      "--tls-cert and --tls-key replaced by I. Output lines are prefixed with [I]. Exits with the "
+      "first failure's code.");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -191,17 +298,25 @@ struct Cluster {
   std::vector<Output> outputs;
 };
 
+// What every process of one start of the cluster shares.
+struct Membership {
+  std::string hostfile;
+  std::string cluster_id;
+  std::string secret;  // Empty: the user gave the secret; the processes inherit it.
+};
+
 // Starts process `index` of the cluster as PROGRAM ARGS... -n N -p I -h HOSTFILE -w W, in a
 // process group of its own, its output read through pipes.
 void spawn(const Options& options, size_t index, const std::string& address,
-           const std::string& hostfile, const std::string& cluster_id, Cluster& cluster) {
+           const Membership& membership, Cluster& cluster) {
   const pid_t parent = ::getpid();
   int out_pipe[2], err_pipe[2];
   if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) die("pipe failed");
-  std::vector<std::string> args = options.command;
-  for (const std::string& extra : {std::string("-n"), std::to_string(options.processes),
-                                   std::string("-p"), std::to_string(index), std::string("-h"),
-                                   hostfile, std::string("-w"), std::to_string(options.workers)}) {
+  std::vector<std::string> args = process_command(options.command, index);
+  for (const std::string& extra :
+       {std::string("-n"), std::to_string(options.processes), std::string("-p"),
+        std::to_string(index), std::string("-h"), membership.hostfile, std::string("-w"),
+        std::to_string(options.workers)}) {
     args.push_back(extra);
   }
   const pid_t pid = ::fork();
@@ -215,7 +330,10 @@ void spawn(const Options& options, size_t index, const std::string& address,
     ::setpgid(0, 0);
     ::dup2(out_pipe[1], STDOUT_FILENO);
     ::dup2(err_pipe[1], STDERR_FILENO);
-    ::setenv("WEIR_CLUSTER_ID", cluster_id.c_str(), 1);
+    ::setenv("WEIR_CLUSTER_ID", membership.cluster_id.c_str(), 1);
+    // In the environment, not in argv: every user of the host can read a command line (ps), only
+    // the process's own user its environment.
+    if (!membership.secret.empty()) ::setenv("WEIR_CLUSTER_SECRET", membership.secret.c_str(), 1);
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) sigaction(sig, &dfl, nullptr);
@@ -401,19 +519,24 @@ int main(int argc, char** argv) {
   if (::mkdtemp(pattern.data()) == nullptr) die("cannot make a temporary directory");
   const std::filesystem::path dir = pattern;
 
+  // A secret the user gave is the user's to share with processes started elsewhere; one made
+  // here is known only to this start's processes. (Adding ours to one in a file would give the
+  // processes two, which they refuse.)
+  const bool user_secret = is_set("WEIR_CLUSTER_SECRET") || is_set("WEIR_CLUSTER_SECRET_FILE") ||
+                           has_secret_file_flag(options.command);
   Outcome outcome;
   for (int start = 1;; ++start) {
     std::vector<std::string> addresses;
     for (int port : free_ports(options.processes)) {
       addresses.push_back("127.0.0.1:" + std::to_string(port));
     }
-    const std::string hostfile = write_hostfile(dir, addresses);
-    // A cluster secret (issue 14) would be made here too, one per start, and passed to the
-    // processes in the environment (not in argv, which other users can read).
-    const std::string cluster_id = random_id();
+    // A fresh id and secret per start: a process left over from a start before cannot join this
+    // one.
+    const Membership membership{write_hostfile(dir, addresses), random_id(),
+                                user_secret ? std::string() : random_secret()};
     Cluster cluster;
     for (size_t i = 0; i < options.processes; ++i) {
-      spawn(options, i, addresses[i], hostfile, cluster_id, cluster);
+      spawn(options, i, addresses[i], membership, cluster);
     }
     outcome = wait_all(cluster);
     if (!outcome.port_taken || start == kMaxStarts) break;

@@ -13,7 +13,10 @@
 // - weir-launch returns the first failure's exit code and stops the other processes; it stops
 //   each process with its process group (grandchildren included), exits once its processes are
 //   reaped, works when started with SIGCHLD ignored, passes SIGINT/SIGTERM/SIGHUP on as they
-//   came, and starts the cluster again when a port it picked is taken before its process listens.
+//   came, and starts the cluster again when a port it picked is taken before its process listens;
+//   it gives its processes a fresh cluster secret in the environment (keeping one the user gave),
+//   so that a process without it is refused, and replaces {p} in --tls-cert and --tls-key with
+//   each process's index.
 //
 // Every wait has a deadline that fails the test (and kills what is left) instead of hanging.
 
@@ -955,6 +958,113 @@ TEST(ClusterTest, LaunchStartsAgainWhenAPortIsTakenBeforeItsProcessListens) {
   EXPECT_TRUE(contains(launch.out(), "[0] running")) << launch.out();
   EXPECT_TRUE(contains(launch.out(), "[1] running")) << launch.out();
   EXPECT_TRUE(contains(launch.err(), "again")) << launch.err();
+}
+
+// ---- weir-launch: the cluster secret and per-process certificates ----
+
+// The VALUE of the first line "[I] KEY=VALUE" in `out`, or nullopt.
+std::optional<std::string> printed(const std::string& out, size_t process, const std::string& key) {
+  const std::string prefix = "[" + std::to_string(process) + "] " + key + "=";
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(prefix, 0) == 0) return line.substr(prefix.size());
+  }
+  return std::nullopt;
+}
+
+// What WEIR_CLUSTER_SECRET is in each of the 2 processes weir-launch starts ("(unset)" if it is
+// not set), with `env` added to weir-launch's environment and `args` to the processes' (before
+// the flags weir-launch adds). Every process's command line must not contain it.
+std::vector<std::string> secrets_seen(
+    const std::vector<std::pair<std::string, std::string>>& env = {},
+    const std::vector<std::string>& args = {}) {
+  std::vector<std::string> command =
+      launch_script("2", "echo \"secret=${WEIR_CLUSTER_SECRET-(unset)}\"\necho \"args=$*\"\n");
+  command.insert(command.end(), args.begin(), args.end());
+  Process launch(command, env);
+  EXPECT_EQ(launch.wait_for(seconds(20)), 0) << launch.err();
+  launch.drain();
+  std::vector<std::string> secrets;
+  for (size_t p = 0; p < 2; ++p) {
+    const auto secret = printed(launch.out(), p, "secret");
+    const auto process_args = printed(launch.out(), p, "args");
+    EXPECT_TRUE(secret && process_args) << "process " << p << " printed\n" << launch.out();
+    secrets.push_back(secret.value_or("(not printed)"));
+    if (secret && process_args && secret->size() >= 16) {
+      EXPECT_FALSE(contains(*process_args, *secret)) << "the secret is on the command line";
+    }
+  }
+  return secrets;
+}
+
+bool is_hex(const std::string& s) {
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+TEST(ClusterTest, LaunchGivesItsProcessesAFreshSecretInTheEnvironment) {
+  const std::vector<std::string> first = secrets_seen();
+  EXPECT_EQ(first[0].size(), 64u) << "32 random bytes, hex-encoded: " << first[0];
+  EXPECT_TRUE(is_hex(first[0])) << first[0];
+  EXPECT_EQ(first[1], first[0]) << "the processes of one cluster share the secret";
+  const std::vector<std::string> second = secrets_seen();
+  EXPECT_EQ(second[0].size(), 64u) << second[0];
+  EXPECT_NE(second[0], first[0]) << "a fresh secret for each cluster";
+  // An empty $WEIR_CLUSTER_SECRET is no secret (the processes would run without one).
+  const std::vector<std::string> empty = secrets_seen({{"WEIR_CLUSTER_SECRET", ""}});
+  EXPECT_EQ(empty[0].size(), 64u) << empty[0];
+}
+
+TEST(ClusterTest, LaunchKeepsASecretTheUserGave) {
+  const std::string mine = "a-secret-the-user-chose-0123456789";
+  for (const std::string& secret : secrets_seen({{"WEIR_CLUSTER_SECRET", mine}})) {
+    EXPECT_EQ(secret, mine);
+  }
+  // A secret in a file: adding $WEIR_CLUSTER_SECRET would give it twice, which is an error.
+  for (const std::string& secret : secrets_seen({{"WEIR_CLUSTER_SECRET_FILE", "/dev/null"}})) {
+    EXPECT_EQ(secret, "(unset)") << "with $WEIR_CLUSTER_SECRET_FILE";
+  }
+  for (const std::string& secret : secrets_seen({}, {"--cluster-secret-file", "/dev/null"})) {
+    EXPECT_EQ(secret, "(unset)") << "with --cluster-secret-file FILE";
+  }
+  for (const std::string& secret : secrets_seen({}, {"--cluster-secret-file=/dev/null"})) {
+    EXPECT_EQ(secret, "(unset)") << "with --cluster-secret-file=FILE";
+  }
+}
+
+TEST(ClusterTest, LaunchSecretKeepsOutAProcessWithoutIt) {
+  // With $DROP 1, process 1 drops the secret weir-launch gave it: it then has the cluster id,
+  // hostfile, -n and -w, everything a member has but the secret, and the two never link.
+  const std::string script =
+      "if [ \"$4\" = 1 ] && [ \"$DROP\" = 1 ]; then unset WEIR_CLUSTER_SECRET; fi\n"
+      "exec " WEIR_CLUSTER_CHILD " spin 1 --startup-timeout-ms 3000 \"$@\"\n";
+  {
+    Process launch(launch_script("2", script), {{"DROP", "0"}});
+    ASSERT_EQ(launch.wait_for(seconds(60)), 0) << "with the secret it gave" << launch.err();
+  }
+  Process launch(launch_script("2", script), {{"DROP", "1"}});
+  ASSERT_EQ(launch.wait_for(seconds(60)), 1)
+      << "a process without the secret linked" << launch.err() << launch.out();
+  launch.drain();
+  // Whichever start-up timeout ends first: process 0 refused the caller, or process 1 refused
+  // process 0's answer (each proves the secret to the other).
+  EXPECT_TRUE(contains(launch.err(), "did not prove the cluster secret")) << launch.err();
+}
+
+TEST(ClusterTest, LaunchGivesEachProcessItsOwnCertificate) {
+  LaunchDir dir;
+  const std::filesystem::path certs = dir.path("");
+  make_certificates(certs);
+  // process{p}.pem names weir:process:<p> only: a process that presented another's would be
+  // refused. Both flag forms, FLAG FILE and FLAG=FILE.
+  Process launch({WEIR_LAUNCH, "-n", "2", "-w", "1", "--", WEIR_CLUSTER_CHILD, "spin", "1",
+                  "--tls-cert", (certs / "process{p}.pem").string(),
+                  "--tls-key=" + (certs / "process{p}.key").string(), "--tls-ca",
+                  (certs / "ca.pem").string()});
+  ASSERT_EQ(launch.wait_for(seconds(60)), 0) << launch.err();
+  launch.drain();
+  EXPECT_TRUE(contains(launch.out(), "[0] running")) << launch.out();
+  EXPECT_TRUE(contains(launch.out(), "[1] running")) << launch.out();
 }
 
 }  // namespace
