@@ -36,6 +36,10 @@ class Recorder final : public TransportReceiver {
     frames.push_back({'p', channel, from, 0, seq, std::string(payload)});
     return absl::OkStatus();
   }
+  absl::Status deliver_credit(uint64_t channel, uint32_t worker, uint64_t bytes) override {
+    frames.push_back({'c', channel, worker, 0, bytes, ""});
+    return absl::OkStatus();
+  }
   void link_failed(absl::Status status) override { failures.push_back(std::move(status)); }
 
   std::vector<Frame> frames;
@@ -58,6 +62,8 @@ TEST(FrameTest, EncodingEqualsGeneratedCode) {
   append_data(7, 2, 0, std::string(300, 'x'), batch);
   append_data(0, 0, 0, "", batch);  // Default values are left out, as the generated code does.
   append_progress(1ULL << 40, 3, 99, "updates", batch);
+  append_credit(9, 4, 1ULL << 33, batch);
+  append_credit(0, 0, 0, batch);
   append_heartbeat(batch);
   append_goodbye("", batch);
   append_goodbye("it broke", batch);
@@ -81,6 +87,11 @@ TEST(FrameTest, EncodingEqualsGeneratedCode) {
   p->set_from(3);
   p->set_seq(99);
   p->set_updates("updates");
+  auto* c = expected.add_frames()->mutable_credit();
+  c->set_channel(9);
+  c->set_worker(4);
+  c->set_bytes(1ULL << 33);
+  expected.add_frames()->mutable_credit();
   expected.add_frames()->mutable_heartbeat();
   expected.add_frames()->mutable_goodbye();
   expected.add_frames()->mutable_goodbye()->set_error("it broke");
@@ -198,13 +209,15 @@ TEST(FrameTest, ReaderDeliversFramesOfThePeer) {
   append_data(4, 2, 1, "a", bytes);
   append_heartbeat(bytes);
   append_progress(5, 3, 7, "b", bytes);
+  append_credit(4, 3, 4096, bytes);
   append_goodbye("", bytes);
   append_heartbeat(bytes);
   v1::FrameBatch batch;
   ASSERT_TRUE(parse_batch(bytes, batch).ok());
   ASSERT_TRUE(reader.on_batch(batch).ok());
   EXPECT_TRUE(reader.goodbye_received());
-  const std::vector<Recorder::Frame> expected = {{'d', 4, 2, 1, 0, "a"}, {'p', 5, 3, 0, 7, "b"}};
+  const std::vector<Recorder::Frame> expected = {
+      {'d', 4, 2, 1, 0, "a"}, {'p', 5, 3, 0, 7, "b"}, {'c', 4, 3, 0, 4096, ""}};
   EXPECT_EQ(recorder.frames, expected);
 }
 
@@ -224,6 +237,14 @@ TEST(FrameTest, ReaderRefusesFramesThatDoNotFitTheLink) {
   refuse([](std::string& b) { append_data(0, 0, 1, "x", b); }, kInvalid, "from worker 0");
   refuse([](std::string& b) { append_data(0, 2, 4, "x", b); }, kInvalid, "for worker 4");
   refuse([](std::string& b) { append_progress(0, 5, 0, "x", b); }, kInvalid, "from worker 5");
+  refuse([](std::string& b) { append_credit(0, 1, 10, b); }, kInvalid,
+         "Credit frame from worker 1");
+  refuse(
+      [](std::string& b) {
+        append_goodbye("", b);
+        append_credit(0, 2, 10, b);
+      },
+      kInvalid, "Credit frame after Goodbye");
   refuse([](std::string& b) { append_hello(hello(1), b); }, kInvalid, "second Hello");
   refuse(
       [](std::string& b) {

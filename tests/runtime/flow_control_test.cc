@@ -103,6 +103,31 @@ TEST(CreditGateTest, ConcurrentSendersAndConsumersNeverStrandAWaiter) {
   }
 }
 
+// Credit frames from another process are checked before they touch a gate.
+TEST(CreditGateTest, CreditFramesAreCheckedAndReleaseTheChannelsGate) {
+  ProcessShared process(1, 2, 0);  // Process 0 of 2, one worker each: worker 1 is the peer's.
+  process.set_flow_window(100);
+  auto shared = process.channel<ChannelShared<uint64_t, uint64_t>>(
+      7, [] { return std::make_shared<ChannelShared<uint64_t, uint64_t>>(1, 2, 100); },
+      [](std::shared_ptr<ChannelShared<uint64_t, uint64_t>>) -> RemoteSink {
+        return [](uint32_t, uint32_t, uint64_t, std::string_view) { return absl::OkStatus(); };
+      });
+  process.set_channel_gate(7, shared->gate.get());
+  shared->gate->add(1, 150);
+  EXPECT_TRUE(shared->gate->blocked());
+  EXPECT_FALSE(process.deliver_credit(7, 0, 10).ok()) << "worker 0 is this process's own";
+  EXPECT_FALSE(process.deliver_credit(7, 2, 10).ok()) << "there is no worker 2";
+  EXPECT_FALSE(process.deliver_credit(7, 1, 0).ok()) << "a credit of nothing";
+  EXPECT_FALSE(process.deliver_credit(7, 1, ProcessShared::kMaxCreditBytes + 1).ok());
+  EXPECT_TRUE(process.deliver_credit(8, 1, 10).ok()) << "a channel never built: ignored";
+  EXPECT_TRUE(shared->gate->blocked());
+  ASSERT_TRUE(process.deliver_credit(7, 1, 100).ok());
+  EXPECT_FALSE(shared->gate->blocked());
+  EXPECT_EQ(shared->gate->outstanding(1), 50);
+  process.release_channel(7);
+  EXPECT_TRUE(process.deliver_credit(7, 1, 10).ok()) << "a released channel: ignored";
+}
+
 // ---- dataflows ----
 
 constexpr uint64_t kRecordsPerRun = 1024;  // 8 KiB of records: one batch per run and worker.

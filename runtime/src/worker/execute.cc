@@ -8,6 +8,9 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
 #include "log_file.h"
 #include "watchdog.h"
 
@@ -75,7 +78,18 @@ absl::Status run_workers(const Config& config, const std::function<void(Worker&)
     log_file = std::move(*opened);
   }
   auto process = std::make_shared<ProcessShared>(config.workers, config.processes, config.process);
-  process->set_flow_window(static_cast<int64_t>(config.flow_window_bytes));
+  // $WEIR_FLOW_WINDOW_BYTES overrides every execution's window: a stress run of the tests with
+  // a window of 1 gates every channel after one batch (docs/cluster.md, "Flow control").
+  uint64_t window = config.flow_window_bytes;
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): weir never sets the environment.
+  if (const char* text = std::getenv("WEIR_FLOW_WINDOW_BYTES"); text != nullptr) {
+    if (!absl::SimpleAtoi(text, &window) || window > Config::kMaxFlowWindowBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "$WEIR_FLOW_WINDOW_BYTES must be a number of bytes from 0 (off) to ",
+          Config::kMaxFlowWindowBytes, ", got '", text, "'"));
+    }
+  }
+  process->set_flow_window(static_cast<int64_t>(window));
   std::unique_ptr<Transport> transport;
   if (config.processes > 1) {
     auto made = config.transport(config, *process);

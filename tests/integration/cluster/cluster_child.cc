@@ -14,18 +14,28 @@
 //   flood SECONDS        like spin, with data flowing as fast as the links take it: 50 000
 //                        records per worker and round, up to 4 rounds in flight; its loop, like
 //                        the benchmarks', never asks whether the execution failed.
+//   slow SECONDS MIB     every worker's source sends 8192 records per run, as fast as it is
+//                        scheduled, for SECONDS; they are exchanged to every worker, and the
+//                        cluster's last worker sleeps 1 ms per batch it takes. The process
+//                        prints "running" once its sources run, then "slow: peak rss N MiB";
+//                        if its resident memory passes MIB it prints "slow: rss ... over" and
+//                        exits 3 at once.
 //
 // Exit status: 0 on success, 1 with the error on stderr otherwise, 2 for bad arguments.
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include "testing/random_dataflow.h"
 
@@ -39,7 +49,7 @@ using Clock = std::chrono::steady_clock;
 int usage() {
   std::fprintf(stderr,
                "usage: weir_cluster_child property FIRST LAST | spin SECONDS | fail ROUND | "
-               "exit-if P CODE | stuck P | flood SECONDS  [worker flags]\n");
+               "exit-if P CODE | stuck P | flood SECONDS | slow SECONDS MIB  [worker flags]\n");
   return 2;
 }
 
@@ -149,6 +159,78 @@ int property(const weir::Config& config, uint64_t first, uint64_t last) {
   return 0;
 }
 
+// Resident memory of this process, from /proc/self/statm.
+size_t rss_bytes() {
+  std::FILE* statm = std::fopen("/proc/self/statm", "r");
+  if (statm == nullptr) return 0;
+  unsigned long pages = 0, resident = 0;
+  const int read = std::fscanf(statm, "%lu %lu", &pages, &resident);
+  std::fclose(statm);
+  return read == 2 ? resident * static_cast<size_t>(sysconf(_SC_PAGESIZE)) : 0;
+}
+
+// Issue 14 (memory): one slow worker must hold back every producer, in every process.
+int slow(const weir::Config& config, double seconds, uint64_t limit_mib) {
+  std::atomic<bool> done{false};
+  std::atomic<size_t> peak{0};
+  const auto start = Clock::now();
+  std::thread sampler([&] {
+    while (!done) {
+      const size_t now = rss_bytes();
+      if (now > peak) peak = now;
+      if (now > (limit_mib << 20)) {
+        std::printf("slow: rss %zu MiB over %llu MiB after %.1f s\n", now >> 20,
+                    static_cast<unsigned long long>(limit_mib),
+                    std::chrono::duration<double>(Clock::now() - start).count());
+        std::fflush(stdout);
+        std::_Exit(3);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  constexpr uint64_t kPerRun = 8192;
+  const absl::Status status = weir::cluster::execute(config, [&](weir::Worker& worker) {
+    const bool slow_worker = worker.index() + 1 == worker.peers();
+    weir::ProbeHandle<uint64_t> probe;
+    const auto until = Clock::now() + std::chrono::duration<double>(seconds);
+    worker.dataflow<uint64_t>([&](weir::Scope<uint64_t>& scope) {
+      weir::source<uint64_t>(
+          scope, "Producer",
+          [&, until](weir::Capability<uint64_t> cap, weir::OperatorInfo) {
+            std::optional<weir::Capability<uint64_t>> held(std::move(cap));
+            uint64_t next = 0;
+            bool said = false;
+            return [held, next, said, until, local = worker.allocator().local_index()](
+                       auto& output) mutable {
+              if (!held) return false;
+              if (!said && local == 0) {
+                said = true;
+                std::printf("running\n");
+                std::fflush(stdout);
+              }
+              auto session = output.session(*held);
+              for (uint64_t i = 0; i < kPerRun; ++i) session.give(next++);
+              if (Clock::now() >= until) {
+                held.reset();
+                return false;
+              }
+              return true;
+            };
+          }) |
+          weir::exchange([](const uint64_t& x) { return x; }) |
+          weir::inspect_batch([slow_worker](const uint64_t&, const std::vector<uint64_t>&) {
+            if (slow_worker) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          }) |
+          weir::probe_with(probe);
+    });
+    while (!probe.done()) worker.step_or_park(std::chrono::milliseconds(10));
+  });
+  done = true;
+  sampler.join();
+  std::printf("slow: peak rss %zu MiB\n", peak.load() >> 20);
+  return report("slow", status);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -169,6 +251,9 @@ int main(int argc, char** argv) {
   if (mode == "stuck" && argc == 3) return report("stuck", spin(*config, 60, ~0ULL, 100, 0, a));
   if (mode == "flood" && argc == 3) {
     return report("flood", spin(*config, static_cast<double>(a), ~0ULL, 50000, 3));
+  }
+  if (mode == "slow" && argc == 4) {
+    return slow(*config, static_cast<double>(a), std::strtoull(argv[3], nullptr, 10));
   }
   if (mode == "exit-if" && argc == 4) {
     if (config->process == a) return static_cast<int>(std::strtol(argv[3], nullptr, 10));
