@@ -82,7 +82,8 @@ void append_hello(const Hello& hello, std::string& batch) {
   const size_t body = bytes_field_size(hello.cluster_id) + varint_field_size(hello.process) +
                       varint_field_size(hello.incarnation) + varint_field_size(hello.workers) +
                       varint_field_size(hello.processes) + varint_field_size(hello.version) +
-                      bytes_field_size(hello.nonce) + bytes_field_size(hello.proof);
+                      bytes_field_size(hello.nonce) + bytes_field_size(hello.proof) +
+                      varint_field_size(hello.flow_window);
   begin_frame(kHelloField, body, batch);
   put_bytes_field(1, hello.cluster_id, batch);
   put_varint_field(2, hello.process, batch);
@@ -92,6 +93,7 @@ void append_hello(const Hello& hello, std::string& batch) {
   put_varint_field(6, hello.version, batch);
   put_bytes_field(7, hello.nonce, batch);
   put_bytes_field(8, hello.proof, batch);
+  put_varint_field(9, hello.flow_window, batch);
 }
 
 void append_proof(std::string_view mac, std::string& batch) {
@@ -164,6 +166,7 @@ absl::StatusOr<Hello> read_hello(const v1::FrameBatch& batch) {
   hello.version = h.version();
   hello.nonce = h.nonce();
   hello.proof = h.proof();
+  hello.flow_window = h.flow_window();
   return hello;
 }
 
@@ -230,6 +233,12 @@ absl::Status check_membership(const Hello& mine, const Hello& theirs) {
     return refuse("it was started with -w ", theirs.workers, ", this process with -w ",
                   mine.workers);
   }
+  if (theirs.flow_window != mine.flow_window) {
+    return refuse("it was started with a flow window of ", theirs.flow_window,
+                  " bytes, this process with ", mine.flow_window,
+                  " (--flow-window-bytes or $WEIR_FLOW_WINDOW_BYTES must be the same for every "
+                  "process)");
+  }
   if (theirs.process >= mine.processes) {
     return refuse("it claims to be process ", theirs.process, " of ", mine.processes);
   }
@@ -243,7 +252,8 @@ absl::Status check_membership(const Hello& mine, const Hello& theirs) {
 std::string refusal_for_peer(const Hello& theirs) {
   return absl::StrCat(
       "refused: its Hello (cluster '", theirs.cluster_id, "', process ", theirs.process, ", -n ",
-      theirs.processes, ", -w ", theirs.workers, ", protocol version ", theirs.version,
+      theirs.processes, ", -w ", theirs.workers, ", flow window ", theirs.flow_window,
+      ", protocol version ", theirs.version,
       ") does not match this cluster, or it did not prove the cluster secret, or its "
       "TLS certificate does not name its process");
 }

@@ -38,6 +38,9 @@ struct Hello {
   uint32_t version = kProtocolVersion;
   std::string nonce;  // kNonceBytes random bytes.
   std::string proof;  // The acceptor's MAC; empty from the dialer.
+  // Flow control's window (--flow-window-bytes; 0: off): the same on every process, since a
+  // receiver returns credit by its own window and a sender waits by its own.
+  uint64_t flow_window = 0;
 };
 
 // Appending one frame to `batch` (a serialized FrameBatch, possibly empty) keeps it one.
@@ -61,7 +64,7 @@ absl::StatusOr<Hello> read_hello(const v1::FrameBatch& batch);
 absl::StatusOr<std::string> read_proof(const v1::FrameBatch& batch);
 
 // Whether a peer that said `theirs` may be a member of this process's (`mine`) cluster: the
-// same protocol version, cluster id, process count and worker count, a process index in range
+// same protocol version, cluster id, process count, worker count and flow window, a process index in range
 // other than this one. The error (FailedPrecondition) says what differs, in words
 // for the person who started the process: it names this process's settings, so it is for the
 // local log, never for the peer (see refusal_for_peer).

@@ -1312,6 +1312,7 @@ absl::StatusOr<std::unique_ptr<Transport>> connect_grpc(const Config& config,
   mine.incarnation = config.incarnation;
   mine.workers = static_cast<uint32_t>(config.workers);
   mine.processes = static_cast<uint32_t>(config.processes);
+  mine.flow_window = config.flow_window_bytes;
   auto transport =
       std::make_unique<GrpcTransport>(config, std::move(addresses), std::move(mine), receiver);
   WEIR_RETURN_IF_ERROR(transport->start(config));

@@ -53,6 +53,7 @@ Hello hello(uint32_t process) {
   h.incarnation = 3;
   h.workers = 2;
   h.processes = 3;
+  h.flow_window = 1 << 20;
   return h;
 }
 
@@ -76,6 +77,7 @@ TEST(FrameTest, EncodingEqualsGeneratedCode) {
   h->set_workers(2);
   h->set_processes(3);
   h->set_version(kProtocolVersion);
+  h->set_flow_window(1 << 20);
   auto* d = expected.add_frames()->mutable_data();
   d->set_channel(7);
   d->set_from(2);
@@ -198,6 +200,9 @@ TEST(FrameTest, CheckHelloNamesWhatDiffers) {
   h = hello(1);
   h.version = 9;
   refused(h, "version 9");
+  h = hello(1);
+  h.flow_window = 4096;  // Windows that differ would hold senders back for ever.
+  refused(h, "flow window of 4096 bytes");
   refused(hello(0), "which is this process");
   refused(hello(3), "process 3 of 3");
 }

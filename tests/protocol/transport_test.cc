@@ -203,6 +203,7 @@ Hello forged_hello(const std::string& cluster_id, uint32_t process, uint32_t pro
   hello.workers = workers;
   hello.incarnation = incarnation;
   hello.nonce = std::string(kNonceBytes, 'x');
+  hello.flow_window = Config::kDefaultFlowWindowBytes;  // As the processes' (their default).
   return hello;
 }
 

@@ -75,7 +75,12 @@ absl::Status ProcessShared::deliver_credit(uint64_t channel, uint32_t worker, ui
     keep = it->second.object;
     gate = it->second.gate;
   }
-  gate->release(worker, static_cast<int64_t>(bytes));
+  if (!gate->release_returned(worker, static_cast<int64_t>(bytes))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "credit frame from worker ", worker, " on channel ", channel, " returns ", bytes,
+        " bytes, more than this process sent it and has not had back (", gate->outstanding(worker),
+        "; field bytes)"));
+  }
   return absl::OkStatus();
 }
 

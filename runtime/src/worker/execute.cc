@@ -92,7 +92,9 @@ absl::Status run_workers(const Config& config, const std::function<void(Worker&)
   process->set_flow_window(static_cast<int64_t>(window));
   std::unique_ptr<Transport> transport;
   if (config.processes > 1) {
-    auto made = config.transport(config, *process);
+    Config effective = config;  // The transport tells its peers the window in use.
+    effective.flow_window_bytes = window;
+    auto made = config.transport(effective, *process);
     if (!made.ok()) return made.status();
     transport = std::move(*made);
     process->set_transport(transport.get());

@@ -716,6 +716,7 @@ protocol::Hello hello_as(uint32_t process, const std::string& cluster_id) {
   hello.workers = 1;
   hello.processes = 2;
   hello.nonce = std::string(protocol::kNonceBytes, 'n');
+  hello.flow_window = Config::kDefaultFlowWindowBytes;  // As the processes' (their default).
   return hello;
 }
 

@@ -52,10 +52,16 @@ struct Message {
   uint32_t credit = 0;
 };
 
-// A batch's cost within the process: its records' bytes and kMessageCost.
+// A batch's cost within the process: its records' bytes and kMessageCost. (Records that own
+// memory elsewhere, such as strings, count by their size, not by what they own.)
 template <class D>
 uint32_t batch_credit(const std::vector<D>& batch) {
   const uint64_t bytes = batch.size() * sizeof(D) + kMessageCost;
+  return bytes > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(bytes);
+}
+// A batch's cost from or to another process: its payload's bytes and kMessageCost.
+inline uint32_t remote_credit(size_t payload_bytes) {
+  const uint64_t bytes = uint64_t{payload_bytes} + kMessageCost;
   return bytes > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(bytes);
 }
 

@@ -283,6 +283,7 @@ class NestedOperator final : public Operator<TOuter>, public ProgressHost {
   void describe_progress(std::ostream& out, size_t depth) override {
     scope_->describe_progress(out, depth);
   }
+  void hold_outputs(CreditGate* gate) override { scope_->hold_boundary(gate); }
 
  private:
   std::unique_ptr<NestedScope<TOuter, TInner>> scope_;

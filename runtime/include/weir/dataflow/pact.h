@@ -155,7 +155,7 @@ class Router {
   static constexpr size_t kMaxRemotePayload = size_t{1} << 20;
 
   void send_remote(size_t worker, std::string payload) {
-    if (gate_ != nullptr) gate_->add(worker, static_cast<int64_t>(payload.size()));
+    if (gate_ != nullptr) gate_->add(worker, remote_credit(payload.size()));
     process_->transport()->send_data(process_->process_of(worker), channel_,
                                      static_cast<uint32_t>(index_), static_cast<uint32_t>(worker),
                                      std::move(payload));
@@ -298,8 +298,7 @@ std::pair<std::shared_ptr<ChannelShared<T, D>>, std::shared_ptr<ChannelEnd<T, D>
         return [process, id, channel](uint32_t from, uint32_t to, uint64_t,
                                       std::string_view payload) {
           Message<T, D> message;
-          // What the sender counted: the payload's bytes.
-          message.credit = static_cast<uint32_t>(std::min<size_t>(payload.size(), UINT32_MAX));
+          message.credit = remote_credit(payload.size());  // What the sender counted.
           if (!Codec<T>::decode(payload, message.time) ||
               !Codec<std::vector<D>>::decode(payload, message.data) || !payload.empty()) {
             return absl::InvalidArgumentError("malformed batch from worker " +

@@ -129,6 +129,10 @@ class ProgressHost {
   virtual bool is_incomplete() const = 0;
   // Writes the scope's progress report (see Scope::describe_progress), indented by `depth`.
   virtual void describe_progress(std::ostream& out, size_t depth) = 0;
+  // Flow control: `gate` (of a channel the scope's outputs feed in its parent) holds back the
+  // operators inside that feed the scope's outputs. The scope itself always runs: skipping it
+  // would drop the activations of the operators inside it for that step.
+  virtual void hold_outputs(CreditGate* gate) = 0;
 
  protected:
   ~ProgressHost() = default;
@@ -340,11 +344,18 @@ class Scope : public LocalActivator {
   void harvest(uint32_t child);
   // Fails the execution: operator `child` threw `what`, or broke a rule of weir's API (`rule`).
   void fail(uint32_t child, std::string_view what, bool rule = false);
-  // Applies progress changes. Those from other processes are checked against the graph first:
-  // false if one names a location that does not exist.
+  // Applies progress changes. Those from other processes are checked first: false if one
+  // names a location that does not exist, or if the batch's diffs add up (in magnitude) to more
+  // than kMaxRemoteDiffs, which no honest worker sends in one step and which could otherwise
+  // overflow a count (found by protocol/fuzz/frame_fuzz: two diffs of INT64_MIN).
+  static constexpr int64_t kMaxRemoteDiffs = int64_t{1} << 40;
   bool valid(const std::vector<Update>& updates) const {
+    int64_t total = 0;
     for (const auto& [key, diff] : updates) {
       if (!tracker_.has_location(key.first)) return false;
+      if (diff > kMaxRemoteDiffs || diff < -kMaxRemoteDiffs) return false;
+      total += diff < 0 ? -diff : diff;  // At most 2^40 per update: no overflow before the check.
+      if (total > kMaxRemoteDiffs) return false;
     }
     return true;
   }
@@ -397,6 +408,20 @@ class Scope : public LocalActivator {
   std::vector<std::shared_ptr<GateWaiter>> gate_waiters_;  // [node]: null if it has no gate.
   // After build_graph's cycle check: fills gates_ from gated_edges_.
   void build_gates();
+  // Makes `gate` hold back operator `node` (a nested scope passes it on to the operators inside
+  // that feed its outputs).
+  void add_gate(uint32_t node, CreditGate* gate);
+
+ public:
+  // Runtime-internal (ProgressHost::hold_outputs): `gate` holds back the operators of this scope
+  // that send to its outputs.
+  void hold_boundary(CreditGate* gate) {
+    for (const auto& [source, target] : edges_) {
+      if (target.node == 0 && source.node != 0) add_gate(source.node, gate);
+    }
+  }
+
+ protected:
   // True if `child` must not run now: some gate of its is blocked; it is activated when the
   // gate opens.
   bool must_wait(uint32_t child);
@@ -627,15 +652,24 @@ void Scope<T>::build_gates() {
   for (const GatedEdge& edge : gated_edges_) {
     if (edge.source == 0 || edge.target == 0) continue;
     if (component[edge.source] == component[edge.target]) continue;  // In a cycle.
-    auto& gates = gates_[edge.source];
-    if (std::find(gates.begin(), gates.end(), edge.gate) != gates.end()) continue;
-    gates.push_back(edge.gate);
-    if (!gate_waiters_[edge.source]) {
-      gate_waiters_[edge.source] = std::make_shared<GateWaiter>(sync_activator_for(edge.source));
-    }
+    add_gate(edge.source, edge.gate);
   }
   gated_edges_.clear();
   gated_edges_.shrink_to_fit();
+}
+
+template <Timestamp T>
+void Scope<T>::add_gate(uint32_t node, CreditGate* gate) {
+  if (auto* host = dynamic_cast<ProgressHost*>(children_[node].get())) {
+    host->hold_outputs(gate);
+    return;
+  }
+  auto& gates = gates_[node];
+  if (std::find(gates.begin(), gates.end(), gate) != gates.end()) return;
+  gates.push_back(gate);
+  if (!gate_waiters_[node]) {
+    gate_waiters_[node] = std::make_shared<GateWaiter>(sync_activator_for(node));
+  }
 }
 
 template <Timestamp T>
@@ -825,7 +859,8 @@ void Scope<T>::receive_progress() {
     if (message.remote && !valid(message.updates)) {
       worker_.allocator().process().link_failed(absl::InvalidArgumentError(
           "progress batch from worker " + std::to_string(message.from) +
-          " names locations that dataflow '" + name_ + "' does not have"));
+          " names locations that dataflow '" + name_ +
+          "' does not have, or changes counts by more than 2^40 in all"));
       return;
     }
     apply(message.updates);

@@ -8,8 +8,8 @@
 // destination is over). Sending itself never blocks or refuses: an operator that is already
 // running finishes its run, so a destination holds at most its window plus what one run sends.
 //
-// What counts: a batch's encoding for another process (its payload bytes), `records *
-// sizeof(record) + kMessageCost` within the process.
+// What counts: `records * sizeof(record) + kMessageCost` within the process, a batch's payload
+// bytes + kMessageCost to another process.
 //
 // Internal: installed because the channel and scope templates use it; not API.
 //
@@ -60,6 +60,16 @@ class CreditGate {
     if (before >= window_ && before - bytes < window_) [[unlikely]] {
       crossed(-1);
     }
+  }
+
+  // A credit frame's `bytes` for `slot`, a worker of the process that sent it: refused (false,
+  // nothing released) if more than is outstanding there, which no honest peer returns. Only that
+  // peer's link releases the slot, so the check and the release do not race with another
+  // release.
+  bool release_returned(size_t slot, int64_t bytes) {
+    if (bytes > outstanding_[slot].value.load(std::memory_order_relaxed)) return false;
+    release(slot, bytes);
+    return true;
   }
 
   // True while some destination is over its window.
