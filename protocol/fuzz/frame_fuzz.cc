@@ -1,22 +1,40 @@
 // frame_fuzz: libFuzzer target for everything a peer's bytes reach before the runtime trusts
-// them. Each input is taken as one stream message (a serialized FrameBatch):
+// them. Each input is taken as one stream message (a serialized FrameBatch) and, whole, as one
+// progress payload:
 //
 //   - parse_batch (the generated parser);
 //   - read_hello and check_hello, as on a link's first batch, with the Hello checked both ways,
-//     and the handshake's read_proof and MACs;
+//     the refusal a peer is told, and the handshake's MACs; read_proof, as on a second batch;
 //   - a FrameReader on an open link, as every later batch, delivering to a receiver that decodes
-//     payloads the way the runtime does: Data as `Codec<T>` time + `Codec<std::vector<D>>` batch
-//     (the record type chosen by the channel), Progress as a root scope's progress message
-//     (ProgressMessage below);
-//   - the same payload decoders on the raw input, so they are fuzzed directly too.
+//     payloads with weir's codecs: Data as `Codec<T>` time + `Codec<std::vector<D>>` batch (the
+//     record type chosen by the channel, one of every kind of type the codec supports), Progress
+//     as a root scope's progress message (ProgressMessage below);
+//   - the real runtime (frame_fuzz.h): a process of a 2-process cluster whose worker has built
+//     a dataflow with exchanges and nested scopes (an iterative scope with a region inside). The
+//     batch goes through a FrameReader to its ProcessShared, as from a gRPC link, and the raw
+//     input is handed to ProcessShared::deliver_progress as progress batch 0 of the peer's worker
+//     on the dataflow's progress channel; then the worker steps. This reaches Scope::decode, the
+//     location checks, dispatch_nested and the nested scopes' decoding and checks, and the data
+//     channels' decoding, with everything the runtime does with what passes;
+//   - the payload decoders on the raw input, so they are fuzzed directly too.
 //
-// Every path must return an error on bad input, never crash, hang or read out of bounds. On top,
-// a few oracles abort (a fuzzer "crash") when a property breaks: a Hello read back re-encodes to
-// a Hello that reads the same; frames re-encoded by frame.cc's encoder equal what the generated
+// Every path must return an error on bad input, never crash, hang or read out of bounds; in the
+// runtime, bad input fails the execution (ProcessShared::failed, with an error). On top, a few
+// oracles abort (a fuzzer "crash") when a property breaks: a Hello read back re-encodes to a
+// Hello that reads the same; frames re-encoded by frame.cc's encoder equal what the generated
 // code writes for the same fields; anything a codec decodes re-encodes to exactly the bytes it
-// consumed (weir's codecs are canonical).
+// consumed (weir's codecs are canonical); the runtime refuses a progress payload as malformed
+// exactly when ProgressMessage below does not decode it; a failed execution has an error.
+//
+// Each delivery that can reach a worker gets a fresh process, built and settled (2 to 3 ms with
+// the sanitizers): the runtime keeps state across batches (sequence numbers, the tracker's
+// counts, a failure is final), and an input must replay alone to the same result. Only raw inputs
+// that are not progress messages share one process: its progress channel refuses them before
+// anything but the batch count changes.
 //
 // Build and run: protocol/fuzz/run.sh [SECONDS].
+
+#include "frame_fuzz.h"
 
 #include <array>
 #include <cstddef>
@@ -32,6 +50,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "frame.h"
 #include <google/protobuf/stubs/logging.h>
 
@@ -54,8 +73,8 @@ namespace v1 = weir::protocol::v1;
 
 // A root scope's progress message, byte for byte as Scope<uint64_t>::encode writes it
 // (weir/dataflow/scope.h): the updates ((location, time), diff), then the nested scopes' batches
-// (path, bytes). Scope::decode itself is protected, and scope.h does not compile with clang 14
-// (lambdas capture structured bindings in antichain.h), so its layout is spelled in codecs here.
+// (path, bytes). Spelled in codecs, independently of Scope::decode (protected), as the oracle the
+// runtime's decoding is checked against (runtime_progress_path).
 using ProgressUpdate = std::pair<std::pair<weir::Location, uint64_t>, int64_t>;
 using ProgressMessage = std::pair<std::vector<ProgressUpdate>,
                                   std::vector<std::pair<std::vector<uint32_t>, std::string>>>;
@@ -80,28 +99,12 @@ bool decode_batch(std::string_view in) {
 }
 
 using Product = weir::Product<uint64_t, uint32_t>;
+using namespace weir::protocol::fuzz;  // NOLINT(google-build-using-namespace): the record types.
 
-enum class Kind : uint8_t { kA, kB, kC };
-// A struct with padding (after `tag`), a bool and an enum: encoded field by field.
-struct Padded {
-  uint8_t tag = 0;
-  uint64_t value = 0;
-  bool flag = false;
-  Kind kind = Kind::kA;
-};
-
-}  // namespace
-
-template <>
-struct weir::EnumRange<Kind> {
-  static constexpr Kind kFirst = Kind::kA, kLast = Kind::kC;
-};
-
-namespace {
-
-// The record types the fuzzer tries, by channel.
+// The record types the fuzzer tries, by channel (frame_fuzz.h).
 bool decode_data(uint64_t channel, std::string_view payload) {
-  switch (channel % 10) {
+  static_assert(kRecordTypes == 16);
+  switch (channel % kRecordTypes) {
     case 0:
       return decode_batch<uint64_t, uint64_t>(payload);
     case 1:
@@ -122,8 +125,25 @@ bool decode_data(uint64_t channel, std::string_view payload) {
     case 8:
       return decode_batch<uint64_t, std::pair<std::array<int16_t, 3>, std::optional<Kind>>>(
           payload);
-    default:
+    case 9:
       return decode_batch<Product, std::tuple<bool, Kind, std::byte, float>>(payload);
+    case 10:  // Copied as bytes: a packed aggregate and a CodecAsBytes class, in a pair.
+      return decode_batch<Product, std::pair<Packed, Id>>(payload);
+    case 11:
+      return decode_batch<uint64_t,
+                          std::tuple<int8_t, uint16_t, int32_t, char, signed char, unsigned char,
+                                     char8_t, char16_t, char32_t, wchar_t, float, double>>(payload);
+    case 12:
+      return decode_batch<
+          uint64_t, std::tuple<Signed, std::vector<bool>, std::optional<std::optional<uint8_t>>,
+                               std::vector<weir::Location>>>(payload);
+    case 13:
+      return decode_batch<uint64_t, std::tuple<std::array<std::string, 2>, std::array<bool, 3>,
+                                               std::array<Packed, 2>>>(payload);
+    case 14:
+      return decode_batch<Product, Composite>(payload);
+    default:
+      return decode_batch<uint64_t, Wide>(payload);
   }
 }
 
@@ -177,7 +197,7 @@ void hello_path(const v1::FrameBatch& batch) {
       weir::protocol::mac_matches(mac, hello->proof + "x")) {
     broken("handshake MACs are not deterministic, or a longer proof matched");
   }
-  (void)weir::protocol::read_proof(batch);
+  (void)weir::protocol::refusal_for_peer(*hello);
 
   std::string bytes;
   weir::protocol::append_hello(*hello, bytes);
@@ -263,6 +283,88 @@ void open_link_path(const v1::FrameBatch& batch) {
   }
 }
 
+// ---- the real runtime ----
+
+// Steps a worker takes after the input is delivered: enough for what a batch sets off (records
+// take a round of the iterative scope's loop per bit of their value), few enough that an input
+// that keeps the worker busy still makes a short run.
+constexpr int kSteps = 24;
+
+// Process 0 of the cluster, built, with records sent and its first epoch closed, and stepped
+// until idle: what a peer's first frames meet.
+std::unique_ptr<FuzzProcess> settled_process() {
+  auto process = std::make_unique<FuzzProcess>(0);
+  for (uint64_t x : {2, 5, 12}) process->input().send(x);
+  process->input().advance_to(1);
+  process->run(kSteps);
+  if (process->shared().failed()) broken("the dataflow fails with no input");
+  return process;
+}
+
+// A failed execution says why; the process then goes down without crashing (its dataflows are
+// dropped with whatever the input left in them).
+void check_failure(FuzzProcess& process) {
+  if (!process.shared().failed()) return;
+  const absl::Status status = process.shared().status();
+  if (status.ok() || status.message().empty()) broken("an execution failed without an error");
+}
+
+// Scope::decode against the layout spelled in codecs: the same bytes are malformed for both.
+void check_decoding(const absl::Status& status, bool decodes) {
+  const bool refused_as_malformed =
+      !status.ok() && absl::StrContains(status.message(), "malformed progress batch");
+  if (refused_as_malformed == decodes) {
+    broken(refused_as_malformed ? "the runtime refuses a progress message that decodes"
+                                : "the runtime accepts a progress message that does not decode");
+  }
+}
+
+constexpr uint32_t kPeerWorker = kWorkers;  // Process 1's first worker.
+
+// The raw input as progress batch 0 of the peer's worker on the dataflow's progress channel, as
+// a transport thread hands it over; a refusal fails the execution, as the transport does.
+void runtime_progress_path(std::string_view bytes) {
+  if (!decode_progress(bytes)) {
+    // Most inputs: malformed, refused by the channel's sink before anything reaches a worker
+    // (only the batch's number is counted). One process, built once, checks them all.
+    static FuzzProcess* const refuser = new FuzzProcess(0);
+    static uint64_t seq = 0;
+    check_decoding(
+        refuser->shared().deliver_progress(refuser->progress_channel(), kPeerWorker, seq++, bytes),
+        false);
+    return;
+  }
+  auto process = settled_process();
+  absl::Status status =
+      process->shared().deliver_progress(process->progress_channel(), kPeerWorker, 0, bytes);
+  check_decoding(status, true);
+  if (!status.ok()) process->shared().link_failed(status);
+  process->run(kSteps);
+  // Accepted: again, as the peer's next batch (its changes counted twice, on a tracker that
+  // has moved on).
+  if (!process->shared().failed()) {
+    status = process->shared().deliver_progress(process->progress_channel(), kPeerWorker, 1, bytes);
+    if (!status.ok()) process->shared().link_failed(status);
+    process->run(kSteps);
+  }
+  check_failure(*process);
+}
+
+// The batch on an open link from process 1, through a FrameReader to the runtime (as the gRPC
+// transport's reader does: an error closes the link and fails the execution).
+void runtime_link_path(const v1::FrameBatch& batch) {
+  auto process = settled_process();
+  Hello mine;
+  mine.process = 0;
+  mine.workers = kWorkers;
+  mine.processes = kProcesses;
+  weir::protocol::FrameReader reader(1, mine, process->shared());
+  absl::Status status = reader.on_batch(batch);
+  if (!status.ok()) process->shared().link_failed(status);
+  process->run(kSteps);
+  check_failure(*process);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
@@ -275,14 +377,16 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
 
-  // The payload decoders on their own, on the raw bytes.
-  for (uint64_t channel = 0; channel < 10; ++channel) (void)decode_data(channel, bytes);
-  (void)decode_progress(bytes);
+  // The payload decoders on their own, on the raw bytes, and the runtime's progress decoding.
+  for (uint64_t channel = 0; channel < kRecordTypes; ++channel) (void)decode_data(channel, bytes);
+  runtime_progress_path(bytes);
 
   v1::FrameBatch batch;
   if (!weir::protocol::parse_batch(bytes, batch).ok()) return 0;
+  (void)weir::protocol::read_proof(batch);  // As on a link's second batch, from a dialer.
   hello_path(batch);
   encoder_agrees(batch);
   open_link_path(batch);
+  runtime_link_path(batch);
   return 0;
 }

@@ -37,7 +37,13 @@ using weir::persist::fuzz::PartInput;
 struct DecodedSource {
   const internal::DecodedPart& part;
   size_t size() const { return part.size(); }
-  std::string_view data(size_t i) const { return part.data(i); }
+  // A part whose data are all empty has no data buffer: its views are (nullptr, 0), and
+  // encode_part would memcpy from nullptr (undefined, though nothing is copied). The sources
+  // persist encodes (Columns, a write's buffer) hold their data in a std::string, never null.
+  std::string_view data(size_t i) const {
+    const std::string_view view = part.data(i);
+    return view.data() != nullptr ? view : std::string_view("");
+  }
   uint64_t time(size_t i) const { return part.time(i); }
   int64_t diff(size_t i) const { return part.diff(i); }
   size_t data_bytes() const {

@@ -92,6 +92,10 @@ int main(int argc, char** argv) {
   wide.append("x", ~uint64_t{0} - 1, INT64_MAX);
   wide.append(std::string(300, 'y'), uint64_t{1} << 40, INT64_MIN);
   write_part("wide", wide);
+  internal::Columns no_data;  // Every update's data empty: the part has no data at all.
+  no_data.append("", 7, 1);
+  no_data.append("", 8, -1);
+  write_part("no-data", no_data);
   write("version-1-blob", part_input(PartInput::kBlob, 3, version_1_part()));
   return 0;
 }

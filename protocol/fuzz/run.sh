@@ -10,24 +10,35 @@
 # build/fuzz/<target>/corpus. A crash leaves its input in build/fuzz/<target>/artifacts/ and makes
 # this script fail; replay it with
 #   build/fuzz/protocol/fuzz/<target> build/fuzz/<target>/artifacts/crash-...
-# Needs clang and libclang-rt-14-dev (scripts/setup.sh installs both).
+# An input that runs longer than 30 s counts as a hang (a finding, like a crash).
+# Needs clang 16 and libclang-rt-16-dev (scripts/setup.sh installs both): frame_fuzz compiles
+# weir_runtime, which clang 14 cannot. CC and CXX choose another clang (16 or later); JOBS caps
+# the build's parallelism (default: ninja's).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SECONDS_TO_RUN=${1:-60}
 shift || true
 TARGET=${FUZZ_TARGET:-frame_fuzz}
+export CC=${CC:-clang-16} CXX=${CXX:-clang++-16}
 
 BUILD=build/fuzz
+# A build directory configured with another compiler (clang 14, before) is configured again; the
+# corpora under it stay.
+if [[ -f $BUILD/CMakeCache.txt ]] &&
+  ! grep -qx "CMAKE_CXX_COMPILER:[A-Z]*=$(command -v "$CXX")" "$BUILD/CMakeCache.txt"; then
+  rm -rf "$BUILD/CMakeCache.txt" "$BUILD/CMakeFiles" "$BUILD/build.ninja"
+fi
 if [[ ! -f $BUILD/build.ninja ]]; then
-  CC=clang CXX=clang++ cmake -S . -B "$BUILD" -G Ninja -DWEIR_FUZZ=ON \
+  cmake -S . -B "$BUILD" -G Ninja -DWEIR_FUZZ=ON \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DWEIR_BUILD_TESTS=OFF -DWEIR_BUILD_BENCH=OFF -DWEIR_BUILD_EXAMPLES=OFF
 fi
-cmake --build "$BUILD" --target "$TARGET" "${TARGET}_seeds"
+cmake --build "$BUILD" ${JOBS:+-j "$JOBS"} --target "$TARGET" "${TARGET}_seeds"
 
 OUT=$BUILD/$TARGET
 mkdir -p "$OUT/corpus" "$OUT/artifacts"
 "$BUILD/protocol/fuzz/${TARGET}_seeds" "$OUT/seeds"
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 "$BUILD/protocol/fuzz/$TARGET" "$OUT/corpus" "$OUT/seeds" \
-  -max_total_time="$SECONDS_TO_RUN" -artifact_prefix="$OUT/artifacts/" -print_final_stats=1 "$@"
+  -max_total_time="$SECONDS_TO_RUN" -timeout=30 -artifact_prefix="$OUT/artifacts/" \
+  -print_final_stats=1 "$@"
