@@ -167,7 +167,7 @@ class Decoder final : public weir::TransportReceiver {
 bool same(const Hello& a, const Hello& b) {
   return a.cluster_id == b.cluster_id && a.process == b.process && a.incarnation == b.incarnation &&
          a.workers == b.workers && a.processes == b.processes && a.version == b.version &&
-         a.nonce == b.nonce && a.proof == b.proof;
+         a.nonce == b.nonce && a.proof == b.proof && a.flow_window == b.flow_window;
 }
 
 // The process this input arrives at: process 1 of 3, with 2 workers each.
@@ -216,8 +216,8 @@ void encoder_agrees(const v1::FrameBatch& batch) {
     switch (frame.kind_case()) {
       case v1::Frame::kHello: {
         const v1::Hello& h = frame.hello();
-        Hello hello{h.cluster_id(), h.process(), h.incarnation(), h.workers(),
-                    h.processes(),  h.version(), h.nonce(),       h.proof()};
+        Hello hello{h.cluster_id(), h.process(), h.incarnation(), h.workers(),    h.processes(),
+                    h.version(),    h.nonce(),   h.proof(),       h.flow_window()};
         weir::protocol::append_hello(hello, ours);
         v1::Hello& c = *copy.mutable_hello();
         c.set_cluster_id(h.cluster_id());
@@ -228,6 +228,7 @@ void encoder_agrees(const v1::FrameBatch& batch) {
         c.set_version(h.version());
         c.set_nonce(h.nonce());
         c.set_proof(h.proof());
+        c.set_flow_window(h.flow_window());
         break;
       }
       case v1::Frame::kProof:
@@ -252,6 +253,15 @@ void encoder_agrees(const v1::FrameBatch& batch) {
         c.set_from(p.from());
         c.set_seq(p.seq());
         c.set_updates(p.updates());
+        break;
+      }
+      case v1::Frame::kCredit: {
+        const v1::Credit& k = frame.credit();
+        weir::protocol::append_credit(k.channel(), k.worker(), k.bytes(), ours);
+        v1::Credit& c = *copy.mutable_credit();
+        c.set_channel(k.channel());
+        c.set_worker(k.worker());
+        c.set_bytes(k.bytes());
         break;
       }
       case v1::Frame::kHeartbeat:

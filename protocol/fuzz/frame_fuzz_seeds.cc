@@ -268,6 +268,11 @@ int main(int argc, char** argv) {
   write("progress", batch);
   all += batch;
   batch.clear();
+  weir::protocol::append_credit(3, 0, 4096, batch);  // Worker 0 took 4 KiB of channel 3.
+  weir::protocol::append_credit(1, 1, 1, batch);
+  write("credit", batch);
+  all += batch;
+  batch.clear();
   weir::protocol::append_heartbeat(batch);
   write("heartbeat", batch);
   all += batch;

@@ -64,10 +64,10 @@ absl::StatusOr<Hello> read_hello(const v1::FrameBatch& batch);
 absl::StatusOr<std::string> read_proof(const v1::FrameBatch& batch);
 
 // Whether a peer that said `theirs` may be a member of this process's (`mine`) cluster: the
-// same protocol version, cluster id, process count, worker count and flow window, a process index in range
-// other than this one. The error (FailedPrecondition) says what differs, in words
-// for the person who started the process: it names this process's settings, so it is for the
-// local log, never for the peer (see refusal_for_peer).
+// same protocol version, cluster id, process count, worker count and flow window, a process index
+// in range other than this one. The error (FailedPrecondition) says what differs, in words for the
+// person who started the process: it names this process's settings, so it is for the local log,
+// never for the peer (see refusal_for_peer).
 absl::Status check_membership(const Hello& mine, const Hello& theirs);
 
 // Between members (each proved the secret): the same incarnation. The error says which of the

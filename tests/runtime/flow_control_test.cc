@@ -145,14 +145,16 @@ struct Backlog {
 };
 
 // What a bound on the records waiting for worker 1 allows: `exchange` moves records through two
-// channels (the producer's to the Exchange operator, and that operator's pipeline to the
-// consumer), each of which holds a window, and every producer may overshoot by one run (half of
-// its records go to worker 1), and the consumer holds one batch.
+// channels, the producers' to the Exchange operator and that operator's pipeline to the consumer.
+// The first holds its window plus one run of each producer (half of whose records go to worker
+// 1); the second its window plus one run of the Exchange operator, which may move all the first
+// one held; and the consumer holds one batch.
 uint64_t allowed_backlog(uint64_t window, uint64_t producers) {
   const uint64_t batch = kRecordsPerRun / 2;
   const uint64_t batch_bytes = batch * sizeof(uint64_t) + kMessageCost;
   const uint64_t per_window = (window + batch_bytes - 1) / batch_bytes * batch;
-  return 2 * per_window + producers * batch + kRecordsPerRun;
+  const uint64_t first = per_window + producers * batch;
+  return first + (per_window + first) + kRecordsPerRun;
 }
 
 // Every worker's source sends `runs` runs of kRecordsPerRun records, half of them to worker 1
@@ -164,30 +166,28 @@ void slow_consumer(Config config, uint64_t runs, std::chrono::microseconds pause
     const size_t me = worker.index();
     ProbeHandle<uint64_t> probe;
     worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
-      source<uint64_t>(scope, "Producer",
-                       [&, runs](Capability<uint64_t> cap, OperatorInfo) {
-                         std::optional<Capability<uint64_t>> held(std::move(cap));
-                         uint64_t run = 0;
-                         return [&, held, run, runs](auto& output) mutable {
-                           if (!held) return false;
-                           backlog.observe();
-                           auto session = output.session(*held);
-                           for (uint64_t i = 0; i < kRecordsPerRun; ++i) session.give(i);
-                           backlog.sent += kRecordsPerRun / 2;
-                           if (++run == runs) {
-                             held.reset();
-                             return false;
-                           }
-                           return true;
-                         };
-                       }) |
-          exchange([](const uint64_t& x) { return x; }) |
-          inspect_batch([&, me, pause](const uint64_t&, const std::vector<uint64_t>& batch) {
-            if (me != 1) return;
-            std::this_thread::sleep_for(pause);
-            backlog.received += batch.size();
-          }) |
-          probe_with(probe);
+      source<uint64_t>(scope, "Producer", [&, runs](Capability<uint64_t> cap, OperatorInfo) {
+        std::optional<Capability<uint64_t>> held(std::move(cap));
+        uint64_t run = 0;
+        return [&, held, run, runs](auto& output) mutable {
+          if (!held) return false;
+          backlog.observe();
+          auto session = output.session(*held);
+          for (uint64_t i = 0; i < kRecordsPerRun; ++i) session.give(i);
+          backlog.sent += kRecordsPerRun / 2;
+          if (++run == runs) {
+            held.reset();
+            return false;
+          }
+          return true;
+        };
+      }) | exchange([](const uint64_t& x) {
+        return x;
+      }) | inspect_batch([&, me, pause](const uint64_t&, const std::vector<uint64_t>& batch) {
+        if (me != 1) return;
+        std::this_thread::sleep_for(pause);
+        backlog.received += batch.size();
+      }) | probe_with(probe);
     });
     while (!probe.done()) worker.step_or_park(milliseconds(1));
     return 0;

@@ -68,12 +68,12 @@ TEST_P(PropertyTest, RandomDataflowsMatchReference) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Workers, PropertyTest,
-                         ::testing::Values(std::pair<size_t, uint64_t>{1, Config{}.flow_window_bytes},
-                                           std::pair<size_t, uint64_t>{2, Config{}.flow_window_bytes},
-                                           std::pair<size_t, uint64_t>{4, Config{}.flow_window_bytes},
-                                           std::pair<size_t, uint64_t>{2, 1},
-                                           std::pair<size_t, uint64_t>{4, 1}));
+INSTANTIATE_TEST_SUITE_P(
+    Workers, PropertyTest,
+    ::testing::Values(std::pair<size_t, uint64_t>{1, Config{}.flow_window_bytes},
+                      std::pair<size_t, uint64_t>{2, Config{}.flow_window_bytes},
+                      std::pair<size_t, uint64_t>{4, Config{}.flow_window_bytes},
+                      std::pair<size_t, uint64_t>{2, 1}, std::pair<size_t, uint64_t>{4, 1}));
 
 }  // namespace
 }  // namespace weir

@@ -96,8 +96,8 @@ class LoopbackHub {
             status = receiver->deliver_data(frame.channel, frame.from, frame.to, frame.payload);
             break;
           case Frame::Kind::kProgress:
-            status = receiver->deliver_progress(frame.channel, frame.from, frame.seq,
-                                                frame.payload);
+            status =
+                receiver->deliver_progress(frame.channel, frame.from, frame.seq, frame.payload);
             break;
           case Frame::Kind::kCredit:
             status = receiver->deliver_credit(frame.channel, frame.from, frame.seq);

@@ -52,10 +52,9 @@ absl::Status ProcessShared::deliver_credit(uint64_t channel, uint32_t worker, ui
                      " (field worker) is not a worker of another process of this cluster"));
   }
   if (bytes == 0 || bytes > kMaxCreditBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("credit frame from worker ", worker,
-                                                   " on channel ", channel, " returns ", bytes,
-                                                   " bytes (field bytes; at most ",
-                                                   kMaxCreditBytes, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("credit frame from worker ", worker, " on channel ", channel, " returns ",
+                     bytes, " bytes (field bytes; at most ", kMaxCreditBytes, ")"));
   }
   std::shared_ptr<void> keep;  // The gate lives in the channel's object.
   CreditGate* gate = nullptr;
@@ -76,10 +75,10 @@ absl::Status ProcessShared::deliver_credit(uint64_t channel, uint32_t worker, ui
     gate = it->second.gate;
   }
   if (!gate->release_returned(worker, static_cast<int64_t>(bytes))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "credit frame from worker ", worker, " on channel ", channel, " returns ", bytes,
-        " bytes, more than this process sent it and has not had back (", gate->outstanding(worker),
-        "; field bytes)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("credit frame from worker ", worker, " on channel ", channel, " returns ",
+                     bytes, " bytes, more than this process sent it and has not had back (",
+                     gate->outstanding(worker), "; field bytes)"));
   }
   return absl::OkStatus();
 }

@@ -74,13 +74,13 @@ absl::StatusOr<Config> Config::from_args(std::vector<std::string>& args) {
       config.insecure_links = *parsed;
       continue;
     }
-    const bool known =
-        flag == "-w" || flag == "--workers" || flag == "-n" || flag == "--processes" ||
-        flag == "-p" || flag == "--process" || flag == "-h" || flag == "--hostfile" ||
-        flag == "--cluster-id" || flag == "--incarnation" || flag == "--heartbeat-timeout-ms" ||
-        flag == "--startup-timeout-ms" || flag == "--operator-timeout-ms" || flag == "--tls-cert" ||
-        flag == "--tls-key" || flag == "--tls-ca" || flag == "--cluster-secret-file" ||
-        flag == "--flow-window-bytes";
+    const bool known = flag == "-w" || flag == "--workers" || flag == "-n" ||
+                       flag == "--processes" || flag == "-p" || flag == "--process" ||
+                       flag == "-h" || flag == "--hostfile" || flag == "--cluster-id" ||
+                       flag == "--incarnation" || flag == "--heartbeat-timeout-ms" ||
+                       flag == "--startup-timeout-ms" || flag == "--operator-timeout-ms" ||
+                       flag == "--tls-cert" || flag == "--tls-key" || flag == "--tls-ca" ||
+                       flag == "--cluster-secret-file" || flag == "--flow-window-bytes";
     if (!known) {
       rest.push_back(arg);
       continue;
@@ -168,8 +168,9 @@ absl::Status Config::validate() const {
                                                    kMaxOperatorTimeoutMs, " ms (0 turns it off)"));
   }
   if (flow_window_bytes > kMaxFlowWindowBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("the flow window (--flow-window-bytes) is at most ",
-                                                   kMaxFlowWindowBytes, " bytes (0 turns flow control off)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the flow window (--flow-window-bytes) is at most ", kMaxFlowWindowBytes,
+                     " bytes (0 turns flow control off)"));
   }
   if (process >= processes) {
     return absl::InvalidArgumentError("process index -p " + std::to_string(process) +

@@ -10,7 +10,6 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-
 #include "log_file.h"
 #include "watchdog.h"
 
@@ -84,9 +83,9 @@ absl::Status run_workers(const Config& config, const std::function<void(Worker&)
   // NOLINTNEXTLINE(concurrency-mt-unsafe): weir never sets the environment.
   if (const char* text = std::getenv("WEIR_FLOW_WINDOW_BYTES"); text != nullptr) {
     if (!absl::SimpleAtoi(text, &window) || window > Config::kMaxFlowWindowBytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "$WEIR_FLOW_WINDOW_BYTES must be a number of bytes from 0 (off) to ",
-          Config::kMaxFlowWindowBytes, ", got '", text, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("$WEIR_FLOW_WINDOW_BYTES must be a number of bytes from 0 (off) to ",
+                       Config::kMaxFlowWindowBytes, ", got '", text, "'"));
     }
   }
   process->set_flow_window(static_cast<int64_t>(window));

@@ -35,9 +35,8 @@
 #include <thread>
 #include <vector>
 
-#include <unistd.h>
-
 #include "testing/random_dataflow.h"
+#include <unistd.h>
 
 #include "weir/protocol/cluster.h"
 #include "weir/weir.h"
@@ -200,8 +199,8 @@ int slow(const weir::Config& config, double seconds, uint64_t limit_mib) {
             std::optional<weir::Capability<uint64_t>> held(std::move(cap));
             uint64_t next = 0;
             bool said = false;
-            return [held, next, said, until, local = worker.allocator().local_index()](
-                       auto& output) mutable {
+            return [held, next, said, until,
+                    local = worker.allocator().local_index()](auto& output) mutable {
               if (!held) return false;
               if (!said && local == 0) {
                 said = true;

@@ -48,6 +48,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "weir/worker/config.h"
+
 namespace weir {
 namespace {
 
@@ -424,6 +426,21 @@ TEST(ClusterTest, WrongClusterIdIsRefused) {
   p0->drain();
   EXPECT_TRUE(contains(p0->err(), "process 1")) << p0->err();
   EXPECT_TRUE(contains(p0->err(), "refused")) << p0->err();
+}
+
+// Issue 14 (flow control): a receiver returns credit by its own window, so processes with
+// different windows would hold senders back for ever; the window is in the Hello.
+TEST(ClusterTest, ADifferentFlowWindowIsRefused) {
+  Cluster cluster(2);
+  auto p0 = cluster.start(0, {"spin", "1"}, {"--startup-timeout-ms", "3000"});
+  auto p1 = cluster.start(1, {"spin", "1"},
+                          {"--flow-window-bytes", "4096", "--startup-timeout-ms", "3000"});
+  EXPECT_EQ(p0->wait_for(seconds(30)), 1);
+  p0->drain();
+  EXPECT_TRUE(contains(p0->err(), "flow window of 4096 bytes")) << p0->err();
+  EXPECT_EQ(p1->wait_for(seconds(30)), 1);
+  p1->drain();
+  EXPECT_TRUE(contains(p1->err(), "refused")) << p1->err();
 }
 
 TEST(ClusterTest, OlderIncarnationIsRefused) {

@@ -214,10 +214,17 @@ class NestedScope final : public Scope<TInner> {
       // From another process: decode and check before applying.
       ProgressUpdates<TInner> updates;
       std::string_view bytes(encoded->bytes);
-      if (!decode_updates<TInner>(bytes, updates) || !bytes.empty() || !this->valid(updates)) {
+      if (!decode_updates<TInner>(bytes, updates) || !bytes.empty()) {
         this->worker().allocator().process().link_failed(
             absl::InvalidArgumentError("malformed progress batch for nested scope '" +
                                        this->name() + "' from another process"));
+        return;
+      }
+      if (!this->valid(updates)) {
+        this->worker().allocator().process().link_failed(absl::InvalidArgumentError(
+            "progress batch for nested scope '" + this->name() +
+            "' from another process names locations it does not have, or changes counts by "
+            "more than 2^40 in all"));
         return;
       }
       this->apply(updates);

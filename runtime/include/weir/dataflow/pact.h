@@ -290,8 +290,8 @@ std::pair<std::shared_ptr<ChannelShared<T, D>>, std::shared_ptr<ChannelEnd<T, D>
   auto shared = process->channel<ChannelShared<T, D>>(
       id,
       [&] {
-        return std::make_shared<ChannelShared<T, D>>(
-            process->workers(), process->total_workers(), process->flow_window());
+        return std::make_shared<ChannelShared<T, D>>(process->workers(), process->total_workers(),
+                                                     process->flow_window());
       },
       [process, id](std::shared_ptr<ChannelShared<T, D>> channel) -> RemoteSink {
         // Runs on a transport thread: decode the batch and hand it to the local worker.

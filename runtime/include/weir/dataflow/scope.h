@@ -218,7 +218,9 @@ class Scope : public LocalActivator {
     ChannelPair<T, D> pair = make_channel<T, D>(pact, site, port.batch_capacity());
     port.add_pusher(target, std::move(pair.pusher));
     edges_.emplace_back(source, target);
-    if (pair.gate != nullptr) gated_edges_.push_back(GatedEdge{source.node, target.node, pair.gate});
+    if (pair.gate != nullptr) {
+      gated_edges_.push_back(GatedEdge{source.node, target.node, pair.gate});
+    }
     return std::move(pair.end);
   }
 
@@ -403,8 +405,8 @@ class Scope : public LocalActivator {
     uint32_t source = 0, target = 0;
     CreditGate* gate = nullptr;
   };
-  std::vector<GatedEdge> gated_edges_;                    // Until built.
-  std::vector<std::vector<CreditGate*>> gates_;           // [node]: its outputs' gates.
+  std::vector<GatedEdge> gated_edges_;                     // Until built.
+  std::vector<std::vector<CreditGate*>> gates_;            // [node]: its outputs' gates.
   std::vector<std::shared_ptr<GateWaiter>> gate_waiters_;  // [node]: null if it has no gate.
   // After build_graph's cycle check: fills gates_ from gated_edges_.
   void build_gates();
