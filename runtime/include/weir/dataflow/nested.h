@@ -170,7 +170,11 @@ class NestedScope final : public Scope<TInner> {
         this->tracker_.update_source(Source{0, i}, Refines<TOuter, TInner>::to_inner(time), diff);
       });
     }
-    for (uint32_t i = 0; i < inputs_.size(); ++i) inputs_[i]->move(*progress.consumeds[i]);
+    // Flow control: while what the scope's outputs feed is full, its inputs stay in the parent's
+    // channels, whose gates then hold back what sends to the scope.
+    if (!this->inputs_held()) {
+      for (uint32_t i = 0; i < inputs_.size(); ++i) inputs_[i]->move(*progress.consumeds[i]);
+    }
     for (auto& port : this->ports_[0]) port->flush();
     this->harvest_ports(0);
 

@@ -138,6 +138,23 @@ class ProgressHost {
   ~ProgressHost() = default;
 };
 
+namespace internal {
+// True if one of `gates` is blocked; `waiter` is then parked at it (once), to be activated when
+// it opens.
+inline bool wait_on(const std::vector<CreditGate*>& gates,
+                    const std::shared_ptr<GateWaiter>& waiter) {
+  for (CreditGate* gate : gates) {
+    if (!gate->blocked()) continue;
+    // Parked at some gate already: its opening activates the waiter.
+    if (waiter->parked.load(std::memory_order_acquire)) return true;
+    waiter->parked.store(true, std::memory_order_relaxed);
+    if (gate->park(waiter)) return true;
+    waiter->parked.store(false, std::memory_order_relaxed);  // It opened meanwhile.
+  }
+  return false;
+}
+}  // namespace internal
+
 template <Timestamp T>
 class Scope : public LocalActivator {
  public:
@@ -408,6 +425,8 @@ class Scope : public LocalActivator {
   std::vector<GatedEdge> gated_edges_;                     // Until built.
   std::vector<std::vector<CreditGate*>> gates_;            // [node]: its outputs' gates.
   std::vector<std::shared_ptr<GateWaiter>> gate_waiters_;  // [node]: null if it has no gate.
+  std::vector<CreditGate*> boundary_gates_;  // Of the channels this scope's outputs feed.
+  std::shared_ptr<GateWaiter> boundary_waiter_;
   // After build_graph's cycle check: fills gates_ from gated_edges_.
   void build_gates();
   // Makes `gate` hold back operator `node` (a nested scope passes it on to the operators inside
@@ -416,11 +435,24 @@ class Scope : public LocalActivator {
 
  public:
   // Runtime-internal (ProgressHost::hold_outputs): `gate` holds back the operators of this scope
-  // that send to its outputs.
+  // that send to its outputs, and, while it is blocked, the scope takes nothing more from its
+  // inputs (inputs_held), so that what sends to the scope in the parent is held back too.
   void hold_boundary(CreditGate* gate) {
     for (const auto& [source, target] : edges_) {
       if (target.node == 0 && source.node != 0) add_gate(source.node, gate);
     }
+    if (std::find(boundary_gates_.begin(), boundary_gates_.end(), gate) == boundary_gates_.end()) {
+      boundary_gates_.push_back(gate);
+    }
+    if (!boundary_waiter_) {
+      boundary_waiter_ = std::make_shared<GateWaiter>(
+          SyncActivator(worker_.allocator().activation_queue(), path_));
+    }
+  }
+  // Runtime-internal, for nested scopes: true while a gate of a channel the scope's outputs feed
+  // is blocked (the scope is then activated when it opens).
+  bool inputs_held() {
+    return !boundary_gates_.empty() && internal::wait_on(boundary_gates_, boundary_waiter_);
   }
 
  protected:
@@ -676,16 +708,7 @@ void Scope<T>::add_gate(uint32_t node, CreditGate* gate) {
 
 template <Timestamp T>
 bool Scope<T>::must_wait(uint32_t child) {
-  GateWaiter& waiter = *gate_waiters_[child];
-  for (CreditGate* gate : gates_[child]) {
-    if (!gate->blocked()) continue;
-    // Parked at some gate already: its opening activates the child.
-    if (waiter.parked.load(std::memory_order_acquire)) return true;
-    waiter.parked.store(true, std::memory_order_relaxed);
-    if (gate->park(gate_waiters_[child])) return true;
-    waiter.parked.store(false, std::memory_order_relaxed);  // It opened meanwhile.
-  }
-  return false;
+  return internal::wait_on(gates_[child], gate_waiters_[child]);
 }
 
 template <Timestamp T>
