@@ -39,6 +39,9 @@ OUT=$BUILD/$TARGET
 mkdir -p "$OUT/corpus" "$OUT/artifacts"
 "$BUILD/protocol/fuzz/${TARGET}_seeds" "$OUT/seeds"
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
-"$BUILD/protocol/fuzz/$TARGET" "$OUT/corpus" "$OUT/seeds" \
+# Inputs that once found a defect (protocol/fuzz/regressions/README.md) are replayed first.
+regressions=()
+[[ -d protocol/fuzz/regressions/$TARGET ]] && regressions=("protocol/fuzz/regressions/$TARGET")
+"$BUILD/protocol/fuzz/$TARGET" "$OUT/corpus" "$OUT/seeds" "${regressions[@]}" \
   -max_total_time="$SECONDS_TO_RUN" -timeout=30 -artifact_prefix="$OUT/artifacts/" \
   -print_final_stats=1 "$@"
