@@ -28,6 +28,21 @@ namespace {
 
 using std::chrono::milliseconds;
 
+// Under a sanitizer the producers run several times slower than the consumer's sleeps assume, so
+// whether a backlog grows without flow control is timing, not a property: there the comparison
+// with flow control off is printed, not checked (the bounds with it on are checked everywhere).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
 // ---- the gate itself ----
 
 std::shared_ptr<GateWaiter> waiter_on(const std::shared_ptr<SyncActivationQueue>& queue) {
@@ -212,7 +227,7 @@ TEST(FlowControlTest, ASlowWorkerHoldsBackTheProducersOfItsProcess) {
   const uint64_t ungated = run(0);
   std::printf("worst backlog at the slow worker: %llu records gated, %llu without flow control\n",
               static_cast<unsigned long long>(gated), static_cast<unsigned long long>(ungated));
-  EXPECT_GT(ungated, 4 * gated) << "without flow control the backlog should grow";
+  if (!kSanitized) EXPECT_GT(ungated, 4 * gated) << "without flow control the backlog should grow";
 }
 
 // Across processes: credit frames over the loopback transport give the window back.
@@ -245,7 +260,7 @@ TEST(FlowControlTest, ASlowWorkerOfAnotherProcessHoldsBackItsProducers) {
   const uint64_t ungated = run(0);
   std::printf("worst backlog at the slow worker: %llu records gated, %llu without flow control\n",
               static_cast<unsigned long long>(gated), static_cast<unsigned long long>(ungated));
-  EXPECT_GT(ungated, 4 * gated);
+  if (!kSanitized) EXPECT_GT(ungated, 4 * gated);
 }
 
 // An input handle's loop that waits while the input is backlogged keeps the backlog bounded.
@@ -310,7 +325,7 @@ TEST(FlowControlTest, ANestedScopeOnTheWayPassesBackPressureOn) {
   const uint64_t ungated = input_loop(0, true);
   std::printf("worst backlog through a region: %llu records gated, %llu without flow control\n",
               static_cast<unsigned long long>(gated), static_cast<unsigned long long>(ungated));
-  EXPECT_GT(ungated, 4 * gated);
+  if (!kSanitized) EXPECT_GT(ungated, 4 * gated);
 }
 
 // A cycle in a root scope (feedback) with an exchange in it: channels in a cycle are never
