@@ -172,6 +172,19 @@ uint64_t allowed_backlog(uint64_t window, uint64_t producers) {
   return first + (per_window + first) + kRecordsPerRun;
 }
 
+// Checks that `worst_backlog(window)` stays within `bound` with a 64 KiB window, and prints it
+// next to the backlog with flow control off (checked to be much larger outside sanitizers: the
+// test fails on a runtime without flow control).
+template <class F>
+void expect_held_back(F&& worst_backlog, uint64_t bound, const char* where) {
+  const uint64_t gated = worst_backlog(64 << 10);
+  EXPECT_LE(gated, bound) << "records waiting for worker 1";
+  const uint64_t ungated = worst_backlog(0);
+  std::printf("worst backlog %s: %llu records gated, %llu without flow control\n", where,
+              static_cast<unsigned long long>(gated), static_cast<unsigned long long>(ungated));
+  if (!kSanitized) EXPECT_GT(ungated, 4 * gated) << "without flow control the backlog should grow";
+}
+
 // Every worker's source sends `runs` runs of kRecordsPerRun records, half of them to worker 1
 // (odd keys), which sleeps `pause` per batch it takes. Counts into `backlog` (shared by the
 // processes of one cluster).
@@ -222,12 +235,7 @@ TEST(FlowControlTest, ASlowWorkerHoldsBackTheProducersOfItsProcess) {
     EXPECT_EQ(backlog.sent.load(), backlog.received.load()) << "everything arrived";
     return backlog.worst.load();
   };
-  const uint64_t gated = run(64 << 10);
-  EXPECT_LE(gated, allowed_backlog(64 << 10, 2)) << "records waiting for worker 1";
-  const uint64_t ungated = run(0);
-  std::printf("worst backlog at the slow worker: %llu records gated, %llu without flow control\n",
-              static_cast<unsigned long long>(gated), static_cast<unsigned long long>(ungated));
-  if (!kSanitized) EXPECT_GT(ungated, 4 * gated) << "without flow control the backlog should grow";
+  expect_held_back(run, allowed_backlog(64 << 10, 2), "at the slow worker");
 }
 
 // Across processes: credit frames over the loopback transport give the window back.
@@ -253,14 +261,9 @@ TEST(FlowControlTest, ASlowWorkerOfAnotherProcessHoldsBackItsProducers) {
     return backlog.worst.load();
   };
   // Worker 1 is process 1's; process 0's records reach it as Data frames, and its credit
-  // frames give process 0 its window back. (A remote batch counts its payload: 16 bytes of
-  // time and length more than its records, and no kMessageCost; the bound allows for it.)
-  const uint64_t gated = run(64 << 10);
-  EXPECT_LE(gated, allowed_backlog(64 << 10, 2)) << "records waiting for worker 1";
-  const uint64_t ungated = run(0);
-  std::printf("worst backlog at the slow worker: %llu records gated, %llu without flow control\n",
-              static_cast<unsigned long long>(gated), static_cast<unsigned long long>(ungated));
-  if (!kSanitized) EXPECT_GT(ungated, 4 * gated);
+  // frames give process 0 its window back. (A remote batch counts its payload, 16 bytes of time
+  // and length more than its records, and kMessageCost; the bound allows for it.)
+  expect_held_back(run, allowed_backlog(64 << 10, 2), "at a worker of another process");
 }
 
 // An input handle's loop that waits while the input is backlogged keeps the backlog bounded.
@@ -318,14 +321,10 @@ TEST(FlowControlTest, AnInputLoopThatWaitsWhileBackloggedStaysWithinTheWindow) {
 // scope took all its input whenever it ran, the input was never backlogged).
 TEST(FlowControlTest, ANestedScopeOnTheWayPassesBackPressureOn) {
   testing::Watchdog watchdog("ANestedScopeOnTheWayPassesBackPressureOn");
-  const uint64_t gated = input_loop(64 << 10, true);
   // Two more channels than without the region (into it, and out of its map), each with its
   // window and one run of what feeds it.
-  EXPECT_LE(gated, 2 * allowed_backlog(64 << 10, 2));
-  const uint64_t ungated = input_loop(0, true);
-  std::printf("worst backlog through a region: %llu records gated, %llu without flow control\n",
-              static_cast<unsigned long long>(gated), static_cast<unsigned long long>(ungated));
-  if (!kSanitized) EXPECT_GT(ungated, 4 * gated);
+  expect_held_back([](uint64_t window) { return input_loop(window, true); },
+                   2 * allowed_backlog(64 << 10, 2), "through a region");
 }
 
 // A cycle in a root scope (feedback) with an exchange in it: channels in a cycle are never
