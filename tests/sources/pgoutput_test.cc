@@ -1,0 +1,1 @@
+// Placeholder: filled in by the PostgreSQL source work (issue 16).
