@@ -58,7 +58,7 @@ std::chrono::duration<double> IngestMonitor::lag(uint64_t persisted_upper) const
   return Clock::now() - *reached;
 }
 
-void IngestMonitor::set_epoch(std::shared_ptr<sources::loadgen::SourceStats> source,
+void IngestMonitor::set_epoch(std::shared_ptr<sources::SourceStats> source,
                               std::vector<std::string> tables,
                               std::vector<std::shared_ptr<sinks::SinkStats>> sinks,
                               std::vector<bool> snapshotting) {
@@ -111,7 +111,7 @@ struct Plan {
   uint64_t epoch = 0;
   bool finished = false;
   std::vector<ExportSpec> exports;
-  std::shared_ptr<sources::loadgen::SourceStats> source_stats;
+  std::shared_ptr<sources::SourceStats> source_stats;
   std::vector<std::shared_ptr<sinks::SinkStats>> sink_stats;
 };
 
@@ -215,13 +215,40 @@ std::vector<std::string> source_identity(const sources::loadgen::GeneratorOption
   return fields;
 }
 
+// The load generator as the driver's source.
+class LoadgenIngestSource final : public IngestSource {
+ public:
+  explicit LoadgenIngestSource(sources::loadgen::LoadgenSourceConfig config)
+      : config_(std::move(config)) {}
+  std::string kind() const override { return config_.generator.kind; }
+  absl::StatusOr<std::vector<std::string>> open(persist::PersistClient&) override {
+    WEIR_ASSIGN_OR_RETURN(auto generator, sources::loadgen::Generator::make(config_.generator));
+    std::vector<std::string> tables;
+    for (uint32_t t = 0; t < generator.num_tables(); ++t) tables.push_back(generator.table_name(t));
+    return tables;
+  }
+  std::vector<std::string> identity() const override { return source_identity(config_.generator); }
+  std::optional<Offset> until() const override {
+    return config_.until ? std::optional<Offset>(*config_.until + 1) : std::nullopt;
+  }
+  absl::StatusOr<sources::RenderedSource> render(Scope<Offset>& scope,
+                                                 const std::vector<ExportSpec>& exports,
+                                                 const Epoch& epoch) override {
+    sources::loadgen::LoadgenSourceConfig config = config_;
+    config.stats = epoch.stats;
+    return sources::loadgen::render_loadgen(scope, config, exports);
+  }
+
+ private:
+  sources::loadgen::LoadgenSourceConfig config_;
+};
+
 // Records the source's identity in `<kind>.source` on the first run, and refuses a run whose
 // identity differs from the recorded one, saying what differs (issue 15 item 6: resuming with
 // another seed and scale mixed two sources' data, 2,662 rows with negative multiplicity).
 absl::Status check_source_identity(persist::PersistClient& client, const std::string& kind,
-                                   const sources::loadgen::GeneratorOptions& generator) {
+                                   const std::vector<std::string>& ours) {
   const std::string shard = kind + ".source";
-  const std::vector<std::string> ours = source_identity(generator);
   WEIR_ASSIGN_OR_RETURN(auto writer, client.open_writer(shard, "ingest source identity"));
   absl::Cleanup expire = [&writer] { (void)writer.expire(); };
   WEIR_ASSIGN_OR_RETURN(const auto upper, writer.fetch_recent_upper());
@@ -334,9 +361,11 @@ struct Ingestion {
   Ingestion(const IngestOptions& run_options, IngestMonitor* run_monitor)
       : options(run_options),
         monitor(run_monitor),
-        kind(run_options.source.generator.kind),
-        final_upper(run_options.source.until ? std::optional<Offset>(*run_options.source.until + 1)
-                                             : std::nullopt),
+        source(run_options.upstream
+                   ? run_options.upstream
+                   : std::make_shared<LoadgenIngestSource>(run_options.source)),
+        kind(source->kind()),
+        final_upper(source->until()),
         added(run_options.add_table.empty()) {}
 
   void log(const std::string& line) const {
@@ -361,8 +390,9 @@ struct Ingestion {
   const IngestOptions& options;
   IngestMonitor* monitor;  // May be null.
   const Clock::time_point started = Clock::now();
+  const std::shared_ptr<IngestSource> source;
   const std::string kind;
-  const std::optional<Offset> final_upper;  // From options.source.until.
+  const std::optional<Offset> final_upper;  // From the source's until.
   std::vector<std::string> tables;          // Ingested now; add_table joins once `added`.
   bool added;
   uint64_t incarnation = 0;
@@ -418,7 +448,8 @@ absl::StatusOr<Plan> Ingestion::make_plan(uint64_t epoch) {
     plan.exports.push_back(ExportSpec{table, resume, std::move(error)});
   }
   plan.finished = all_done;
-  plan.source_stats = std::make_shared<sources::loadgen::SourceStats>(tables.size());
+  if (!all_done) WEIR_RETURN_IF_ERROR(source->prepare(*client, plan.exports));
+  plan.source_stats = std::make_shared<sources::SourceStats>(tables.size());
   std::vector<bool> snapshotting;
   for (size_t e = 0; e < tables.size(); ++e) {
     plan.sink_stats.push_back(std::make_shared<sinks::SinkStats>());
@@ -518,21 +549,19 @@ absl::Status open_shards(Ingestion& in) {
     WEIR_ASSIGN_OR_RETURN(in.client,
                           persist::PersistClient::open(options.location, options.persist));
   }
-  WEIR_ASSIGN_OR_RETURN(auto generator,
-                        sources::loadgen::Generator::make(options.source.generator));
-  in.tables = options.tables;
-  if (in.tables.empty()) {
-    for (uint32_t t = 0; t < generator.num_tables(); ++t) {
-      in.tables.push_back(generator.table_name(t));
-    }
-  }
+  WEIR_ASSIGN_OR_RETURN(const std::vector<std::string> available, in.source->open(*in.client));
+  in.tables = options.tables.empty() ? available : options.tables;
   std::vector<std::string> all_tables = in.tables;
   if (!options.add_table.empty()) all_tables.push_back(options.add_table);
   for (const auto& table : all_tables) {
-    WEIR_RETURN_IF_ERROR(generator.table_index(table).status());
+    if (std::find(available.begin(), available.end(), table) == available.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("source ", in.kind, " has no table \"", table,
+                       "\"; it has: ", absl::StrJoin(available, ", ")));
+    }
   }
 
-  WEIR_RETURN_IF_ERROR(check_source_identity(*in.client, in.kind, options.source.generator));
+  WEIR_RETURN_IF_ERROR(check_source_identity(*in.client, in.kind, in.source->identity()));
   if (!in.incarnation_taken) {  // A retry after a transient error keeps the number it took.
     WEIR_ASSIGN_OR_RETURN(in.incarnation, take_incarnation(*in.client, in.kind));
     in.incarnation_taken = true;
@@ -566,9 +595,12 @@ absl::Status open_shards(Ingestion& in) {
 // health operator. An error anywhere is reported to `control`, which drops the epoch.
 void render_epoch(Ingestion& in, Worker& worker, Scope<Offset>& scope, const Plan& plan,
                   Control& control, uint64_t epoch) {
-  sources::loadgen::LoadgenSourceConfig source = in.options.source;
-  source.stats = plan.source_stats;
-  auto rendered = sources::loadgen::render_loadgen(scope, source, plan.exports);
+  IngestSource::Epoch context;
+  context.stats = plan.source_stats;
+  context.durable_upper = [stats = plan.sink_stats](size_t e) -> Offset {
+    return stats[e]->persisted_upper.load(std::memory_order_relaxed);
+  };
+  auto rendered = in.source->render(scope, plan.exports, context);
   if (!rendered.ok()) {
     worker.fail(rendered.status());
     return;

@@ -56,4 +56,20 @@ Health HealthAggregator::status(size_t export_index) const {
   return Health::kCeased;
 }
 
+void SourceStats::record_upstream(uint64_t offset, std::chrono::steady_clock::time_point when) {
+  upstream_.store(offset, std::memory_order_relaxed);
+  weir::MutexLock lock(mu_);
+  if (!history_.empty() && history_.back().first >= offset) return;
+  history_.emplace_back(offset, when);
+  while (history_.size() > 1'000'000) history_.pop_front();
+}
+
+std::optional<std::chrono::steady_clock::time_point> SourceStats::reached(uint64_t offset) const {
+  weir::MutexLock lock(mu_);
+  auto it = std::lower_bound(history_.begin(), history_.end(), offset,
+                             [](const auto& entry, uint64_t o) { return entry.first < o; });
+  if (it == history_.end()) return std::nullopt;
+  return it->second;
+}
+
 }  // namespace weir::sources

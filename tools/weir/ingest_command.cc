@@ -1,6 +1,8 @@
 // `weir ingest`: the main job. A source's tables flow into one persist shard per table.
 //
 //   weir ingest --source loadgen:auction --scale S --persist DIR [-w W] [--until OFFSET]
+//   weir ingest --source postgres --conn CONNINFO --publication P [--slot S] [--tables a,b]
+//               --persist DIR [-w W] [--until-lsn X/Y]
 
 #include <atomic>
 #include <chrono>
@@ -17,8 +19,10 @@
 #include <unistd.h>
 
 #include "weir/ingest/ingest.h"
+#include "weir/ingest/postgres.h"
 #include "weir/mutex.h"
 #include "weir/persist/faults.h"
+#include "weir/sources/postgres/pgoutput.h"
 
 namespace weir::tools {
 namespace {
@@ -41,6 +45,8 @@ struct IngestFlags {
   bool quiet = false;
   uint64_t compaction_window = ingest::IngestOptions{}.compaction_window;
   double inject_faults = 0;
+  // --source postgres
+  std::string conn, publication, slot, name = "pg", until_lsn;
 };
 
 [[noreturn]] void fail(const absl::Status& status) {
@@ -161,11 +167,34 @@ void run(const IngestFlags& flags) {
     options.blob = faulty_blob;
     options.consensus = faulty_consensus;
   }
-  if (flags.source.rfind("loadgen:", 0) != 0) {
-    fail(absl::InvalidArgumentError("unknown source '" + flags.source +
-                                    "': expected loadgen:counter or loadgen:auction"));
-  }
   options.workers.workers = flags.workers;
+  auto mode = sources::parse_progress_mode(flags.mode);
+  if (!mode.ok()) fail(mode.status());
+  if (flags.source == "postgres") {
+    if (flags.conn.empty() || flags.publication.empty()) {
+      fail(absl::InvalidArgumentError("--source postgres needs --conn and --publication"));
+    }
+    ingest::PostgresIngestOptions pg;
+    pg.conninfo = flags.conn;
+    pg.publication = flags.publication;
+    pg.slot = flags.slot.empty()
+                  ? ingest::default_slot_name(flags.dir.empty()
+                                                  ? flags.blob_url + " " + flags.consensus_url
+                                                  : flags.dir)
+                  : flags.slot;
+    pg.kind = flags.name;
+    pg.workers = flags.workers;
+    pg.mode = *mode;
+    if (!flags.until_lsn.empty()) {
+      auto lsn = sources::postgres::parse_lsn(flags.until_lsn);
+      if (!lsn.ok()) fail(lsn.status());
+      pg.until = *lsn;
+    }
+    options.upstream = ingest::make_postgres_source(std::move(pg));
+  } else if (flags.source.rfind("loadgen:", 0) != 0) {
+    fail(absl::InvalidArgumentError("unknown source '" + flags.source +
+                                    "': expected loadgen:counter, loadgen:auction or postgres"));
+  }
   auto& g = options.source.generator;
   g.kind = flags.source.substr(8);
   g.scale = flags.scale;
@@ -187,8 +216,6 @@ void run(const IngestFlags& flags) {
   options.source.rate = flags.rate;
   options.source.until = flags.until;
   options.source.transient_fault = flags.transient_fault;
-  auto mode = sources::parse_progress_mode(flags.mode);
-  if (!mode.ok()) fail(mode.status());
   options.source.mode = *mode;
   options.tables = flags.tables;
   options.compaction_window = flags.compaction_window;
@@ -239,7 +266,7 @@ void add_ingest_command(CLI::App& app) {
   auto flags = std::make_shared<IngestFlags>();
   CLI::App* cmd =
       app.add_subcommand("ingest", "ingest a source's tables into persist shards, exactly once");
-  cmd->add_option("--source", flags->source, "loadgen:counter or loadgen:auction")
+  cmd->add_option("--source", flags->source, "loadgen:counter, loadgen:auction or postgres")
       ->capture_default_str();
   cmd->add_option("--scale", flags->scale, "snapshot size multiplier")->capture_default_str();
   cmd->add_option("--persist", flags->dir,
@@ -268,6 +295,16 @@ void add_ingest_command(CLI::App& app) {
   cmd->add_option("--inject-faults", flags->inject_faults,
                   "soak runs: blob and consensus calls fail at this rate (0..1), and half as many "
                   "writes report a failure after going through");
+  cmd->add_option("--conn", flags->conn,
+                  "postgres: libpq connection string or URL of the upstream database");
+  cmd->add_option("--publication", flags->publication, "postgres: the publication to ingest");
+  cmd->add_option("--slot", flags->slot,
+                  "postgres: the logical replication slot (default: weir_ and a hash of the "
+                  "persist location; created if missing)");
+  cmd->add_option("--name", flags->name, "postgres: the shards' name prefix")
+      ->capture_default_str();
+  cmd->add_option("--until-lsn", flags->until_lsn,
+                  "postgres: stop once every table is complete up to this LSN (X/Y)");
   cmd->add_flag("--quiet", flags->quiet, "print only the summary");
   cmd->callback([flags] { run(*flags); });
 }

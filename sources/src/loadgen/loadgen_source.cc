@@ -11,43 +11,9 @@
 
 namespace weir::sources::loadgen {
 
-void SourceStats::record_upstream(uint64_t offset, std::chrono::steady_clock::time_point when) {
-  upstream_.store(offset, std::memory_order_relaxed);
-  weir::MutexLock lock(mu_);
-  if (!history_.empty() && history_.back().first >= offset) return;
-  history_.emplace_back(offset, when);
-  while (history_.size() > 1'000'000) history_.pop_front();
-}
-
-std::optional<std::chrono::steady_clock::time_point> SourceStats::reached(uint64_t offset) const {
-  weir::MutexLock lock(mu_);
-  auto it = std::lower_bound(history_.begin(), history_.end(), offset,
-                             [](const auto& entry, uint64_t o) { return entry.first < o; });
-  if (it == history_.end()) return std::nullopt;
-  return it->second;
-}
-
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Adds the outputs of a source operator to `builder`: 0..n-1 the exports (streams appended to
-// `outs`), n the health output (stream appended to `health`). Errors hold the capabilities.
-std::pair<std::vector<AsyncOutput<Offset, Update>>, AsyncOutput<Offset, HealthUpdate>>
-add_source_outputs(AsyncOperatorBuilder<Offset>& builder, size_t n,
-                   std::vector<Stream<Offset, Update>>& outs,
-                   std::vector<Stream<Offset, HealthUpdate>>& health) {
-  std::vector<AsyncOutput<Offset, Update>> outputs;
-  for (size_t e = 0; e < n; ++e) {
-    auto [output, stream] = builder.add_output<Update>();
-    outputs.push_back(output);
-    outs.push_back(stream);
-  }
-  auto [health_out, health_stream] = builder.add_output<HealthUpdate>();
-  health.push_back(health_stream);
-  builder.set_on_error(OnError::kHold);
-  return {std::move(outputs), health_out};
-}
 
 // Builds the snapshot operator: outputs 0..n-1 are the exports, output n is health.
 void render_snapshot(Scope<Offset>& scope, const LoadgenSourceConfig& config,

@@ -40,13 +40,57 @@
 #include "weir/sources/source.h"
 #include "weir/worker/config.h"
 
+namespace weir::persist {
+class PersistClient;
+}
+
 namespace weir::ingest {
+
+// A source the driver runs: the load generator (the default, configured by
+// IngestOptions::source) or another upstream (IngestOptions::upstream, e.g. PostgreSQL: see
+// weir/ingest/postgres.h). The driver calls open, identity and prepare from one thread (the
+// planner, while no dataflow runs) and render on every worker.
+class IngestSource {
+ public:
+  virtual ~IngestSource() = default;
+  // The prefix of its shards' names: `<kind>.<table>`, `<kind>.status`, `<kind>.source`.
+  virtual std::string kind() const = 0;
+  // Connects to the upstream, checks it, and lists its tables (ingested when
+  // IngestOptions::tables is empty; a table not listed is refused). A transient error
+  // (classify_error) is retried after a backoff.
+  virtual absl::StatusOr<std::vector<std::string>> open(persist::PersistClient& client) = 0;
+  // The options that decide what the tables hold, as "name=value" fields: recorded in
+  // `<kind>.source` by the first run, and a run with other ones is refused. Called after open.
+  virtual std::vector<std::string> identity() const = 0;
+  // The offset after which every table is complete, if the source ends (the generator's until).
+  virtual std::optional<sources::Offset> until() const { return std::nullopt; }
+  // Called before every epoch with the exports' resume uppers (and definite errors): a place
+  // for the source's I/O, and to mark an export errored.
+  virtual absl::Status prepare(persist::PersistClient& client,
+                               std::vector<sources::ExportSpec>& exports) {
+    (void)client;
+    (void)exports;
+    return absl::OkStatus();
+  }
+  // What render gets besides the exports.
+  struct Epoch {
+    std::shared_ptr<sources::SourceStats> stats;  // For the display.
+    // Export e's durable upper (its shard's, as the sink last appended): what a source may
+    // acknowledge to its upstream. Thread-safe.
+    std::function<sources::Offset(size_t e)> durable_upper;
+  };
+  // Renders the source on one worker (every worker calls it, with the same arguments).
+  virtual absl::StatusOr<sources::RenderedSource> render(
+      Scope<sources::Offset>& scope, const std::vector<sources::ExportSpec>& exports,
+      const Epoch& epoch) = 0;
+};
 
 struct IngestOptions {
   persist::PersistLocation location;
   persist::PersistConfig persist;                // Tuning of the persist client (defaults).
   weir::Config workers;                          // -w
   sources::loadgen::LoadgenSourceConfig source;  // Generator, rate, until, mode, faults.
+  std::shared_ptr<IngestSource> upstream;        // Set: this source, not the generator.
   std::vector<std::string> tables;               // Empty: every table of the generator.
   // Add this table after `add_after` (a new epoch: it snapshots, the others resume).
   std::string add_table;
@@ -127,14 +171,14 @@ class IngestMonitor {
   std::chrono::duration<double> lag(uint64_t persisted_upper) const;
 
   // Set by the driver.
-  void set_epoch(std::shared_ptr<sources::loadgen::SourceStats> source,
+  void set_epoch(std::shared_ptr<sources::SourceStats> source,
                  std::vector<std::string> tables,
                  std::vector<std::shared_ptr<sinks::SinkStats>> sinks,
                  std::vector<bool> snapshotting);
 
  private:
   mutable weir::Mutex mu_;
-  std::shared_ptr<sources::loadgen::SourceStats> source_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<sources::SourceStats> source_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> tables_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<sinks::SinkStats>> sinks_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> snapshotting_ ABSL_GUARDED_BY(mu_);
@@ -143,7 +187,7 @@ class IngestMonitor {
 absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options,
                                         IngestMonitor* monitor = nullptr);
 
-// The shard name of `table` for a generator of `kind`.
+// The shard name of `table` for a source of `kind`.
 inline std::string shard_name(const std::string& kind, const std::string& table) {
   return kind + "." + table;
 }

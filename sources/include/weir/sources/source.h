@@ -15,7 +15,11 @@
 
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <deque>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,6 +29,7 @@
 #include "weir/async/async_operator.h"
 #include "weir/communication/codec.h"
 #include "weir/dataflow/stream.h"
+#include "weir/mutex.h"
 
 namespace weir::sources {
 
@@ -83,6 +88,42 @@ struct RenderedSource {
   std::vector<ShutdownButton> buttons;
 };
 
+// What the driver shows and measures: snapshot progress and the upstream's position over time
+// (thread-safe; the source's operators update it, displays read it).
+class SourceStats {
+ public:
+  explicit SourceStats(size_t exports) : snapshot_done_(exports), snapshot_total_(exports) {
+    for (auto& d : snapshot_done_) d.store(0);
+    for (auto& t : snapshot_total_) t.store(0);
+  }
+  void add_snapshot_rows(size_t e, uint64_t rows) {
+    snapshot_done_[e].fetch_add(rows, std::memory_order_relaxed);
+  }
+  void set_snapshot_total(size_t e, uint64_t rows) {
+    snapshot_total_[e].store(rows, std::memory_order_relaxed);
+  }
+  uint64_t snapshot_done(size_t e) const {
+    return snapshot_done_[e].load(std::memory_order_relaxed);
+  }
+  uint64_t snapshot_total(size_t e) const {
+    return snapshot_total_[e].load(std::memory_order_relaxed);
+  }
+
+  // The upstream reached `offset` (every change up to it exists) at `when`.
+  void record_upstream(uint64_t offset, std::chrono::steady_clock::time_point when);
+  uint64_t upstream_offset() const { return upstream_.load(std::memory_order_relaxed); }
+  // When the upstream reached `offset` (the earliest record at or after it), if known.
+  std::optional<std::chrono::steady_clock::time_point> reached(uint64_t offset) const;
+
+ private:
+  std::vector<std::atomic<uint64_t>> snapshot_done_;
+  std::vector<std::atomic<uint64_t>> snapshot_total_;
+  std::atomic<uint64_t> upstream_{0};
+  mutable weir::Mutex mu_;
+  std::deque<std::pair<uint64_t, std::chrono::steady_clock::time_point>> history_
+      ABSL_GUARDED_BY(mu_);
+};
+
 // Aggregates per-worker health into one status per export, over a slot per worker and reporter
 // (each starts as starting): stalled if any slot is stalled, starting if any is starting (a
 // snapshot not done, or a reporter not heard from yet), ceased once every worker's change stream
@@ -132,3 +173,25 @@ struct Codec<sources::HealthUpdate> {
   }
 };
 }  // namespace weir
+
+namespace weir::sources {
+
+// Adds the outputs of a source operator to `builder`: 0..n-1 the exports (streams appended to
+// `outs`), n the health output (stream appended to `health`). Errors hold the capabilities.
+inline std::pair<std::vector<AsyncOutput<Offset, Update>>, AsyncOutput<Offset, HealthUpdate>>
+add_source_outputs(AsyncOperatorBuilder<Offset>& builder, size_t n,
+                   std::vector<Stream<Offset, Update>>& outs,
+                   std::vector<Stream<Offset, HealthUpdate>>& health) {
+  std::vector<AsyncOutput<Offset, Update>> outputs;
+  for (size_t e = 0; e < n; ++e) {
+    auto [output, stream] = builder.add_output<Update>();
+    outputs.push_back(output);
+    outs.push_back(stream);
+  }
+  auto [health_out, health_stream] = builder.add_output<HealthUpdate>();
+  health.push_back(health_stream);
+  builder.set_on_error(OnError::kHold);
+  return {std::move(outputs), health_out};
+}
+
+}  // namespace weir::sources

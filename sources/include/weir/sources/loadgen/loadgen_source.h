@@ -25,46 +25,10 @@
 #include <vector>
 
 #include "weir/dataflow/scope.h"
-#include "weir/mutex.h"
 #include "weir/sources/loadgen/generator.h"
 #include "weir/sources/source.h"
 
 namespace weir::sources::loadgen {
-
-// What the driver shows and measures: snapshot progress and the upstream's position over time.
-class SourceStats {
- public:
-  explicit SourceStats(size_t exports) : snapshot_done_(exports), snapshot_total_(exports) {
-    for (auto& d : snapshot_done_) d.store(0);
-    for (auto& t : snapshot_total_) t.store(0);
-  }
-  void add_snapshot_rows(size_t e, uint64_t rows) {
-    snapshot_done_[e].fetch_add(rows, std::memory_order_relaxed);
-  }
-  void set_snapshot_total(size_t e, uint64_t rows) {
-    snapshot_total_[e].store(rows, std::memory_order_relaxed);
-  }
-  uint64_t snapshot_done(size_t e) const {
-    return snapshot_done_[e].load(std::memory_order_relaxed);
-  }
-  uint64_t snapshot_total(size_t e) const {
-    return snapshot_total_[e].load(std::memory_order_relaxed);
-  }
-
-  // The upstream reached `offset` (every change up to it exists) at `when`.
-  void record_upstream(uint64_t offset, std::chrono::steady_clock::time_point when);
-  uint64_t upstream_offset() const { return upstream_.load(std::memory_order_relaxed); }
-  // When the upstream reached `offset` (the earliest record at or after it), if known.
-  std::optional<std::chrono::steady_clock::time_point> reached(uint64_t offset) const;
-
- private:
-  std::vector<std::atomic<uint64_t>> snapshot_done_;
-  std::vector<std::atomic<uint64_t>> snapshot_total_;
-  std::atomic<uint64_t> upstream_{0};
-  mutable weir::Mutex mu_;
-  std::deque<std::pair<uint64_t, std::chrono::steady_clock::time_point>> history_
-      ABSL_GUARDED_BY(mu_);
-};
 
 struct LoadgenSourceConfig {
   loadgen::GeneratorOptions generator;

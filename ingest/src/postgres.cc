@@ -1,0 +1,199 @@
+#include "weir/ingest/postgres.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
+
+#include "weir/persist/client.h"
+#include "weir/sources/postgres/postgres_source.h"
+#include "weir/status.h"
+
+namespace weir::ingest {
+
+using persist::Frontier;
+using sources::ExportSpec;
+using sources::Offset;
+namespace pg = sources::postgres;
+
+std::string default_slot_name(const std::string& persist_location) {
+  // FNV-1a: stable across builds and platforms (std::hash is not).
+  uint64_t hash = 1469598103934665603ull;
+  for (unsigned char c : persist_location) {
+    hash ^= c;
+    hash *= 1099511628211ull;
+  }
+  return absl::StrCat("weir_", absl::Hex(hash, absl::kZeroPad16));
+}
+
+absl::StatusOr<std::map<std::string, std::string>> read_schemas(persist::PersistClient& client,
+                                                                const std::string& kind) {
+  std::map<std::string, std::string> schemas;
+  WEIR_ASSIGN_OR_RETURN(auto reader, client.open_reader(kind + ".schemas", "schemas"));
+  absl::Cleanup expire = [&reader] { (void)reader.expire(); };
+  WEIR_ASSIGN_OR_RETURN(const Frontier upper, reader.fetch_recent_upper());
+  if (upper == Frontier(0)) return schemas;
+  const uint64_t as_of = upper.is_empty() ? std::numeric_limits<uint64_t>::max() : upper.time() - 1;
+  WEIR_ASSIGN_OR_RETURN(const auto rows, reader.snapshot(as_of));
+  std::map<std::string, int64_t> counts;
+  for (const auto& row : rows) counts[row.data] += row.diff;
+  for (const auto& [data, count] : counts) {
+    if (count <= 0) continue;
+    const size_t tab = data.find('\t');
+    if (tab == std::string::npos) continue;
+    schemas[data.substr(0, tab)] = data.substr(tab + 1);
+  }
+  return schemas;
+}
+
+namespace {
+
+// Records `desc` as `table`'s description, replacing the one recorded (a compare-and-set
+// append at the shard's upper; retried if another run moved it).
+absl::Status record_schema(persist::PersistClient& client, const std::string& kind,
+                           const std::string& table, const std::string& desc) {
+  WEIR_ASSIGN_OR_RETURN(auto writer, client.open_writer(kind + ".schemas", "schemas"));
+  absl::Cleanup expire = [&writer] { (void)writer.expire(); };
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    WEIR_ASSIGN_OR_RETURN(auto recorded, read_schemas(client, kind));
+    auto it = recorded.find(table);
+    if (it != recorded.end() && it->second == desc) return absl::OkStatus();
+    WEIR_ASSIGN_OR_RETURN(const Frontier upper, writer.fetch_recent_upper());
+    if (upper.is_empty()) return absl::InternalError(kind + ".schemas is sealed");
+    const uint64_t t = upper.time();
+    std::vector<persist::Update> rows;
+    if (it != recorded.end()) rows.push_back({absl::StrCat(table, "\t", it->second), t, -1});
+    rows.push_back({absl::StrCat(table, "\t", desc), t, 1});
+    WEIR_ASSIGN_OR_RETURN(const auto result,
+                          writer.compare_and_append(rows, Frontier(t), Frontier(t + 1)));
+    if (result.is_appended()) return absl::OkStatus();
+  }
+  return absl::AbortedError("could not record the schema of " + table + ": too much contention");
+}
+
+class PostgresIngestSource final : public IngestSource {
+ public:
+  explicit PostgresIngestSource(PostgresIngestOptions options) : options_(std::move(options)) {}
+
+  std::string kind() const override { return options_.kind; }
+
+  absl::StatusOr<std::vector<std::string>> open(persist::PersistClient&) override {
+    WEIR_ASSIGN_OR_RETURN(upstream_, pg::check_upstream(options_.conninfo, options_.publication,
+                                                        options_.slot, /*create=*/true));
+    std::vector<std::string> tables;
+    for (const auto& t : upstream_.tables) tables.push_back(t.name);
+    return tables;
+  }
+
+  std::vector<std::string> identity() const override {
+    return {"kind=postgres", absl::StrCat("system=", upstream_.system_id),
+            absl::StrCat("publication=", options_.publication),
+            absl::StrCat("slot=", options_.slot)};
+  }
+
+  std::optional<Offset> until() const override { return options_.until; }
+
+  absl::Status prepare(persist::PersistClient& client, std::vector<ExportSpec>& exports) override {
+    // The upstream now: the tables still published, and where the slot stands.
+    WEIR_ASSIGN_OR_RETURN(pg::UpstreamInfo now,
+                          pg::check_upstream(options_.conninfo, options_.publication,
+                                             options_.slot, /*create=*/false));
+    if (now.system_id != upstream_.system_id) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "postgres source: the server's system identifier changed from ", upstream_.system_id,
+          " to ", now.system_id, ": this is another database cluster"));
+    }
+    WEIR_ASSIGN_OR_RETURN(auto recorded, read_schemas(client, options_.kind));
+    std::vector<pg::ExportTable> tables;
+    for (auto& spec : exports) {
+      pg::ExportTable table;
+      table.name = spec.table;
+      auto it = std::find_if(now.tables.begin(), now.tables.end(),
+                             [&](const pg::UpstreamTable& t) { return t.name == spec.table; });
+      if (it != now.tables.end()) table.oid = it->oid;
+      auto desc = recorded.find(spec.table);
+      if (spec.needs_snapshot() && spec.definite_error.empty()) {
+        if (it == now.tables.end()) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "postgres source: table ", spec.table, " is not in publication ",
+              options_.publication));
+        }
+        // The description the snapshot's rows will be encoded with, recorded first.
+        WEIR_ASSIGN_OR_RETURN(table.desc,
+                              pg::load_relation_desc(options_.conninfo, table.oid));
+        WEIR_RETURN_IF_ERROR(record_schema(client, options_.kind, spec.table,
+                                           table.desc.encode()));
+      } else if (spec.definite_error.empty()) {
+        if (desc == recorded.end()) {
+          table.error_to_write = absl::StrCat("table ", spec.table,
+                                              ": no relation description is recorded in ",
+                                              options_.kind, ".schemas");
+        } else {
+          auto decoded = pg::RelationDesc::decode(desc->second);
+          if (!decoded.ok()) {
+            table.error_to_write = absl::StrCat("table ", spec.table, ": its recorded "
+                                                "relation description is damaged: ",
+                                                decoded.status().message());
+          } else {
+            table.desc = *std::move(decoded);
+          }
+        }
+        if (it == now.tables.end()) {
+          table.error_to_write = absl::StrCat(
+              "table ", spec.table, " was dropped or left publication ", options_.publication,
+              " (noticed at LSN ", pg::format_lsn(spec.resume_upper),
+              "); drop its shard to ingest it again");
+        } else if (table.error_to_write.empty() && spec.resume_upper < now.slot_confirmed_lsn) {
+          table.error_to_write = absl::StrCat(
+              "table ", spec.table, ": replication slot ", options_.slot, " has confirmed LSN ",
+              pg::format_lsn(now.slot_confirmed_lsn), ", past this export's upper ",
+              pg::format_lsn(spec.resume_upper),
+              ": the changes between are gone; drop its shard to snapshot it again");
+        }
+      }
+      tables.push_back(std::move(table));
+    }
+    tables_ = std::move(tables);
+    shared_ = std::make_shared<pg::PostgresShared>(options_.workers);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<sources::RenderedSource> render(Scope<Offset>& scope,
+                                                 const std::vector<ExportSpec>& exports,
+                                                 const Epoch& epoch) override {
+    pg::PostgresSourceConfig config;
+    config.conninfo = options_.conninfo;
+    config.publication = options_.publication;
+    config.slot = options_.slot;
+    config.mode = options_.mode;
+    config.tables = tables_;
+    config.shared = shared_;
+    config.stats = epoch.stats;
+    config.status_interval = options_.status_interval;
+    config.until = options_.until;
+    const size_t n = exports.size();
+    config.durable_upper = [durable = epoch.durable_upper, n]() -> Offset {
+      Offset lowest = std::numeric_limits<Offset>::max();
+      for (size_t e = 0; e < n; ++e) lowest = std::min(lowest, durable(e));
+      return n == 0 ? 0 : lowest;
+    };
+    return pg::render_postgres(scope, config, exports);
+  }
+
+ private:
+  const PostgresIngestOptions options_;
+  pg::UpstreamInfo upstream_;
+  // This epoch's, from prepare (read by every worker's render).
+  std::vector<pg::ExportTable> tables_;
+  std::shared_ptr<pg::PostgresShared> shared_;
+};
+
+}  // namespace
+
+std::shared_ptr<IngestSource> make_postgres_source(PostgresIngestOptions options) {
+  return std::make_shared<PostgresIngestSource>(std::move(options));
+}
+
+}  // namespace weir::ingest

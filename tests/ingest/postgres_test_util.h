@@ -1,0 +1,168 @@
+// What the PostgreSQL ingestion tests share: a fresh database on the fixture's server, SQL over
+// libpq, and a shard printed as COPY prints a table.
+
+#pragma once
+
+#include <libpq-fe.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+#include "weir/ingest/postgres.h"
+#include "weir/persist/client.h"
+#include "weir/sources/postgres/value.h"
+
+namespace weir::ingest::testing {
+
+// The fixture server's URL (WEIR_TEST_POSTGRES_URL, or the file WEIR_TEST_POSTGRES_URL_FILE).
+inline std::string server_url() {
+  if (const char* url = std::getenv("WEIR_TEST_POSTGRES_URL"); url != nullptr && *url != '\0') {
+    return url;
+  }
+  if (const char* file = std::getenv("WEIR_TEST_POSTGRES_URL_FILE"); file != nullptr) {
+    std::ifstream in(file);
+    std::string url;
+    if (std::getline(in, url) && !url.empty()) return url;
+  }
+  return "";
+}
+
+// A libpq connection for the test's own SQL. Every statement must succeed.
+class Sql {
+ public:
+  explicit Sql(const std::string& url) : conn_(PQconnectdb(url.c_str())) {
+    EXPECT_EQ(PQstatus(conn_), CONNECTION_OK) << PQerrorMessage(conn_);
+    exec("SET DateStyle = ISO, MDY; SET IntervalStyle = postgres; SET TimeZone = UTC; "
+         "SET extra_float_digits = 1; SET bytea_output = hex");
+  }
+  ~Sql() { PQfinish(conn_); }
+  Sql(const Sql&) = delete;
+  Sql& operator=(const Sql&) = delete;
+
+  // Runs `sql`; returns the first column of every row.
+  std::vector<std::string> exec(const std::string& sql) {
+    std::vector<std::string> column;
+    PGresult* result = PQexec(conn_, sql.c_str());
+    const auto status = PQresultStatus(result);
+    EXPECT_TRUE(status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK)
+        << sql.substr(0, 300) << ": " << PQresultErrorMessage(result);
+    if (status == PGRES_TUPLES_OK) {
+      for (int i = 0; i < PQntuples(result); ++i) column.push_back(PQgetvalue(result, i, 0));
+    }
+    PQclear(result);
+    return column;
+  }
+  // Runs `sql` and returns whether it succeeded (its error in `error`).
+  bool try_exec(const std::string& sql, std::string* error = nullptr) {
+    PGresult* result = PQexec(conn_, sql.c_str());
+    const auto status = PQresultStatus(result);
+    const bool ok = status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK;
+    if (!ok && error) *error = PQresultErrorMessage(result);
+    PQclear(result);
+    return ok;
+  }
+  std::string one(const std::string& sql) {
+    auto rows = exec(sql);
+    return rows.empty() ? "" : rows.front();
+  }
+  // COPY `table` TO STDOUT: its lines, sorted.
+  std::vector<std::string> copy_lines(const std::string& table) {
+    std::vector<std::string> lines;
+    PGresult* result = PQexec(conn_, ("COPY " + table + " TO STDOUT").c_str());
+    EXPECT_EQ(PQresultStatus(result), PGRES_COPY_OUT) << PQresultErrorMessage(result);
+    PQclear(result);
+    char* buffer = nullptr;
+    int n;
+    while ((n = PQgetCopyData(conn_, &buffer, 0)) > 0) {
+      std::string line(buffer, static_cast<size_t>(n));
+      if (!line.empty() && line.back() == '\n') line.pop_back();
+      lines.push_back(std::move(line));
+      PQfreemem(buffer);
+    }
+    while (PGresult* r = PQgetResult(conn_)) PQclear(r);
+    std::sort(lines.begin(), lines.end());
+    return lines;
+  }
+
+ private:
+  PGconn* conn_;
+};
+
+// A database of its own on the fixture's server (dropped at the end, with its slots).
+class TestDatabase {
+ public:
+  explicit TestDatabase(const std::string& name) : server_(server_url()) {
+    if (server_.empty()) return;
+    std::random_device random;
+    name_ = absl::StrCat("weir_", name, "_", random() % 1000000);
+    Sql(server_).exec("CREATE DATABASE " + name_);
+    const size_t slash = server_.rfind('/');
+    url_ = server_.substr(0, slash + 1) + name_;
+  }
+  ~TestDatabase() {
+    if (server_.empty()) return;
+    Sql admin(server_);
+    admin.exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '" +
+               name_ + "' AND pid <> pg_backend_pid()");
+    admin.exec("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE "
+               "database = '" +
+               name_ + "' AND NOT active");
+    (void)admin.try_exec("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)");
+  }
+  bool available() const { return !server_.empty(); }
+  const std::string& url() const { return url_; }
+
+ private:
+  std::string server_, name_, url_;
+};
+
+// Shard `kind.table` at `as_of`, printed as COPY prints the table: each row as many times as its
+// count (a negative count fails the test), sorted.
+inline std::vector<std::string> shard_lines(persist::PersistClient& client,
+                                            const std::string& kind, const std::string& table,
+                                            uint64_t as_of) {
+  std::vector<std::string> lines;
+  auto schemas = read_schemas(client, kind);
+  EXPECT_TRUE(schemas.ok()) << schemas.status();
+  if (!schemas.ok() || !schemas->contains(table)) {
+    ADD_FAILURE() << "no schema recorded for " << table;
+    return lines;
+  }
+  auto desc = sources::postgres::RelationDesc::decode(schemas->at(table));
+  EXPECT_TRUE(desc.ok()) << desc.status();
+  if (!desc.ok()) return lines;
+  auto reader = client.open_reader(shard_name(kind, table));
+  EXPECT_TRUE(reader.ok()) << reader.status();
+  if (!reader.ok()) return lines;
+  auto updates = reader->snapshot(as_of);
+  EXPECT_TRUE(updates.ok()) << updates.status();
+  (void)reader->expire();
+  if (!updates.ok()) return lines;
+  std::map<std::string, int64_t> counts;
+  for (const auto& u : *updates) counts[u.data] += u.diff;
+  for (const auto& [row, count] : counts) {
+    std::string line;
+    if (!row.empty() && row.front() == '!') {
+      line = row;  // A definite error.
+    } else {
+      auto printed = sources::postgres::print_row(*desc, row, line);
+      EXPECT_TRUE(printed.ok()) << printed;
+    }
+    EXPECT_GE(count, 0) << table << ": " << line;
+    for (int64_t i = 0; i < count; ++i) lines.push_back(line);
+  }
+  std::sort(lines.begin(), lines.end());
+  return lines;
+}
+
+}  // namespace weir::ingest::testing
