@@ -361,9 +361,8 @@ struct Ingestion {
   Ingestion(const IngestOptions& run_options, IngestMonitor* run_monitor)
       : options(run_options),
         monitor(run_monitor),
-        source(run_options.upstream
-                   ? run_options.upstream
-                   : std::make_shared<LoadgenIngestSource>(run_options.source)),
+        source(run_options.upstream ? run_options.upstream
+                                    : std::make_shared<LoadgenIngestSource>(run_options.source)),
         kind(source->kind()),
         final_upper(source->until()),
         added(run_options.add_table.empty()) {}

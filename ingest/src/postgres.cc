@@ -98,8 +98,8 @@ class PostgresIngestSource final : public IngestSource {
   absl::Status prepare(persist::PersistClient& client, std::vector<ExportSpec>& exports) override {
     // The upstream now: the tables still published, and where the slot stands.
     WEIR_ASSIGN_OR_RETURN(pg::UpstreamInfo now,
-                          pg::check_upstream(options_.conninfo, options_.publication,
-                                             options_.slot, /*create=*/false));
+                          pg::check_upstream(options_.conninfo, options_.publication, options_.slot,
+                                             /*create=*/false));
     if (now.system_id != upstream_.system_id) {
       return absl::FailedPreconditionError(absl::StrCat(
           "postgres source: the server's system identifier changed from ", upstream_.system_id,
@@ -116,24 +116,23 @@ class PostgresIngestSource final : public IngestSource {
       auto desc = recorded.find(spec.table);
       if (spec.needs_snapshot() && spec.definite_error.empty()) {
         if (it == now.tables.end()) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "postgres source: table ", spec.table, " is not in publication ",
-              options_.publication));
+          return absl::FailedPreconditionError(absl::StrCat("postgres source: table ", spec.table,
+                                                            " is not in publication ",
+                                                            options_.publication));
         }
         // The description the snapshot's rows will be encoded with, recorded first.
-        WEIR_ASSIGN_OR_RETURN(table.desc,
-                              pg::load_relation_desc(options_.conninfo, table.oid));
-        WEIR_RETURN_IF_ERROR(record_schema(client, options_.kind, spec.table,
-                                           table.desc.encode()));
+        WEIR_ASSIGN_OR_RETURN(table.desc, pg::load_relation_desc(options_.conninfo, table.oid));
+        WEIR_RETURN_IF_ERROR(record_schema(client, options_.kind, spec.table, table.desc.encode()));
       } else if (spec.definite_error.empty()) {
         if (desc == recorded.end()) {
-          table.error_to_write = absl::StrCat("table ", spec.table,
-                                              ": no relation description is recorded in ",
-                                              options_.kind, ".schemas");
+          table.error_to_write =
+              absl::StrCat("table ", spec.table, ": no relation description is recorded in ",
+                           options_.kind, ".schemas");
         } else {
           auto decoded = pg::RelationDesc::decode(desc->second);
           if (!decoded.ok()) {
-            table.error_to_write = absl::StrCat("table ", spec.table, ": its recorded "
+            table.error_to_write = absl::StrCat("table ", spec.table,
+                                                ": its recorded "
                                                 "relation description is damaged: ",
                                                 decoded.status().message());
           } else {
@@ -146,11 +145,11 @@ class PostgresIngestSource final : public IngestSource {
               " (noticed at LSN ", pg::format_lsn(spec.resume_upper),
               "); drop its shard to ingest it again");
         } else if (table.error_to_write.empty() && spec.resume_upper < now.slot_confirmed_lsn) {
-          table.error_to_write = absl::StrCat(
-              "table ", spec.table, ": replication slot ", options_.slot, " has confirmed LSN ",
-              pg::format_lsn(now.slot_confirmed_lsn), ", past this export's upper ",
-              pg::format_lsn(spec.resume_upper),
-              ": the changes between are gone; drop its shard to snapshot it again");
+          table.error_to_write =
+              absl::StrCat("table ", spec.table, ": replication slot ", options_.slot,
+                           " has confirmed LSN ", pg::format_lsn(now.slot_confirmed_lsn),
+                           ", past this export's upper ", pg::format_lsn(spec.resume_upper),
+                           ": the changes between are gone; drop its shard to snapshot it again");
         }
       }
       tables.push_back(std::move(table));

@@ -3,20 +3,19 @@
 
 #pragma once
 
-#include <libpq-fe.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include <gtest/gtest.h>
+#include <libpq-fe.h>
 
 #include "weir/ingest/postgres.h"
 #include "weir/persist/client.h"
@@ -42,8 +41,9 @@ class Sql {
  public:
   explicit Sql(const std::string& url) : conn_(PQconnectdb(url.c_str())) {
     EXPECT_EQ(PQstatus(conn_), CONNECTION_OK) << PQerrorMessage(conn_);
-    exec("SET DateStyle = ISO, MDY; SET IntervalStyle = postgres; SET TimeZone = UTC; "
-         "SET extra_float_digits = 1; SET bytea_output = hex");
+    exec(
+        "SET DateStyle = ISO, MDY; SET IntervalStyle = postgres; SET TimeZone = UTC; "
+        "SET extra_float_digits = 1; SET bytea_output = hex");
   }
   ~Sql() { PQfinish(conn_); }
   Sql(const Sql&) = delete;
@@ -112,15 +112,30 @@ class TestDatabase {
   ~TestDatabase() {
     if (server_.empty()) return;
     Sql admin(server_);
-    admin.exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '" +
-               name_ + "' AND pid <> pg_backend_pid()");
-    admin.exec("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE "
-               "database = '" +
-               name_ + "' AND NOT active");
+    // Slots are the cluster's, not the database's: drop them (their walsenders first).
+    for (int attempt = 0; attempt < 50; ++attempt) {
+      admin.exec(
+          "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE "
+          "database = '" +
+          name_ + "' AND active_pid IS NOT NULL");
+      admin.exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '" +
+                 name_ + "' AND pid <> pg_backend_pid()");
+      (void)admin.try_exec(
+          "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+          "WHERE database = '" +
+          name_ + "' AND NOT active");
+      if (admin.one("SELECT count(*) FROM pg_replication_slots WHERE database = '" + name_ + "'") ==
+          "0") {
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
     (void)admin.try_exec("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)");
   }
   bool available() const { return !server_.empty(); }
   const std::string& url() const { return url_; }
+  // A slot name of this database's own (slot names are the whole server's).
+  std::string slot() const { return name_ + "_slot"; }
 
  private:
   std::string server_, name_, url_;
@@ -128,9 +143,8 @@ class TestDatabase {
 
 // Shard `kind.table` at `as_of`, printed as COPY prints the table: each row as many times as its
 // count (a negative count fails the test), sorted.
-inline std::vector<std::string> shard_lines(persist::PersistClient& client,
-                                            const std::string& kind, const std::string& table,
-                                            uint64_t as_of) {
+inline std::vector<std::string> shard_lines(persist::PersistClient& client, const std::string& kind,
+                                            const std::string& table, uint64_t as_of) {
   std::vector<std::string> lines;
   auto schemas = read_schemas(client, kind);
   EXPECT_TRUE(schemas.ok()) << schemas.status();

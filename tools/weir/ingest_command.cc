@@ -178,9 +178,8 @@ void run(const IngestFlags& flags) {
     pg.conninfo = flags.conn;
     pg.publication = flags.publication;
     pg.slot = flags.slot.empty()
-                  ? ingest::default_slot_name(flags.dir.empty()
-                                                  ? flags.blob_url + " " + flags.consensus_url
-                                                  : flags.dir)
+                  ? ingest::default_slot_name(
+                        flags.dir.empty() ? flags.blob_url + " " + flags.consensus_url : flags.dir)
                   : flags.slot;
     pg.kind = flags.name;
     pg.workers = flags.workers;

@@ -1,12 +1,11 @@
 #include "postgres/connection.h"
 
-#include <poll.h>
-
 #include <algorithm>
 #include <regex>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include <poll.h>
 
 #include "weir/status.h"
 
@@ -25,8 +24,7 @@ std::string redact_conninfo(std::string_view conninfo) {
 absl::StatusOr<PgConnection> PgConnection::connect(const std::string& conninfo, bool replication,
                                                    std::string what) {
   // The first dbname expands `conninfo`; the later keywords override what it says.
-  std::vector<const char*> keywords = {"dbname", "client_encoding", "options",
-                                       "application_name"};
+  std::vector<const char*> keywords = {"dbname", "client_encoding", "options", "application_name"};
   std::vector<const char*> values = {
       conninfo.c_str(), "UTF8",
       "-c DateStyle=ISO,MDY -c IntervalStyle=postgres -c TimeZone=UTC -c extra_float_digits=1 "
@@ -71,7 +69,8 @@ absl::Status PgConnection::error(const char* doing, const PGresult* result) cons
       klass == "57" || sqlstate == "55006" || sqlstate.empty()) {
     return absl::UnavailableError(text);
   }
-  return absl::FailedPreconditionError(absl::StrCat(text, " (SQLSTATE ", std::string(sqlstate), ")"));
+  return absl::FailedPreconditionError(
+      absl::StrCat(text, " (SQLSTATE ", std::string(sqlstate), ")"));
 }
 
 absl::StatusOr<PgResult> PgConnection::exec(const std::string& sql) {
@@ -141,10 +140,9 @@ absl::Status PgConnection::start_copy(AsyncContext& ctx, const std::string& sql)
   WEIR_ASSIGN_OR_RETURN(PgResult result, finish_async(ctx, sql.substr(0, 200).c_str()));
   const ExecStatusType status = PQresultStatus(result.get());
   if (status != PGRES_COPY_OUT && status != PGRES_COPY_BOTH) {
-    return absl::FailedPreconditionError(absl::StrCat("postgres source (", what_, "): ",
-                                                      sql.substr(0, 200),
-                                                      ": expected copy mode, got ",
-                                                      PQresStatus(status)));
+    return absl::FailedPreconditionError(
+        absl::StrCat("postgres source (", what_, "): ", sql.substr(0, 200),
+                     ": expected copy mode, got ", PQresStatus(status)));
   }
   return absl::OkStatus();
 }

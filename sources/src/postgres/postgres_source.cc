@@ -20,9 +20,9 @@ using Change = sources::Update;  // Not pgoutput's Update message.
 
 // Waits (polling: the leader is another operator, perhaps on another worker) until the snapshot
 // leader has published.
-PostgresShared::Snapshot const* await_snapshot(AsyncContext& ctx, PostgresShared& shared,
-                                               absl::Status& failed,
-                                               std::optional<absl::StatusOr<PostgresShared::Snapshot>>& holder) {
+PostgresShared::Snapshot const* await_snapshot(
+    AsyncContext& ctx, PostgresShared& shared, absl::Status& failed,
+    std::optional<absl::StatusOr<PostgresShared::Snapshot>>& holder) {
   for (;;) {
     holder = shared.snapshot();
     if (holder) break;
@@ -54,15 +54,13 @@ absl::StatusOr<PostgresShared::Snapshot> take_snapshot(AsyncContext& ctx,
   });
   if (!connected.ok()) return connected.status();
   conn.emplace(*std::move(connected));
-  WEIR_RETURN_IF_ERROR(
-      conn->exec(ctx, "BEGIN READ ONLY ISOLATION LEVEL REPEATABLE READ").status());
+  WEIR_RETURN_IF_ERROR(conn->exec(ctx, "BEGIN READ ONLY ISOLATION LEVEL REPEATABLE READ").status());
   // A temporary slot is dropped with the connection, whatever happens to this process.
-  const std::string slot =
-      absl::StrCat(config.slot, "_snapshot_", conn->backend_pid());
-  WEIR_ASSIGN_OR_RETURN(PgResult created,
-                        conn->exec(ctx, absl::StrCat("CREATE_REPLICATION_SLOT ",
-                                                     quote_identifier(slot),
-                                                     " TEMPORARY LOGICAL pgoutput USE_SNAPSHOT")));
+  const std::string slot = absl::StrCat(config.slot, "_snapshot_", conn->backend_pid());
+  WEIR_ASSIGN_OR_RETURN(
+      PgResult created,
+      conn->exec(ctx, absl::StrCat("CREATE_REPLICATION_SLOT ", quote_identifier(slot),
+                                   " TEMPORARY LOGICAL pgoutput USE_SNAPSHOT")));
   PostgresShared::Snapshot snapshot;
   WEIR_ASSIGN_OR_RETURN(snapshot.lsn, parse_lsn(value(created.get(), 0, 1)));
   WEIR_ASSIGN_OR_RETURN(PgResult exported, conn->exec(ctx, "SELECT pg_export_snapshot()"));
@@ -77,9 +75,9 @@ absl::StatusOr<PostgresShared::Snapshot> take_snapshot(AsyncContext& ctx,
                                      "pg_class WHERE oid = ",
                                      config.tables[e].oid)));
     if (PQntuples(size.get()) != 1) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "postgres source: table ", config.tables[e].name, " (oid ", config.tables[e].oid,
-          ") no longer exists"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("postgres source: table ", config.tables[e].name, " (oid ",
+                       config.tables[e].oid, ") no longer exists"));
     }
     snapshot.blocks[e] = std::stoull(std::string(value(size.get(), 0, 0)));
     snapshot.reltuples[e] = std::max(0.0, std::stod(std::string(value(size.get(), 0, 1))));
@@ -176,9 +174,9 @@ void render_snapshot(Scope<Offset>& scope, const PostgresSourceConfig& config,
       Capability<Offset> cap = caps[e].first();
       bool errored = false;
       if (worker + 1 == peers || lo < hi) {
-        WEIR_RETURN_IF_ERROR(conn.start_copy(
-            ctx, absl::StrCat("COPY (SELECT ", columns, " FROM ONLY ", qualified(table),
-                              " WHERE ", where, ") TO STDOUT")));
+        WEIR_RETURN_IF_ERROR(
+            conn.start_copy(ctx, absl::StrCat("COPY (SELECT ", columns, " FROM ONLY ",
+                                              qualified(table), " WHERE ", where, ") TO STDOUT")));
         auto session = outputs[e].session(cap);
         uint64_t given = 0;
         for (;;) {
@@ -223,10 +221,15 @@ void render_snapshot(Scope<Offset>& scope, const PostgresSourceConfig& config,
 class Replication {
  public:
   Replication(AsyncContext& ctx, const PostgresSourceConfig& config,
-              const std::vector<ExportSpec>& exports, std::vector<AsyncOutput<Offset, Change>>& outputs,
-              AsyncOutput<Offset, HealthUpdate>& health_out,
-              std::span<CapabilitySet<Offset>> caps, uint32_t worker)
-      : ctx_(ctx), config_(config), exports_(exports), outputs_(outputs), health_out_(health_out),
+              const std::vector<ExportSpec>& exports,
+              std::vector<AsyncOutput<Offset, Change>>& outputs,
+              AsyncOutput<Offset, HealthUpdate>& health_out, std::span<CapabilitySet<Offset>> caps,
+              uint32_t worker)
+      : ctx_(ctx),
+        config_(config),
+        exports_(exports),
+        outputs_(outputs),
+        health_out_(health_out),
         worker_(worker) {
     const size_t n = exports.size();
     errored_.assign(n, false);
@@ -235,8 +238,8 @@ class Replication {
     Offset start = std::numeric_limits<Offset>::max();
     for (size_t e = 0; e < n; ++e) {
       errored_[e] = !exports[e].definite_error.empty();
-      snapshotting_[e] = exports[e].needs_snapshot() && !errored_[e] &&
-                         config.tables[e].error_to_write.empty();
+      snapshotting_[e] =
+          exports[e].needs_snapshot() && !errored_[e] && config.tables[e].error_to_write.empty();
       resume_[e] = exports[e].resume_upper;
       if (!snapshotting_[e]) start = std::min(start, std::max<Offset>(resume_[e], 1));
       exports_of_[config.tables[e].oid].push_back(e);
@@ -319,8 +322,8 @@ class Replication {
 
  private:
   void report(size_t e, Health status, std::string error = "") {
-    health_out_.give(*health_cap_, HealthUpdate{static_cast<uint32_t>(e), worker_, status,
-                                                std::move(error)});
+    health_out_.give(*health_cap_,
+                     HealthUpdate{static_cast<uint32_t>(e), worker_, status, std::move(error)});
   }
 
   // A definite error of export `e` at `time`: the error row, and the export gets no more data.
@@ -389,8 +392,7 @@ class Replication {
         for (size_t e : exports_for(oid)) {
           error(e, commit_lsn_,
                 absl::StrCat("table ", config_.tables[e].name, " was truncated at LSN ",
-                             format_lsn(commit_lsn_),
-                             "; drop its shard to snapshot it again"));
+                             format_lsn(commit_lsn_), "; drop its shard to snapshot it again"));
         }
       }
     }
@@ -425,9 +427,9 @@ class Replication {
       std::string why;
       if (!config_.tables[e].desc.compatible_with(now, &why)) {
         error(e, commit_lsn_,
-              absl::StrCat("table ", config_.tables[e].name,
-                           ": incompatible schema change at LSN ", format_lsn(commit_lsn_), ": ",
-                           why, "; drop its shard to snapshot it again"));
+              absl::StrCat("table ", config_.tables[e].name, ": incompatible schema change at LSN ",
+                           format_lsn(commit_lsn_), ": ", why,
+                           "; drop its shard to snapshot it again"));
       }
     }
   }
@@ -485,9 +487,8 @@ class Replication {
       fields_.push_back(TextField{column->value, column->is_null()});
     }
     if (fields_.size() != encoders_[e].num_columns()) {
-      return absl::InvalidArgumentError(absl::StrCat("the row has ", fields_.size(),
-                                                     " columns, the table ",
-                                                     encoders_[e].num_columns()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the row has ", fields_.size(), " columns, the table ", encoders_[e].num_columns()));
     }
     return encoders_[e].encode(fields_, out);
   }
@@ -542,26 +543,25 @@ void render_replication(Scope<Offset>& scope, const PostgresSourceConfig& config
   auto [outputs, health_out] = add_source_outputs(builder, exports.size(), outs, health);
   const uint32_t worker = static_cast<uint32_t>(scope.index());
   const bool leader = worker == config.leader % scope.peers();
-  auto built = builder.build([=](AsyncContext& ctx,
-                                 std::span<CapabilitySet<Offset>> caps) mutable -> absl::Status {
-    const size_t n = exports.size();
-    if (!leader) {
-      // One worker streams; the others say how their exports stand and hold nothing.
-      std::optional<Capability<Offset>> health_cap(caps[n].first());
-      for (size_t e = 0; e < n; ++e) {
-        const bool errored = !exports[e].definite_error.empty();
-        health_out.give(*health_cap,
-                        HealthUpdate{static_cast<uint32_t>(e), worker,
-                                     errored ? Health::kStalled : Health::kRunning,
-                                     exports[e].definite_error});
-        caps[e].clear();
-      }
-      caps[n].clear();
-      return absl::OkStatus();
-    }
-    Replication replication(ctx, config, exports, outputs, health_out, caps, worker);
-    return replication.run();
-  });
+  auto built = builder.build(
+      [=](AsyncContext& ctx, std::span<CapabilitySet<Offset>> caps) mutable -> absl::Status {
+        const size_t n = exports.size();
+        if (!leader) {
+          // One worker streams; the others say how their exports stand and hold nothing.
+          std::optional<Capability<Offset>> health_cap(caps[n].first());
+          for (size_t e = 0; e < n; ++e) {
+            const bool errored = !exports[e].definite_error.empty();
+            health_out.give(*health_cap, HealthUpdate{static_cast<uint32_t>(e), worker,
+                                                      errored ? Health::kStalled : Health::kRunning,
+                                                      exports[e].definite_error});
+            caps[e].clear();
+          }
+          caps[n].clear();
+          return absl::OkStatus();
+        }
+        Replication replication(ctx, config, exports, outputs, health_out, caps, worker);
+        return replication.run();
+      });
   errors.push_back(built.errors);
   buttons.push_back(built.button);
 }
@@ -572,9 +572,8 @@ absl::StatusOr<RenderedSource> render_postgres(Scope<Offset>& scope,
                                                const PostgresSourceConfig& config,
                                                const std::vector<ExportSpec>& exports) {
   if (config.tables.size() != exports.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("postgres source: ", exports.size(),
-                                                   " exports but ", config.tables.size(),
-                                                   " tables"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "postgres source: ", exports.size(), " exports but ", config.tables.size(), " tables"));
   }
   if (!config.shared) {
     return absl::InvalidArgumentError("postgres source: PostgresSourceConfig::shared is unset");

@@ -50,8 +50,8 @@ absl::Status refuse(const std::string& message) {
 }  // namespace
 
 absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo,
-                                            const std::string& publication,
-                                            const std::string& slot, bool create) {
+                                            const std::string& publication, const std::string& slot,
+                                            bool create) {
   UpstreamInfo info;
   WEIR_ASSIGN_OR_RETURN(PgConnection conn, PgConnection::connect(conninfo, false, "checks"));
   info.server_version = conn.server_version();
@@ -66,24 +66,22 @@ absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo,
         "wal_level is '", std::string(value(wal_level.get(), 0, 0)),
         "', not 'logical': run ALTER SYSTEM SET wal_level = logical; and restart the server"));
   }
-  WEIR_ASSIGN_OR_RETURN(
-      PgResult role,
-      conn.exec("SELECT rolname, rolreplication OR rolsuper FROM pg_roles "
-                "WHERE rolname = current_user"));
+  WEIR_ASSIGN_OR_RETURN(PgResult role,
+                        conn.exec("SELECT rolname, rolreplication OR rolsuper FROM pg_roles "
+                                  "WHERE rolname = current_user"));
   if (PQntuples(role.get()) != 1 || value(role.get(), 0, 1) != "t") {
     const std::string name = PQntuples(role.get()) == 1 ? std::string(value(role.get(), 0, 0))
-                                                         : std::string("current_user");
-    return refuse(absl::StrCat("role ", name,
-                               " may not replicate: run ALTER ROLE ", quote_identifier(name),
-                               " WITH REPLICATION;"));
+                                                        : std::string("current_user");
+    return refuse(absl::StrCat("role ", name, " may not replicate: run ALTER ROLE ",
+                               quote_identifier(name), " WITH REPLICATION;"));
   }
   WEIR_ASSIGN_OR_RETURN(PgResult pub, conn.exec_params("SELECT 1 FROM pg_publication WHERE "
                                                        "pubname = $1",
                                                        {publication}));
   if (PQntuples(pub.get()) != 1) {
-    return refuse(absl::StrCat("publication ", quote_identifier(publication),
-                               " does not exist: run CREATE PUBLICATION ",
-                               quote_identifier(publication), " FOR TABLE ...; (or FOR ALL TABLES)"));
+    return refuse(absl::StrCat(
+        "publication ", quote_identifier(publication), " does not exist: run CREATE PUBLICATION ",
+        quote_identifier(publication), " FOR TABLE ...; (or FOR ALL TABLES)"));
   }
   WEIR_ASSIGN_OR_RETURN(
       PgResult tables,
@@ -127,8 +125,7 @@ absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo,
     if (!create) return refuse(absl::StrCat("replication slot \"", slot, "\" does not exist"));
     WEIR_ASSIGN_OR_RETURN(PgConnection replication,
                           PgConnection::connect(conninfo, true, "creating the slot"));
-    auto created = replication.exec(absl::StrCat("CREATE_REPLICATION_SLOT ",
-                                                 quote_identifier(slot),
+    auto created = replication.exec(absl::StrCat("CREATE_REPLICATION_SLOT ", quote_identifier(slot),
                                                  " LOGICAL pgoutput NOEXPORT_SNAPSHOT"));
     if (!created.ok() && created.status().message().find("already exists") == std::string::npos) {
       return created.status();
@@ -146,8 +143,7 @@ absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo,
   }
   if (value(slot_row.get(), 0, 1) != "logical" || value(slot_row.get(), 0, 0) != "pgoutput") {
     return refuse(absl::StrCat("replication slot \"", slot, "\" is a ",
-                               std::string(value(slot_row.get(), 0, 1)),
-                               " slot with plugin '",
+                               std::string(value(slot_row.get(), 0, 1)), " slot with plugin '",
                                std::string(value(slot_row.get(), 0, 0)),
                                "', not a logical slot with pgoutput: drop it "
                                "(SELECT pg_drop_replication_slot('",

@@ -171,8 +171,7 @@ class IngestMonitor {
   std::chrono::duration<double> lag(uint64_t persisted_upper) const;
 
   // Set by the driver.
-  void set_epoch(std::shared_ptr<sources::SourceStats> source,
-                 std::vector<std::string> tables,
+  void set_epoch(std::shared_ptr<sources::SourceStats> source, std::vector<std::string> tables,
                  std::vector<std::shared_ptr<sinks::SinkStats>> sinks,
                  std::vector<bool> snapshotting);
 
