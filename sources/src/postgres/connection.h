@@ -14,14 +14,13 @@
 
 #pragma once
 
-#include <libpq-fe.h>
-
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include <libpq-fe.h>
 
 #include "weir/async/context.h"
 

@@ -68,8 +68,8 @@ struct UpstreamInfo {
 // every failure names the thing and what to run. Transient failures (the server is down) are
 // Unavailable; configuration problems FailedPrecondition.
 absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo,
-                                            const std::string& publication,
-                                            const std::string& slot, bool create);
+                                            const std::string& publication, const std::string& slot,
+                                            bool create);
 
 // The current description of table `oid` from the catalog (columns in order, types resolved).
 absl::StatusOr<RelationDesc> load_relation_desc(const std::string& conninfo, uint32_t oid);
