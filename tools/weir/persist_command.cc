@@ -8,13 +8,16 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/time/time.h"
 #include "commands.h"
 
+#include "weir/ingest/postgres.h"
 #include "weir/persist/client.h"
+#include "weir/sources/postgres/value.h"
 
 namespace weir::tools {
 namespace {
@@ -122,6 +125,20 @@ void list_shards(const PersistOptions& options) {
   }
 }
 
+// The relation description of a typed shard (`<kind>.<table>` of a source with a schema, recorded
+// in `<kind>.schemas`), if it has one.
+std::optional<sources::postgres::RelationDesc> relation_of(PersistClient& client,
+                                                           const std::string& shard) {
+  const size_t dot = shard.find('.');
+  if (dot == std::string::npos) return std::nullopt;
+  const std::string kind = shard.substr(0, dot);
+  if (!value_or_fail(client.find_shard(kind + ".schemas")).has_value()) return std::nullopt;
+  const auto schemas = value_or_fail(ingest::read_schemas(client, kind));
+  auto it = schemas.find(shard.substr(dot + 1));
+  if (it == schemas.end()) return std::nullopt;
+  return value_or_fail(sources::postgres::RelationDesc::decode(it->second));
+}
+
 void describe_shard(const PersistOptions& options) {
   std::unique_ptr<PersistClient> client = open_client(options);
   const persist::ShardDescription d = value_or_fail(client->describe(options.shard));
@@ -140,6 +157,12 @@ void describe_shard(const PersistOptions& options) {
   for (const auto& batch : d.batches) {
     updates += batch.num_updates;
     bytes += batch.encoded_bytes;
+  }
+  if (const auto relation = relation_of(*client, d.name)) {
+    std::cout << "columns         " << relation->columns.size() << " ("
+              << relation->qualified_name() << ", oid " << relation->table_oid << ")\n";
+    std::istringstream lines(relation->describe());
+    for (std::string line; std::getline(lines, line);) std::cout << "  " << line << "\n";
   }
   std::cout << "batches         " << d.batches.size() << " (" << updates << " updates, " << bytes
             << " bytes encoded)\n";
@@ -206,9 +229,22 @@ void cat_shard(const PersistOptions& options) {
   persist::SnapshotCursor cursor =
       value_or_fail(reader.ok() ? reader->snapshot_cursor(as_of)
                                 : client->inspect_snapshot(options.shard, as_of));
+  // Typed rows print as COPY prints them (tab-separated columns, \N for NULL).
+  const std::optional<sources::postgres::RelationDesc> relation = relation_of(*client, d.name);
   std::string line;
   while (cursor.next()) {
-    line = escape(cursor.data());
+    line.clear();
+    if (relation && !cursor.data().starts_with("!")) {
+      const absl::Status printed = sources::postgres::print_row(*relation, cursor.data(), line);
+      if (!printed.ok()) {
+        fail(absl::DataLossError("shard " + d.name +
+                                 ": a row does not decode with its relation "
+                                 "description: " +
+                                 std::string(printed.message())));
+      }
+    } else {
+      line = escape(cursor.data());
+    }
     line += '\t';
     line += std::to_string(cursor.time());
     line += '\t';
@@ -249,7 +285,9 @@ void add_persist_command(CLI::App& app) {
   describe->final_callback([options] { describe_shard(*options); });
 
   CLI::App* cat = persist->add_subcommand(
-      "cat", "Print the consolidated contents as DATA<tab>TIME<tab>DIFF lines");
+      "cat",
+      "Print the consolidated contents as DATA<tab>TIME<tab>DIFF lines (typed rows as COPY "
+      "prints them)");
   cat->add_option("SHARD", options->shard, "Shard name")->required();
   cat->add_option("--as-of", options->as_of,
                   "Read at this time (default: the latest readable time, upper - 1)");
