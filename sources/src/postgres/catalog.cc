@@ -34,13 +34,13 @@ absl::StatusOr<Result> query(PGconn* conn, const char* sql, const std::vector<st
   for (const std::string& a : args) {
     values.push_back(a.c_str());
   }
-  Result r(PQexecParams(conn, sql, static_cast<int>(values.size()), nullptr, values.data(),
-                        nullptr, nullptr, 0));
+  Result r(PQexecParams(conn, sql, static_cast<int>(values.size()), nullptr, values.data(), nullptr,
+                        nullptr, 0));
   if (r == nullptr || PQresultStatus(r.get()) != PGRES_TUPLES_OK) {
     const char* sqlstate = r == nullptr ? nullptr : PQresultErrorField(r.get(), PG_DIAG_SQLSTATE);
     const std::string message =
-        absl::StrCat(context, ": ", r == nullptr ? last_error(conn)
-                                                 : std::string(PQresultErrorMessage(r.get())));
+        absl::StrCat(context, ": ",
+                     r == nullptr ? last_error(conn) : std::string(PQresultErrorMessage(r.get())));
     if (sqlstate == nullptr || PQstatus(conn) != CONNECTION_OK) {
       return absl::UnavailableError(message);
     }
@@ -159,8 +159,8 @@ absl::StatusOr<RelationDesc> load_relation_desc(PGconn* conn, uint32_t table_oid
   context = absl::StrCat("table ", desc.qualified_name(), " (oid ", table_oid, ")");
   const char relkind = PQgetvalue(rel->get(), 0, 2)[0];
   if (relkind != 'r' && relkind != 'p') {
-    return absl::FailedPreconditionError(absl::StrCat(
-        context, ": not a table (relkind '", std::string(1, relkind), "')"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(context, ": not a table (relkind '", std::string(1, relkind), "')"));
   }
   auto cols = query(conn,
                     "SELECT a.attname, a.atttypid, a.atttypmod, a.attnotnull, "

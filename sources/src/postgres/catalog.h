@@ -13,9 +13,9 @@
 #include <cstdint>
 #include <string_view>
 
+#include "absl/status/statusor.h"
 #include <libpq-fe.h>
 
-#include "absl/status/statusor.h"
 #include "weir/sources/postgres/value.h"
 
 namespace weir::sources::postgres {
