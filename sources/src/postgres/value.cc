@@ -1664,8 +1664,9 @@ absl::Status print_numeric(Reader& in, std::string& out) {
     return damaged("truncated numeric");
   }
   const int64_t weight = unzigzag(zweight);
-  if (weight > kNumericMaxWeight || ndigits > static_cast<uint64_t>(kNumericMaxWeight + 1) +
-                                                  static_cast<uint64_t>(kNumericMaxDscale)) {
+  if (weight > kNumericMaxWeight || weight < -kNumericMaxDscale - 1 ||
+      ndigits >
+          static_cast<uint64_t>(kNumericMaxWeight + 1) + static_cast<uint64_t>(kNumericMaxDscale)) {
     return damaged("numeric out of range");
   }
   // The last digit's position must be within the scale: ndigits - 1 - weight <= dscale.
