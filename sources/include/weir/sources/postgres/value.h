@@ -1,0 +1,205 @@
+// Typed PostgreSQL values and weir's compact binary row encoding.
+//
+// A table's shape is a RelationDesc (stored with the export's shard). Rows arrive as PostgreSQL's
+// text output of each column (COPY ... TO STDOUT in text format, pgoutput's 't' columns) and are
+// stored in a compact, deterministic binary encoding: the same text always gives the same bytes,
+// so rows compare byte-wise (retractions). print_row turns an encoded row back into exactly the
+// line `COPY t TO STDOUT` prints in a session with
+//   DateStyle=ISO, MDY  IntervalStyle=postgres  TimeZone=UTC  extra_float_digits=1
+//   bytea_output=hex
+// and the text decoders expect those settings too (timestamptz accepts any offset; dates,
+// intervals and bytea must be in these styles, bytea may also be in the escape format).
+//
+// Row encoding, format 1 (RelationDesc::row_format):
+//   row      := null_bitmap value*      bitmap: ceil(columns/8) bytes, bit i (LSB first) set when
+//                                       column i is NULL, unused bits zero; then the values of the
+//                                       non-NULL columns in column order, nothing after them.
+//   bool     := 1 byte (0 or 1)
+//   int2/4/8 := zigzag LEB128 varint (minimal)            oid := LEB128 varint
+//   float4/8 := 4/8 bytes little-endian IEEE 754 (one NaN: 0x7fc00000 / 0x7ff8000000000000)
+//   numeric  := tag (0 +, 1 -, 2 NaN, 3 +Infinity, 4 -Infinity); finite: varint dscale,
+//               varint ndigits, [zigzag weight, ndigits decimal digits two per byte, high nibble
+//               first]: value = d1.d2...dn x 10^weight, no leading or trailing zero digit; zero
+//               has ndigits 0 and tag 0
+//   text, json, jsonb, bytea, and every type decoded as text := varint length, bytes
+//   date     := zigzag varint days since 2000-01-01 (INT32_MIN -infinity, INT32_MAX infinity)
+//   time     := varint microseconds since midnight
+//   timetz   := varint microseconds, zigzag varint zone (seconds west of UTC, PostgreSQL's sign)
+//   timestamp, timestamptz := 8 bytes little-endian microseconds since 2000-01-01 00:00 (UTC for
+//               timestamptz; INT64_MIN -infinity, INT64_MAX infinity)
+//   interval := zigzag varints months, days, microseconds
+//   uuid     := 16 bytes
+//   array    := varint body length, body; body := varint ndim (0: empty array, nothing follows);
+//               per dimension varint length and zigzag lower bound; a byte 0 (no NULL element) or
+//               1 followed by a bitmap of ceil(elements/8) bytes (bit set: NULL); then the non-NULL
+//               elements, row-major, each in its kind's encoding.
+//
+// Thread safety: values and free functions; a RowEncoder is worker-local.
+
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace weir::sources::postgres {
+
+// How a column's values are decoded and stored. The numbers are stored in encoded
+// RelationDescs: never renumber.
+enum class TypeKind : uint8_t {
+  kBool = 1,
+  kInt2 = 2,
+  kInt4 = 3,
+  kInt8 = 4,
+  kOid = 5,
+  kFloat4 = 6,
+  kFloat8 = 7,
+  kNumeric = 8,
+  kText = 9,  // text, varchar, bpchar, name, "char", enums, and every type weir does not know
+  kBytea = 10,
+  kDate = 11,
+  kTime = 12,
+  kTimeTz = 13,
+  kTimestamp = 14,
+  kTimestampTz = 15,
+  kInterval = 16,
+  kUuid = 17,
+  kJson = 18,
+  kJsonb = 19,
+};
+inline constexpr uint8_t kMaxTypeKind = 19;
+
+// "int4", "timestamptz", ...
+std::string_view type_kind_name(TypeKind kind);
+
+// A column's decoding: its kind, or for an array its element's kind and delimiter. Domains are
+// their base type; an array whose elements are themselves arrays (a domain over an array type)
+// has text elements.
+struct ColumnType {
+  TypeKind kind = TypeKind::kText;
+  bool is_array = false;
+  char delimiter = ',';  // arrays: the element type's typdelim
+
+  bool operator==(const ColumnType&) const = default;
+};
+
+// The ColumnType of a built-in type by its OID (arrays of built-ins included); every other OID
+// (enums, domains, extension types) is text. load_relation_desc (catalog.h) resolves the rest.
+ColumnType builtin_column_type(uint32_t type_oid);
+
+// format_type()'s name of a built-in type OID without modifier ("integer", "text[]"), or "" when
+// the OID is not one weir knows.
+std::string_view builtin_type_name(uint32_t type_oid);
+
+struct Column {
+  std::string name;
+  uint32_t type_oid = 0;
+  int32_t type_modifier = -1;  // atttypmod; -1: none
+  bool nullable = true;
+  ColumnType type;
+  std::string type_name;  // format_type(type_oid, type_modifier); "" if unknown
+
+  bool operator==(const Column&) const = default;
+};
+
+// The row encodings. A RelationDesc records which one its rows use.
+inline constexpr uint32_t kRowFormatV1 = 1;
+
+// A table's columns as weir stores them with the table's shard.
+struct RelationDesc {
+  std::string schema;
+  std::string table;
+  uint32_t table_oid = 0;
+  uint32_t row_format = kRowFormatV1;
+  std::vector<Column> columns;
+
+  // A compact, versioned encoding; decode(encode()) == *this.
+  std::string encode() const;
+  // Every malformed input (truncated, trailing bytes, unknown version or kind) is an error that
+  // names what is wrong.
+  static absl::StatusOr<RelationDesc> decode(std::string_view bytes);
+
+  // One line per column, "name type_name[ not null]", each ending in '\n'.
+  std::string describe() const;
+
+  // "schema.table"
+  std::string qualified_name() const;
+
+  // Whether rows described by `newer` (say, from a pgoutput Relation message after ALTER TABLE)
+  // decode as rows of this one: the same number of columns with the same names, type OIDs and
+  // modifiers. If not, `*why` (when not null) says which column differs and how.
+  bool compatible_with(const RelationDesc& newer, std::string* why) const;
+
+  bool operator==(const RelationDesc&) const = default;
+};
+
+// One field of a text row: a view of its (un-escaped) text, or NULL.
+struct TextField {
+  std::string_view text;
+  bool is_null = false;
+};
+
+// Splits one line of COPY text format (without its '\n') into `fields` (cleared first): fields
+// are separated by tabs, "\N" is NULL, and COPY's backslash escapes are undone. A field without
+// a backslash is a view into `line`; an un-escaped one is a view into `scratch`, which is
+// overwritten. Both views live until `line` or `scratch` change. Reusing `fields` and `scratch`
+// makes it allocation-free in steady state.
+absl::Status parse_copy_text_line(std::string_view line, std::string& scratch,
+                                  std::vector<TextField>& fields);
+
+// Appends the encoding of one value given as PostgreSQL's text output of its type. On error
+// `out` is unchanged and the message quotes the value (at most 64 bytes of it).
+absl::Status encode_text_value(const ColumnType& type, std::string_view text, std::string& out);
+
+// Encodes whole rows of one relation. Worker-local; it keeps scratch space so that encoding
+// allocates nothing in steady state (besides `out` growing).
+//
+//   RowEncoder encoder(desc);
+//   std::string rows;
+//   WEIR_RETURN_IF_ERROR(encoder.encode_copy_line("1\t\\N\tabc", rows));
+class RowEncoder {
+ public:
+  explicit RowEncoder(const RelationDesc& desc);
+
+  // Appends one row: fields[i] is column i. Errors name the column and quote the value; `out`
+  // is then unchanged.
+  absl::Status encode(std::span<const TextField> fields, std::string& out);
+
+  // Appends the row of one COPY text line (without its '\n').
+  absl::Status encode_copy_line(std::string_view line, std::string& out);
+
+  size_t num_columns() const { return types_.size(); }
+
+ private:
+  std::vector<ColumnType> types_;
+  std::vector<std::string> names_;
+  std::string qualified_name_;
+  std::string scratch_;
+  std::vector<TextField> fields_;
+};
+
+// One value of an encoded row: a view of its encoding (as encode_text_value wrote it), or NULL.
+struct EncodedValue {
+  std::string_view bytes;
+  bool is_null = false;
+};
+
+// Splits an encoded row into its values (views into `encoded`; `values` is cleared first).
+// Damaged input is an error, never a read past its end.
+absl::Status split_row(const RelationDesc& desc, std::string_view encoded,
+                       std::vector<EncodedValue>& values);
+
+// Appends one value's text as PostgreSQL prints it (no COPY escaping). `encoded` is exactly one
+// value's encoding; anything else is an error.
+absl::Status print_value(const ColumnType& type, std::string_view encoded, std::string& out);
+
+// Appends an encoded row as the line `COPY t TO STDOUT` prints (without the '\n'): tab-separated,
+// "\N" for NULL, COPY's backslash escapes. On error (a damaged row) `out` is unchanged.
+absl::Status print_row(const RelationDesc& desc, std::string_view encoded, std::string& out);
+
+}  // namespace weir::sources::postgres
