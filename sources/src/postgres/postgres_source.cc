@@ -336,8 +336,9 @@ class Replication {
     report(e, Health::kStalled, message);
   }
 
-  // Every commit before `to` has been received: frontiers may pass every time before it.
-  void advance(Offset to) {
+  // Every commit before `to` has been received (the upstream reached it at `when`): frontiers may
+  // pass every time before it.
+  void advance(Offset to, Clock::time_point when = Clock::now()) {
     if (to <= position_) return;
     position_ = to;
     for (size_t e = 0; e < exports_.size(); ++e) {
@@ -348,7 +349,7 @@ class Replication {
       if (held_[e]->time() < to) held_[e]->downgrade(to);
     }
     if (health_cap_->time() < to) health_cap_->downgrade(to);
-    if (config_.stats) config_.stats->record_upstream(to, Clock::now());
+    if (config_.stats) config_.stats->record_upstream(to, when);
   }
 
   absl::Status send_status() {
@@ -370,7 +371,12 @@ class Replication {
       commit_lsn_ = begin->final_lsn;
     } else if (const auto* commit = std::get_if<Commit>(&message)) {
       in_transaction_ = false;
-      advance(std::max(commit->end_lsn, commit->commit_lsn + 1));
+      // The upstream reached this commit at its commit time (on the server's clock): lag is
+      // measured from there.
+      const auto age = std::chrono::system_clock::now() - from_pg_timestamp(commit->commit_time);
+      advance(std::max(commit->end_lsn, commit->commit_lsn + 1),
+              Clock::now() - std::chrono::duration_cast<Clock::duration>(
+                                 std::max<std::chrono::system_clock::duration>(age, {})));
     } else if (const auto* relation = std::get_if<Relation>(&message)) {
       check_relation(*relation);
     } else if (const auto* insert = std::get_if<Insert>(&message)) {
