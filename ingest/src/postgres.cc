@@ -106,6 +106,19 @@ class PostgresIngestSource final : public IngestSource {
           " to ", now.system_id, ": this is another database cluster"));
     }
     WEIR_ASSIGN_OR_RETURN(auto recorded, read_schemas(client, options_.kind));
+    if (!now.source_error.empty()) {
+      // Definite for the whole source: every export errors, at its upper.
+      std::vector<pg::ExportTable> tables;
+      for (auto& spec : exports) {
+        pg::ExportTable table;
+        table.name = spec.table;
+        if (spec.definite_error.empty()) table.error_to_write = now.source_error;
+        tables.push_back(std::move(table));
+      }
+      tables_ = std::move(tables);
+      shared_ = std::make_shared<pg::PostgresShared>(options_.workers);
+      return absl::OkStatus();
+    }
     std::vector<pg::ExportTable> tables;
     for (auto& spec : exports) {
       pg::ExportTable table;
@@ -144,6 +157,14 @@ class PostgresIngestSource final : public IngestSource {
               "table ", spec.table, " was dropped or left publication ", options_.publication,
               " (noticed at LSN ", pg::format_lsn(spec.resume_upper),
               "); drop its shard to ingest it again");
+        } else if (table.error_to_write.empty() &&
+                   std::find(now.not_full.begin(), now.not_full.end(), spec.table) !=
+                       now.not_full.end()) {
+          table.error_to_write = absl::StrCat(
+              "table ", spec.table,
+              ": REPLICA IDENTITY is no longer FULL (updates and deletes would come without the "
+              "old row): run ALTER TABLE ",
+              spec.table, " REPLICA IDENTITY FULL; and drop its shard");
         } else if (table.error_to_write.empty() && spec.resume_upper < now.slot_confirmed_lsn) {
           table.error_to_write =
               absl::StrCat("table ", spec.table, ": replication slot ", options_.slot,

@@ -5,10 +5,6 @@
 // tables, with no row lost or duplicated, and the slot's confirmed_flush_lsn was never ahead of
 // the durable upper of an export that has one (checked every few milliseconds throughout).
 
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -19,11 +15,13 @@
 #include <thread>
 #include <vector>
 
-#include <fcntl.h>
-#include <gtest/gtest.h>
-
 #include "ingest_test_util.h"
 #include "postgres_test_util.h"
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "weir/sources/postgres/pgoutput.h"
 
@@ -118,10 +116,23 @@ TEST(PostgresCrashTest, TwentyKillsAndTwoServerRestartsLoseNothing) {
       "INSERT INTO t SELECT g, 'row ' || g, g % 977 FROM generate_series(1, 60000) g;"
       "INSERT INTO u SELECT g FROM generate_series(1, 1000) g;");
   const fs::path dir = base / "persist";
-  const std::vector<std::string> args = {
-      WEIR_TOOL_PATH, "ingest",      "--source", "postgres",     "--conn", url,
-      "--publication", "p",          "--slot",   "crash_slot",   "--persist", dir.string(),
-      "-w",           "2",           "--quiet",  "--compaction-window", "18446744073709551615"};
+  const std::vector<std::string> args = {WEIR_TOOL_PATH,
+                                         "ingest",
+                                         "--source",
+                                         "postgres",
+                                         "--conn",
+                                         url,
+                                         "--publication",
+                                         "p",
+                                         "--slot",
+                                         "crash_slot",
+                                         "--persist",
+                                         dir.string(),
+                                         "-w",
+                                         "2",
+                                         "--quiet",
+                                         "--compaction-window",
+                                         "18446744073709551615"};
 
   std::atomic<bool> stop_writer{false};
   std::thread writer([&] { write_until(url, stop_writer); });

@@ -327,6 +327,42 @@ TEST(PostgresErrorsTest, ADroppedColumnAndATruncateStopOnlyTheirExportsAndStayAf
   EXPECT_EQ(shard_lines(**client, "pg", "public.y", lsn2), sql.copy_lines("public.y"));
 }
 
+TEST(PostgresErrorsTest, ADroppedSlotErrorsEveryExport) {
+  TestDatabase db("slot");
+  ASSERT_TRUE(db.available()) << "needs the postgres fixture";
+  Sql sql(db.url());
+  sql.exec(
+      "CREATE TABLE x (k int); CREATE TABLE y (k int);"
+      "ALTER TABLE x REPLICA IDENTITY FULL; ALTER TABLE y REPLICA IDENTITY FULL;"
+      "CREATE PUBLICATION weir_pub FOR TABLE x, y; INSERT INTO x VALUES (1); "
+      "INSERT INTO y VALUES (2);");
+  const auto dir = fresh_dir("pg-slot");
+  auto [first, lsn] = ingest_while(db, dir, 1, [&] { sql.exec("INSERT INTO x VALUES (3)"); });
+  ASSERT_TRUE(first.ok()) << first.status();
+  // Changes made while the slot is gone are lost to it: the source must not carry on as if not.
+  sql.exec("SELECT pg_drop_replication_slot('" + db.slot() + "')");
+  sql.exec("INSERT INTO x VALUES (4)");
+
+  IngestOptions options;
+  options.location = persist::PersistLocation::in_directory(dir.string());
+  options.stop = std::make_shared<std::atomic<bool>>(false);
+  PostgresIngestOptions pg;
+  pg.conninfo = db.url();
+  pg.publication = "weir_pub";
+  pg.slot = db.slot();
+  options.upstream = make_postgres_source(pg);
+  absl::StatusOr<IngestReport> report = absl::UnknownError("not run");
+  std::thread ingest([&] { report = run_ingest(options); });
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  options.stop->store(true);
+  ingest.join();
+  ASSERT_TRUE(report.ok()) << report.status();
+  for (const auto& e : report->exports) {
+    EXPECT_EQ(e.health, sources::Health::kStalled) << e.table;
+    EXPECT_NE(e.error.find(db.slot()), std::string::npos) << e.error;
+  }
+}
+
 // run_ingest with the PostgreSQL source on `db`, expected to fail at once.
 absl::Status ingest_error(const TestDatabase& db, const std::string& publication,
                           std::string slot = "") {

@@ -270,6 +270,13 @@ class Replication {
   }
 
   absl::Status run() {
+    if (std::find(errored_.begin(), errored_.end(), false) == errored_.end()) {
+      // Every export is errored: there is nothing to stream (the slot may be gone). Frontiers
+      // stay where they are, unless the run has an end.
+      if (config_.until) advance(*config_.until);
+      ctx_.sleep_for(std::chrono::nanoseconds::max());
+      return absl::OkStatus();
+    }
     const bool any_snapshot =
         std::find(snapshotting_.begin(), snapshotting_.end(), true) != snapshotting_.end();
     if (any_snapshot) {

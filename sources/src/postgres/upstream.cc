@@ -79,9 +79,12 @@ absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo,
                                                        "pubname = $1",
                                                        {publication}));
   if (PQntuples(pub.get()) != 1) {
-    return refuse(absl::StrCat(
+    const std::string message = absl::StrCat(
         "publication ", quote_identifier(publication), " does not exist: run CREATE PUBLICATION ",
-        quote_identifier(publication), " FOR TABLE ...; (or FOR ALL TABLES)"));
+        quote_identifier(publication), " FOR TABLE ...; (or FOR ALL TABLES)");
+    if (create) return refuse(message);
+    info.source_error = message;  // Dropped while the source ran.
+    return info;
   }
   WEIR_ASSIGN_OR_RETURN(
       PgResult tables,
@@ -99,10 +102,11 @@ absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo,
     if (value(tables.get(), i, 3) != "f") {
       not_full.push_back(absl::StrCat(quote_identifier(value(tables.get(), i, 0)), ".",
                                       quote_identifier(value(tables.get(), i, 1))));
+      info.not_full.push_back(table.name);
     }
     info.tables.push_back(std::move(table));
   }
-  if (!not_full.empty()) {
+  if (!not_full.empty() && create) {
     std::vector<std::string> statements;
     for (const auto& t : not_full) {
       statements.push_back(absl::StrCat("ALTER TABLE ", t, " REPLICA IDENTITY FULL;"));
@@ -122,7 +126,12 @@ absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo,
                        "WHERE slot_name = $1",
                        {slot}));
   if (PQntuples(slot_row.get()) == 0) {
-    if (!create) return refuse(absl::StrCat("replication slot \"", slot, "\" does not exist"));
+    if (!create) {
+      info.source_error = absl::StrCat("replication slot \"", slot,
+                                       "\" was dropped while the source ran: the changes since "
+                                       "are gone; drop the shards and start again");
+      return info;
+    }
     WEIR_ASSIGN_OR_RETURN(PgConnection replication,
                           PgConnection::connect(conninfo, true, "creating the slot"));
     auto created = replication.exec(absl::StrCat("CREATE_REPLICATION_SLOT ", quote_identifier(slot),
@@ -154,6 +163,13 @@ absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo,
                                "\" belongs to another database: choose another with --slot"));
   }
   if (value(slot_row.get(), 0, 3) == "lost") {
+    if (!create) {
+      info.source_error =
+          absl::StrCat("replication slot \"", slot,
+                       "\" has been invalidated (wal_status lost: the server removed WAL it "
+                       "still needed); drop it and the shards, and start again");
+      return info;
+    }
     return refuse(absl::StrCat("replication slot \"", slot,
                                "\" has been invalidated (wal_status lost: the server removed WAL "
                                "it still needed); drop it and the shards, and start again"));

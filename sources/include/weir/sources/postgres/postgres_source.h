@@ -62,10 +62,16 @@ struct UpstreamInfo {
   std::vector<UpstreamTable> tables;
   uint64_t slot_confirmed_lsn = 0;  // The slot's confirmed_flush_lsn.
   bool slot_created = false;
+  // Without `create` (a running source's re-check), what would be refused is reported here
+  // instead: the source's own error (the publication or the slot dropped, the slot
+  // invalidated: every export errors), and the tables whose replica identity is not FULL.
+  std::string source_error;
+  std::vector<std::string> not_full;
 };
 
 // Checks the server, the publication and the slot (creating the slot if missing and `create`);
-// every failure names the thing and what to run. Transient failures (the server is down) are
+// every failure names the thing and what to run (see UpstreamInfo for what is reported instead
+// without `create`). Transient failures (the server is down) are
 // Unavailable; configuration problems FailedPrecondition.
 absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo,
                                             const std::string& publication, const std::string& slot,
