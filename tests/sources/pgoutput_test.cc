@@ -302,6 +302,9 @@ TEST(PgOutputDecodeTest, DecodesAnUpdateWithOldAndNewTuples) {
   EXPECT_EQ(describe(*message),
             "Update relation=16385 old=('1', NULL, unchanged-toast) "
             "new=('2', x'01ff', unchanged-toast)");
+  std::string encoded;
+  append_message(*message, encoded);
+  EXPECT_EQ(encoded, payload);
 }
 
 TEST(PgOutputDecodeTest, ReadsTheXidOfMessagesInsideAStream) {
@@ -606,6 +609,9 @@ class PostgresPgOutputTest : public ::testing::Test {
       }
       d->message = *message;
       EXPECT_EQ(describe(d->message), describe(*checked));
+      std::string encoded;
+      append_message(d->message, encoded);
+      EXPECT_EQ(encoded, d->data) << "re-encoding " << describe(d->message);
       expect_views_inside(d->message, d->data);
       out.push_back(std::move(d));
     }
@@ -614,7 +620,8 @@ class PostgresPgOutputTest : public ::testing::Test {
   }
 
   // With WEIR_PGOUTPUT_SEED_DIR set, writes up to 3 captured messages per tag (each alone, and
-  // the first also inside an XLogData frame) as fuzz seeds.
+  // the first also inside an XLogData frame) as fuzz seeds, and the first ones as a sequence
+  // (sources/fuzz/pgoutput/pgoutput_fuzz.cc says how it reads them).
   void write_seeds() {
     const char* dir = std::getenv("WEIR_PGOUTPUT_SEED_DIR");
     if (dir == nullptr || captured_.empty()) {
@@ -641,6 +648,17 @@ class PostgresPgOutputTest : public ::testing::Test {
         write(name + "-xlogdata", frame);
       }
     }
+    // A stream for pgoutput_fuzz's sequence mode: "\xffSEQ", then [Int16 length][message]...
+    std::string sequence = "\xffSEQ";
+    int in_sequence = 0;
+    for (const std::string& data : captured_) {
+      if (data.size() <= 2048 && in_sequence++ < 24) {
+        sequence.push_back(static_cast<char>(data.size() >> 8));
+        sequence.push_back(static_cast<char>(data.size() & 0xff));
+        sequence += data;
+      }
+    }
+    write(test + "-sequence", sequence);
     std::string keepalive;
     append_primary_keepalive({.wal_end = 0x1000100, .send_time = 1, .reply_requested = true},
                              keepalive);
@@ -1146,6 +1164,9 @@ TEST_F(PostgresPgOutputCorpusTest, RandomByteFlipsNeverReadOutsideTheMessage) {
         if (message.ok()) {
           ++decoded;
           expect_views_inside(*message, mutated);
+          std::string encoded;
+          append_message(*message, encoded);
+          ASSERT_EQ(encoded, mutated) << "decoding is exact: " << describe(*message);
         } else {
           ++refused;
           EXPECT_FALSE(message.status().message().empty());

@@ -327,6 +327,11 @@ class PgOutputDecoder {
   DecodeScratch scratch_;
 };
 
+// The server's side, for tests, fake servers and the fuzzer's oracle: appends `message` as
+// pgoutput writes it; an xid is written where `xid` has a value (as inside a stream). Decoding is
+// exact: for any payload that decodes, append_message of the result gives the payload back.
+void append_message(const Message& message, std::string& out);
+
 // The message's tag byte on the wire ('B', 'I', 'S', ...) and its name ("Insert", ...).
 char message_tag(const Message& message);
 std::string_view message_name(const Message& message);
