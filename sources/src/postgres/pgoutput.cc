@@ -897,6 +897,137 @@ absl::StatusOr<Message> PgOutputDecoder::decode(std::string_view payload) {
   return message;
 }
 
+namespace {
+
+class Writer {
+ public:
+  explicit Writer(std::string& out) : out_(out) {}
+
+  void u8(uint8_t v) { out_.push_back(static_cast<char>(v)); }
+  void u16(uint16_t v) { append_be(out_, v, 2); }
+  void u32(uint32_t v) { append_be(out_, v, 4); }
+  void u64(uint64_t v) { append_be(out_, v, 8); }
+  void cstring(std::string_view s) {
+    out_.append(s);
+    out_.push_back('\0');
+  }
+  void xid(const std::optional<Xid>& x) {
+    if (x.has_value()) {
+      u32(*x);
+    }
+  }
+  void tuple(Tuple t) {
+    u16(static_cast<uint16_t>(t.size()));
+    for (const TupleColumn& column : t) {
+      u8(static_cast<uint8_t>(column.kind));
+      if (column.kind == ColumnKind::kText || column.kind == ColumnKind::kBinary) {
+        u32(static_cast<uint32_t>(column.value.size()));
+        out_.append(column.value);
+      }
+    }
+  }
+
+  void operator()(const Begin& m) {
+    u64(m.final_lsn);
+    u64(static_cast<uint64_t>(m.commit_time));
+    u32(m.xid);
+  }
+  void operator()(const Commit& m) {
+    u8(m.flags);
+    u64(m.commit_lsn);
+    u64(m.end_lsn);
+    u64(static_cast<uint64_t>(m.commit_time));
+  }
+  void operator()(const Origin& m) {
+    u64(m.commit_lsn);
+    cstring(m.name);
+  }
+  void operator()(const Relation& m) {
+    xid(m.xid);
+    u32(m.oid);
+    cstring(m.namespace_name);
+    cstring(m.name);
+    u8(static_cast<uint8_t>(m.replica_identity));
+    u16(static_cast<uint16_t>(m.columns.size()));
+    for (const RelationColumn& column : m.columns) {
+      u8(column.flags);
+      cstring(column.name);
+      u32(column.type_oid);
+      u32(static_cast<uint32_t>(column.type_modifier));
+    }
+  }
+  void operator()(const Type& m) {
+    xid(m.xid);
+    u32(m.oid);
+    cstring(m.namespace_name);
+    cstring(m.name);
+  }
+  void operator()(const Insert& m) {
+    xid(m.xid);
+    u32(m.relation_oid);
+    u8('N');
+    tuple(m.new_tuple);
+  }
+  void operator()(const Update& m) {
+    xid(m.xid);
+    u32(m.relation_oid);
+    if (m.old_kind != OldTupleKind::kNone) {
+      u8(static_cast<uint8_t>(m.old_kind));
+      tuple(m.old_tuple);
+    }
+    u8('N');
+    tuple(m.new_tuple);
+  }
+  void operator()(const Delete& m) {
+    xid(m.xid);
+    u32(m.relation_oid);
+    u8(static_cast<uint8_t>(m.old_kind));
+    tuple(m.old_tuple);
+  }
+  void operator()(const Truncate& m) {
+    xid(m.xid);
+    u32(static_cast<uint32_t>(m.relation_oids.size()));
+    u8(static_cast<uint8_t>((m.cascade ? 1 : 0) | (m.restart_identity ? 2 : 0)));
+    for (uint32_t oid : m.relation_oids) {
+      u32(oid);
+    }
+  }
+  void operator()(const LogicalMessage& m) {
+    xid(m.xid);
+    u8(m.transactional ? 1 : 0);
+    u64(m.lsn);
+    cstring(m.prefix);
+    u32(static_cast<uint32_t>(m.content.size()));
+    out_.append(m.content);
+  }
+  void operator()(const StreamStart& m) {
+    u32(m.xid);
+    u8(m.first_segment ? 1 : 0);
+  }
+  void operator()(const StreamStop& /*m*/) {}
+  void operator()(const StreamCommit& m) {
+    u32(m.xid);
+    u8(m.flags);
+    u64(m.commit_lsn);
+    u64(m.end_lsn);
+    u64(static_cast<uint64_t>(m.commit_time));
+  }
+  void operator()(const StreamAbort& m) {
+    u32(m.xid);
+    u32(m.subxid);
+  }
+
+ private:
+  std::string& out_;
+};
+
+}  // namespace
+
+void append_message(const Message& message, std::string& out) {
+  out.push_back(message_tag(message));
+  std::visit(Writer(out), message);
+}
+
 char message_tag(const Message& message) { return kMessageTags[message.index()]; }
 
 std::string_view message_name(const Message& message) { return kMessageNames[message.index()]; }

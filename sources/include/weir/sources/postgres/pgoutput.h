@@ -198,8 +198,11 @@ struct Origin {
   std::string_view name;
 };
 
-// 'R': describes a relation before the first change to it in a session, and again after it
-// changes. `xid` is set inside a streamed transaction (between StreamStart and StreamStop).
+// 'R': describes a relation before the first change to it in a session (and in each streamed
+// transaction), and again whenever pgoutput's cache of it is invalidated: after ALTER TABLE, but
+// also after TRUNCATE or any other session's publication change, so most repeat the last one
+// unchanged. `xid` is set inside a streamed transaction (between StreamStart and StreamStop): the
+// (sub)transaction whose change needed it.
 struct Relation {
   std::optional<Xid> xid;
   uint32_t oid = 0;
@@ -326,6 +329,11 @@ class PgOutputDecoder {
   bool in_stream_ = false;
   DecodeScratch scratch_;
 };
+
+// The server's side, for tests, fake servers and the fuzzer's oracle: appends `message` as
+// pgoutput writes it; an xid is written where `xid` has a value (as inside a stream). Decoding is
+// exact: for any payload that decodes, append_message of the result gives the payload back.
+void append_message(const Message& message, std::string& out);
 
 // The message's tag byte on the wire ('B', 'I', 'S', ...) and its name ("Insert", ...).
 char message_tag(const Message& message);
