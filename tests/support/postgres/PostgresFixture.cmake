@@ -10,13 +10,13 @@
 #                        PROPERTIES ${WEIR_POSTGRES_TEST_PROPERTIES} LABELS postgres)
 #
 # Include it from any CMakeLists.txt; it defines its tests once.
-include_guard(GLOBAL)
-
 set(WEIR_POSTGRES_FIXTURE_DIR ${CMAKE_BINARY_DIR}/postgres-fixture)
 set(WEIR_POSTGRES_URL_FILE ${WEIR_POSTGRES_FIXTURE_DIR}/url)
 set(WEIR_POSTGRES_TEST_PROPERTIES
   FIXTURES_REQUIRED postgres
   ENVIRONMENT WEIR_TEST_POSTGRES_URL_FILE=${WEIR_POSTGRES_URL_FILE})
+# The variables above are per directory; the tests below are defined once.
+include_guard(GLOBAL)
 
 add_test(NAME postgres_fixture_start
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/postgres_fixture.sh start ${WEIR_POSTGRES_FIXTURE_DIR})
