@@ -565,12 +565,13 @@ void render_replication(Scope<Offset>& scope, const PostgresSourceConfig& config
       [=](AsyncContext& ctx, std::span<CapabilitySet<Offset>> caps) mutable -> absl::Status {
         const size_t n = exports.size();
         if (!leader) {
-          // One worker streams; the others say how their exports stand and hold nothing.
+          // One worker streams; the others have no change stream (ceased: the aggregate is the
+      // streaming worker's) and hold nothing.
           std::optional<Capability<Offset>> health_cap(caps[n].first());
           for (size_t e = 0; e < n; ++e) {
             const bool errored = !exports[e].definite_error.empty();
             health_out.give(*health_cap, HealthUpdate{static_cast<uint32_t>(e), worker,
-                                                      errored ? Health::kStalled : Health::kRunning,
+                                                      errored ? Health::kStalled : Health::kCeased,
                                                       exports[e].definite_error});
             caps[e].clear();
           }
