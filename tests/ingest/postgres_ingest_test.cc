@@ -363,6 +363,43 @@ TEST(PostgresErrorsTest, ADroppedSlotErrorsEveryExport) {
   }
 }
 
+TEST(PostgresAddTableTest, ATableAddedToThePublicationIsSnapshottedWhileTheOtherStreams) {
+  TestDatabase db("addtable");
+  ASSERT_TRUE(db.available()) << "needs the postgres fixture";
+  Sql sql(db.url());
+  sql.exec(
+      "CREATE TABLE x (k int, v text); CREATE TABLE y (k int, v text);"
+      "ALTER TABLE x REPLICA IDENTITY FULL; ALTER TABLE y REPLICA IDENTITY FULL;"
+      "CREATE PUBLICATION weir_pub FOR TABLE x;"
+      "INSERT INTO x SELECT g, 'x' FROM generate_series(1, 1000) g;"
+      "INSERT INTO y SELECT g, 'y' FROM generate_series(1, 20000) g;");
+  const auto dir = fresh_dir("pg-addtable");
+  auto [first, lsn1] = ingest_while(db, dir, 2, [&] {
+    sql.exec("INSERT INTO x VALUES (5000, 'stream'); INSERT INTO y VALUES (5000, 'unpublished')");
+  });
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->exports.size(), 1u);
+  // Changes to y while it is not published, then it joins the publication: the restart
+  // snapshots it while x resumes from its upper, with a writer changing both meanwhile (so the
+  // stream, which starts at x's upper, carries changes of y that the snapshot already has).
+  sql.exec("UPDATE y SET v = 'before' WHERE k % 3 = 0; ALTER PUBLICATION weir_pub ADD TABLE y");
+  auto [second, lsn2] = ingest_while(db, dir, 2, [&] {
+    Sql writer(db.url());
+    for (int i = 0; i < 200; ++i) {
+      writer.exec(absl::StrCat("BEGIN; UPDATE y SET v = 'w", i, "' WHERE k % 97 = ", i % 97,
+                               "; DELETE FROM y WHERE k = ", i * 50, "; INSERT INTO x VALUES (",
+                               6000 + i, ", 'w'); COMMIT"));
+    }
+  });
+  ASSERT_TRUE(second.ok()) << second.status();
+  auto client = persist::PersistClient::open(persist::PersistLocation::in_directory(dir.string()));
+  ASSERT_TRUE(client.ok());
+  EXPECT_EQ(shard_lines(**client, "pg", "public.x", lsn2), sql.copy_lines("public.x"));
+  EXPECT_EQ(shard_lines(**client, "pg", "public.y", lsn2), sql.copy_lines("public.y"));
+  // x's history before the restart is untouched.
+  EXPECT_EQ(shard_lines(**client, "pg", "public.x", lsn1).size(), 1001u);
+}
+
 // run_ingest with the PostgreSQL source on `db`, expected to fail at once.
 absl::Status ingest_error(const TestDatabase& db, const std::string& publication,
                           std::string slot = "") {
