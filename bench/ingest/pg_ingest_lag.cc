@@ -74,10 +74,11 @@ void prepare(const std::string& url, uint64_t rows) {
     std::fprintf(stderr, "pg_ingest_lag: filling pg_lag_big with %llu rows\n",
                  static_cast<unsigned long long>(rows));
     exec(conn, "TRUNCATE pg_lag_big");
-    exec(conn, "INSERT INTO pg_lag_big SELECT i, 'customer-' || md5(i::text)::varchar(20), "
-               "(i % 100000) / 100.0, '2026-01-01'::timestamptz + i * interval '1 second', "
-               "i % 3 = 0 FROM generate_series(1, " +
-                   std::to_string(rows) + ") AS i");
+    exec(conn,
+         "INSERT INTO pg_lag_big SELECT i, 'customer-' || md5(i::text)::varchar(20), "
+         "(i % 100000) / 100.0, '2026-01-01'::timestamptz + i * interval '1 second', "
+         "i % 3 = 0 FROM generate_series(1, " +
+             std::to_string(rows) + ") AS i");
     exec(conn, "VACUUM ANALYZE pg_lag_big");
   }
   PQfinish(conn);
@@ -211,9 +212,10 @@ int main(int argc, char** argv) {
   fs::remove_all(dir, ignored);
   {
     PGconn* conn = connect(url);
-    exec(conn, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE "
-               "slot_name = '" +
-                   slot + "'");
+    exec(conn,
+         "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE "
+         "slot_name = '" +
+             slot + "'");
     PQfinish(conn);
   }
   if (!report.ok()) {
@@ -236,8 +238,9 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(written.load()), run_seconds,
       static_cast<double>(written.load()) / run_seconds, lags.size(), pct(0.5), pct(0.99),
       lags.back());
-  std::printf("RESULT lag_p50_s %.6g s\nRESULT lag_p99_s %.6g s\nRESULT lag_max_s %.6g s\n"
-              "RESULT snapshot_s %.6g s\n",
-              pct(0.5), pct(0.99), lags.back(), snapshot_seconds);
+  std::printf(
+      "RESULT lag_p50_s %.6g s\nRESULT lag_p99_s %.6g s\nRESULT lag_max_s %.6g s\n"
+      "RESULT snapshot_s %.6g s\n",
+      pct(0.5), pct(0.99), lags.back(), snapshot_seconds);
   return 0;
 }
