@@ -364,7 +364,6 @@ struct Ingestion {
         source(run_options.upstream ? run_options.upstream
                                     : std::make_shared<LoadgenIngestSource>(run_options.source)),
         kind(source->kind()),
-        final_upper(source->until()),
         added(run_options.add_table.empty()) {}
 
   void log(const std::string& line) const {
@@ -391,7 +390,7 @@ struct Ingestion {
   const Clock::time_point started = Clock::now();
   const std::shared_ptr<IngestSource> source;
   const std::string kind;
-  const std::optional<Offset> final_upper;  // From the source's until.
+  std::optional<Offset> final_upper;  // The source's until, once it is open.
   std::vector<std::string> tables;          // Ingested now; add_table joins once `added`.
   bool added;
   uint64_t incarnation = 0;
@@ -549,6 +548,7 @@ absl::Status open_shards(Ingestion& in) {
                           persist::PersistClient::open(options.location, options.persist));
   }
   WEIR_ASSIGN_OR_RETURN(const std::vector<std::string> available, in.source->open(*in.client));
+  in.final_upper = in.source->until();
   in.tables = options.tables.empty() ? available : options.tables;
   std::vector<std::string> all_tables = in.tables;
   if (!options.add_table.empty()) all_tables.push_back(options.add_table);

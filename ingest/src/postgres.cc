@@ -82,6 +82,11 @@ class PostgresIngestSource final : public IngestSource {
   absl::StatusOr<std::vector<std::string>> open(persist::PersistClient&) override {
     WEIR_ASSIGN_OR_RETURN(upstream_, pg::check_upstream(options_.conninfo, options_.publication,
                                                         options_.slot, /*create=*/true));
+    // A run that ends stops no export below where the slot stands: a snapshot's time 0 is the
+    // table as of the slot's position, and an upper below it would look, to the next run, like
+    // changes the slot has let go.
+    until_ = options_.until;
+    if (until_) until_ = std::max(*until_, upstream_.slot_confirmed_lsn);
     std::vector<std::string> tables;
     for (const auto& t : upstream_.tables) tables.push_back(t.name);
     return tables;
@@ -93,7 +98,7 @@ class PostgresIngestSource final : public IngestSource {
             absl::StrCat("slot=", options_.slot)};
   }
 
-  std::optional<Offset> until() const override { return options_.until; }
+  std::optional<Offset> until() const override { return until_; }
 
   absl::Status prepare(persist::PersistClient& client, std::vector<ExportSpec>& exports) override {
     // The upstream now: the tables still published, and where the slot stands.
@@ -192,7 +197,7 @@ class PostgresIngestSource final : public IngestSource {
     config.shared = shared_;
     config.stats = epoch.stats;
     config.status_interval = options_.status_interval;
-    config.until = options_.until;
+    config.until = until_;
     const size_t n = exports.size();
     config.durable_upper = [durable = epoch.durable_upper, n]() -> Offset {
       Offset lowest = std::numeric_limits<Offset>::max();
@@ -205,6 +210,7 @@ class PostgresIngestSource final : public IngestSource {
  private:
   const PostgresIngestOptions options_;
   pg::UpstreamInfo upstream_;
+  std::optional<Offset> until_;  // options_.until, at least the slot's position at open.
   // This epoch's, from prepare (read by every worker's render).
   std::vector<pg::ExportTable> tables_;
   std::shared_ptr<pg::PostgresShared> shared_;

@@ -62,7 +62,8 @@ class IngestSource {
   // The options that decide what the tables hold, as "name=value" fields: recorded in
   // `<kind>.source` by the first run, and a run with other ones is refused. Called after open.
   virtual std::vector<std::string> identity() const = 0;
-  // The offset after which every table is complete, if the source ends (the generator's until).
+  // The upper at which every table is complete, if the source ends (the generator's until + 1).
+  // Called after open.
   virtual std::optional<sources::Offset> until() const { return std::nullopt; }
   // Called before every epoch with the exports' resume uppers (and definite errors): a place
   // for the source's I/O, and to mark an export errored.
