@@ -148,6 +148,12 @@ TEST(ValueTest, DatesAndTimesUseIsoStyle) {
   EXPECT_FALSE(encode_text_value(scalar(TypeKind::kDate), "2001-02-29", out).ok());
   EXPECT_FALSE(encode_text_value(scalar(TypeKind::kTime), "24:00:01", out).ok());
   EXPECT_FALSE(encode_text_value(scalar(TypeKind::kTimeTz), "00:00+16:00", out).ok());
+  // A local time on the day after timestamp's last UTC day (value_fuzz found an overflow here).
+  expect_round_trip(scalar(TypeKind::kTimestampTz), "294277-01-01 00:00:00+01",
+                    "294276-12-31 23:00:00+00");
+  EXPECT_FALSE(
+      encode_text_value(scalar(TypeKind::kTimestampTz), "294576-12-31 23:56-12", out).ok());
+  EXPECT_FALSE(encode_text_value(scalar(TypeKind::kTimestamp), "5874897-12-31 00:00", out).ok());
 }
 
 TEST(ValueTest, ArraysKeepShapeBoundsAndNulls) {
@@ -319,11 +325,11 @@ TEST(ValueTest, RowEncoderThroughput) {
       "2024-05-06\tt\t{alpha,beta,\"gamma delta\"}";
   std::string out;
   const int rows = 1'000'000;
-  out.reserve(64 * 1024);
+  out.reserve(size_t{64} * 1024);
   const auto start = std::chrono::steady_clock::now();
   size_t bytes = 0;
   for (int i = 0; i < rows; ++i) {
-    if (out.size() > 60 * 1024) {
+    if (out.size() > size_t{60} * 1024) {
       bytes += out.size();
       out.clear();
     }
