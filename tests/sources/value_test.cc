@@ -169,6 +169,13 @@ TEST(ValueTest, ArraysKeepShapeBoundsAndNulls) {
   EXPECT_FALSE(encode_text_value(array_of(TypeKind::kInt4), "{{1,2},{3}}", out).ok());
   EXPECT_FALSE(encode_text_value(array_of(TypeKind::kInt4), "[1:3]={1,2}", out).ok());
   EXPECT_FALSE(encode_text_value(array_of(TypeKind::kInt4), "{1,2", out).ok());
+  // Damaged bounds: a lower bound near INT64_MAX is an error, not an overflow.
+  std::string damaged = encode_or_die(array_of(TypeKind::kInt4), "[5:5]={1}");
+  // body: len, ndim 1, length 1, zigzag(5) = 10, flags 0, element
+  ASSERT_EQ(damaged[3], 10);
+  damaged.replace(3, 1, std::string("\xfe\xff\xff\xff\xff\xff\xff\xff\xff\x01", 10));
+  damaged[0] = static_cast<char>(damaged.size() - 1);
+  EXPECT_FALSE(print_value(array_of(TypeKind::kInt4), damaged, out).ok());
 }
 
 TEST(ValueTest, ErrorsNameTheColumnAndQuoteTheValue) {

@@ -2007,6 +2007,7 @@ absl::Status print_array_body(const ColumnType& type, Reader& in, std::string& o
     lower[d] = unzigzag(zl);
     if (length[d] == 0 || length[d] > kMaxArrayElements ||
         lower[d] < std::numeric_limits<int32_t>::min() ||
+        lower[d] > std::numeric_limits<int32_t>::max() ||
         lower[d] + static_cast<int64_t>(length[d]) - 1 > std::numeric_limits<int32_t>::max()) {
       return damaged("bad array dimension");
     }
