@@ -1928,10 +1928,10 @@ absl::Status print_scalar(TypeKind kind, Reader& in, std::string& out) {
         out += "-infinity";
         return absl::OkStatus();
       }
-      const int64_t j = d + kEpochJulian;
-      if (j < 0 || j >= kDateEndJulian) {
+      if (d < -kEpochJulian || d >= kDateEndJulian - kEpochJulian) {
         return damaged("date out of range");
       }
+      const int64_t j = d + kEpochJulian;
       if (append_julian_date(out, j)) {
         out += " BC";
       }
