@@ -147,6 +147,9 @@ TEST(ValueTest, DatesAndTimesUseIsoStyle) {
   std::string out;
   EXPECT_FALSE(encode_text_value(scalar(TypeKind::kDate), "2001-02-29", out).ok());
   EXPECT_FALSE(encode_text_value(scalar(TypeKind::kTime), "24:00:01", out).ok());
+  EXPECT_FALSE(
+      encode_text_value(scalar(TypeKind::kInterval), "999999999999999999 years", out).ok());
+  EXPECT_FALSE(encode_text_value(scalar(TypeKind::kInterval), "178956971 years", out).ok());
   EXPECT_FALSE(encode_text_value(scalar(TypeKind::kTimeTz), "00:00+16:00", out).ok());
   // A local time on the day after timestamp's last UTC day (value_fuzz found an overflow here).
   expect_round_trip(scalar(TypeKind::kTimestampTz), "294277-01-01 00:00:00+01",

@@ -986,6 +986,10 @@ absl::Status encode_interval(std::string_view s, std::string& out) {
         ++i;
       }
       const std::string_view unit = s.substr(unit_at, i - unit_at);
+      // No part of a valid interval is this large, and checking first keeps the sums in range.
+      if (v > 3'000'000'000) {
+        return bad("interval out of range");
+      }
       const int64_t signed_v = negative ? -v : v;
       if (unit == "year" || unit == "years") {
         months += signed_v * 12;
