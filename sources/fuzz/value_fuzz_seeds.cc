@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
   pg::RelationDesc desc;
   desc.schema = "fuzz";
   desc.table = "every_kind";
-  std::vector<std::string> row_text(2 * pg::kMaxTypeKind);
+  std::vector<std::string> row_text(size_t{2} * pg::kMaxTypeKind);
   for (const Seeds& s : seeds()) {
     for (int array = 0; array < 2; ++array) {
       const auto& texts = array == 1 ? s.arrays : s.values;
@@ -135,6 +135,7 @@ int main(int argc, char** argv) {
   }
   pg::RowEncoder encoder(desc);
   std::vector<pg::TextField> fields;
+  fields.reserve(row_text.size());
   for (const std::string& text : row_text) {
     fields.push_back({text, false});
   }

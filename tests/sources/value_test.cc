@@ -147,7 +147,16 @@ TEST(ValueTest, DatesAndTimesUseIsoStyle) {
   std::string out;
   EXPECT_FALSE(encode_text_value(scalar(TypeKind::kDate), "2001-02-29", out).ok());
   EXPECT_FALSE(encode_text_value(scalar(TypeKind::kTime), "24:00:01", out).ok());
+  EXPECT_FALSE(
+      encode_text_value(scalar(TypeKind::kInterval), "999999999999999999 years", out).ok());
+  EXPECT_FALSE(encode_text_value(scalar(TypeKind::kInterval), "178956971 years", out).ok());
   EXPECT_FALSE(encode_text_value(scalar(TypeKind::kTimeTz), "00:00+16:00", out).ok());
+  // A local time on the day after timestamp's last UTC day (value_fuzz found an overflow here).
+  expect_round_trip(scalar(TypeKind::kTimestampTz), "294277-01-01 00:00:00+01",
+                    "294276-12-31 23:00:00+00");
+  EXPECT_FALSE(
+      encode_text_value(scalar(TypeKind::kTimestampTz), "294576-12-31 23:56-12", out).ok());
+  EXPECT_FALSE(encode_text_value(scalar(TypeKind::kTimestamp), "5874897-12-31 00:00", out).ok());
 }
 
 TEST(ValueTest, ArraysKeepShapeBoundsAndNulls) {
@@ -163,6 +172,13 @@ TEST(ValueTest, ArraysKeepShapeBoundsAndNulls) {
   EXPECT_FALSE(encode_text_value(array_of(TypeKind::kInt4), "{{1,2},{3}}", out).ok());
   EXPECT_FALSE(encode_text_value(array_of(TypeKind::kInt4), "[1:3]={1,2}", out).ok());
   EXPECT_FALSE(encode_text_value(array_of(TypeKind::kInt4), "{1,2", out).ok());
+  // Damaged bounds: a lower bound near INT64_MAX is an error, not an overflow.
+  std::string damaged = encode_or_die(array_of(TypeKind::kInt4), "[5:5]={1}");
+  // body: len, ndim 1, length 1, zigzag(5) = 10, flags 0, element
+  ASSERT_EQ(damaged[3], 10);
+  damaged.replace(3, 1, std::string("\xfe\xff\xff\xff\xff\xff\xff\xff\xff\x01", 10));
+  damaged[0] = static_cast<char>(damaged.size() - 1);
+  EXPECT_FALSE(print_value(array_of(TypeKind::kInt4), damaged, out).ok());
 }
 
 TEST(ValueTest, ErrorsNameTheColumnAndQuoteTheValue) {
@@ -319,11 +335,11 @@ TEST(ValueTest, RowEncoderThroughput) {
       "2024-05-06\tt\t{alpha,beta,\"gamma delta\"}";
   std::string out;
   const int rows = 1'000'000;
-  out.reserve(64 * 1024);
+  out.reserve(size_t{64} * 1024);
   const auto start = std::chrono::steady_clock::now();
   size_t bytes = 0;
   for (int i = 0; i < rows; ++i) {
-    if (out.size() > 60 * 1024) {
+    if (out.size() > size_t{60} * 1024) {
       bytes += out.size();
       out.clear();
     }

@@ -539,7 +539,7 @@ absl::Status encode_bytea(std::string_view s, std::string& out) {
       ++i;
     } else if (i + 1 < s.size() && s[i + 1] == '\\') {
       i += 2;
-    } else if (i + 3 < s.size() + 0 && s[i + 1] >= '0' && s[i + 1] <= '3' && s[i + 2] >= '0' &&
+    } else if (i + 3 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '3' && s[i + 2] >= '0' &&
                s[i + 2] <= '7' && s[i + 3] >= '0' && s[i + 3] <= '7') {
       i += 4;
     } else {
@@ -608,6 +608,7 @@ constexpr int64_t kUsecsPerHour = 60 * kUsecsPerMinute;
 constexpr int64_t kUsecsPerDay = 24 * kUsecsPerHour;
 constexpr int64_t kEpochJulian = 2451545;               // 2000-01-01
 constexpr int64_t kDateEndJulian = 2147483494;          // 5874898-01-01
+constexpr int64_t kTimestampEndJulian = 109203528;      // 294277-01-01
 constexpr int64_t kMinTimestamp = -211813488000000000;  // 4714-11-24 00:00 BC
 constexpr int64_t kEndTimestamp = 9223371331200000000;  // 294277-01-01 00:00
 constexpr int64_t kMaxZoneSeconds = 15 * 3600 + 59 * 60 + 59;
@@ -892,8 +893,10 @@ absl::Status encode_timestamp(std::string_view s, bool with_zone, std::string& o
     if (auto status = check_time(tod); !status.ok()) {
       return status;
     }
+    // The local day may be the one after the last UTC day (a negative offset); beyond it the
+    // arithmetic below could overflow.
     const int64_t j = date2j(y, m, d);
-    if (j < 0 || j >= kDateEndJulian) {
+    if (j < 0 || j > kTimestampEndJulian) {
       return bad("timestamp out of range");
     }
     t = (j - kEpochJulian) * kUsecsPerDay + tod - east * kUsecsPerSec;
@@ -922,7 +925,6 @@ absl::Status encode_interval(std::string_view s, std::string& out) {
       negative = s[i] == '-';
       ++i;
     }
-    const size_t number_at = i;
     int64_t v;
     if (!read_number(s, i, 18, v)) {
       return bad("not an interval (IntervalStyle postgres)");
@@ -958,20 +960,23 @@ absl::Status encode_interval(std::string_view s, std::string& out) {
           }
         }
       }
-      __extension__ __int128 total = static_cast<__int128>(v) * kUsecsPerHour +
-                                     m * kUsecsPerMinute + sec * kUsecsPerSec + frac;
-      if (negative) {
-        total = -total;
-      }
-      total += micros;
-      if (total > std::numeric_limits<int64_t>::max() ||
-          total < std::numeric_limits<int64_t>::min()) {
+      // The magnitude in uint64 (hours have up to 18 digits), then signed: -2^63 fits.
+      uint64_t magnitude;
+      if (__builtin_mul_overflow(static_cast<uint64_t>(v), static_cast<uint64_t>(kUsecsPerHour),
+                                 &magnitude) ||
+          __builtin_add_overflow(
+              magnitude, static_cast<uint64_t>(m * kUsecsPerMinute + sec * kUsecsPerSec + frac),
+              &magnitude) ||
+          magnitude > (uint64_t{1} << 63) || (!negative && magnitude == (uint64_t{1} << 63))) {
         return bad("interval out of range");
       }
-      micros = static_cast<int64_t>(total);
+      const int64_t part =
+          negative ? static_cast<int64_t>(0 - magnitude) : static_cast<int64_t>(magnitude);
+      if (__builtin_add_overflow(micros, part, &micros)) {
+        return bad("interval out of range");
+      }
       i = j;
     } else {
-      (void)number_at;
       if (i >= s.size() || s[i] != ' ') {
         return bad("not an interval (IntervalStyle postgres)");
       }
@@ -981,6 +986,10 @@ absl::Status encode_interval(std::string_view s, std::string& out) {
         ++i;
       }
       const std::string_view unit = s.substr(unit_at, i - unit_at);
+      // No part of a valid interval is this large, and checking first keeps the sums in range.
+      if (v > 3'000'000'000) {
+        return bad("interval out of range");
+      }
       const int64_t signed_v = negative ? -v : v;
       if (unit == "year" || unit == "years") {
         months += signed_v * 12;
@@ -1603,7 +1612,7 @@ void append_float(std::string& out, F v, int fixed_limit) {
       out.append(digits, static_cast<size_t>(ndigits));
       out.append(static_cast<size_t>(exp + 1 - ndigits), '0');
     } else {
-      out.append(digits, static_cast<size_t>(exp + 1));
+      out.append(digits, static_cast<size_t>(exp) + 1);
       out += '.';
       out.append(digits + exp + 1, static_cast<size_t>(ndigits - exp - 1));
     }
@@ -1923,10 +1932,10 @@ absl::Status print_scalar(TypeKind kind, Reader& in, std::string& out) {
         out += "-infinity";
         return absl::OkStatus();
       }
-      const int64_t j = d + kEpochJulian;
-      if (j < 0 || j >= kDateEndJulian) {
+      if (d < -kEpochJulian || d >= kDateEndJulian - kEpochJulian) {
         return damaged("date out of range");
       }
+      const int64_t j = d + kEpochJulian;
       if (append_julian_date(out, j)) {
         out += " BC";
       }
@@ -2002,6 +2011,7 @@ absl::Status print_array_body(const ColumnType& type, Reader& in, std::string& o
     lower[d] = unzigzag(zl);
     if (length[d] == 0 || length[d] > kMaxArrayElements ||
         lower[d] < std::numeric_limits<int32_t>::min() ||
+        lower[d] > std::numeric_limits<int32_t>::max() ||
         lower[d] + static_cast<int64_t>(length[d]) - 1 > std::numeric_limits<int32_t>::max()) {
       return damaged("bad array dimension");
     }
