@@ -391,7 +391,7 @@ struct Ingestion {
   const std::shared_ptr<IngestSource> source;
   const std::string kind;
   std::optional<Offset> final_upper;  // The source's until, once it is open.
-  std::vector<std::string> tables;          // Ingested now; add_table joins once `added`.
+  std::vector<std::string> tables;    // Ingested now; add_table joins once `added`.
   bool added;
   uint64_t incarnation = 0;
   bool incarnation_taken = false;
@@ -446,7 +446,15 @@ absl::StatusOr<Plan> Ingestion::make_plan(uint64_t epoch) {
     plan.exports.push_back(ExportSpec{table, resume, std::move(error)});
   }
   plan.finished = all_done;
-  if (!all_done) WEIR_RETURN_IF_ERROR(source->prepare(*client, plan.exports));
+  if (!all_done) {
+    WEIR_RETURN_IF_ERROR(source->prepare(*client, plan.exports));
+    // The source may only know its end once prepared (PostgreSQL: never below its slot).
+    final_upper = source->until();
+    all_done = final_upper.has_value() && added;
+    for (const auto& e : plan.exports) {
+      if (!final_upper || e.resume_upper < *final_upper) all_done = false;
+    }
+  }
   plan.source_stats = std::make_shared<sources::SourceStats>(tables.size());
   std::vector<bool> snapshotting;
   for (size_t e = 0; e < tables.size(); ++e) {

@@ -79,16 +79,20 @@ class PostgresIngestSource final : public IngestSource {
 
   std::string kind() const override { return options_.kind; }
 
-  absl::StatusOr<std::vector<std::string>> open(persist::PersistClient&) override {
+  absl::StatusOr<std::vector<std::string>> open(persist::PersistClient& client) override {
+    // Nothing is created here (the slot is, by the first plan): a run refused after this, for
+    // a table it does not have or another source's shards, leaves no slot pinning WAL.
     WEIR_ASSIGN_OR_RETURN(upstream_, pg::check_upstream(options_.conninfo, options_.publication,
-                                                        options_.slot, /*create=*/true));
-    // A run that ends stops no export below where the slot stands: a snapshot's time 0 is the
-    // table as of the slot's position, and an upper below it would look, to the next run, like
-    // changes the slot has let go.
+                                                        options_.slot, pg::UpstreamCheck::kStart));
     until_ = options_.until;
-    if (until_) until_ = std::max(*until_, upstream_.slot_confirmed_lsn);
     std::vector<std::string> tables;
     for (const auto& t : upstream_.tables) tables.push_back(t.name);
+    // A table ingested before that has left the publication (or was dropped) since stays an
+    // export, so that the plan writes its definite error instead of leaving it silently behind.
+    WEIR_ASSIGN_OR_RETURN(auto recorded, read_schemas(client, options_.kind));
+    for (const auto& [table, desc] : recorded) {
+      if (std::find(tables.begin(), tables.end(), table) == tables.end()) tables.push_back(table);
+    }
     return tables;
   }
 
@@ -104,7 +108,34 @@ class PostgresIngestSource final : public IngestSource {
     // The upstream now: the tables still published, and where the slot stands.
     WEIR_ASSIGN_OR_RETURN(pg::UpstreamInfo now,
                           pg::check_upstream(options_.conninfo, options_.publication, options_.slot,
-                                             /*create=*/false));
+                                             pg::UpstreamCheck::kRunning));
+    const bool durable_data = std::any_of(exports.begin(), exports.end(),
+                                          [](const ExportSpec& e) { return !e.needs_snapshot(); });
+    if (!now.slot_exists && !durable_data) {
+      // A first start (nothing durable yet, so nothing to lose): create the slot now.
+      WEIR_ASSIGN_OR_RETURN(now, pg::check_upstream(options_.conninfo, options_.publication,
+                                                    options_.slot, pg::UpstreamCheck::kCreateSlot));
+    }
+    // A run that ends stops no export below where the slot stands: a snapshot's time 0 is the
+    // table as of the slot's position, and an upper below it would look, to the next run, like
+    // changes the slot has let go.
+    until_ = options_.until;
+    if (until_) until_ = std::max(*until_, now.slot_confirmed_lsn);
+    // Tables of the publication that this run leaves out (--tables) keep their shards' uppers:
+    // the slot must not confirm past them.
+    confirm_floor_ = std::numeric_limits<Offset>::max();
+    for (const auto& t : now.tables) {
+      const bool in_run = std::any_of(exports.begin(), exports.end(),
+                                      [&](const ExportSpec& e) { return e.table == t.name; });
+      if (in_run) continue;
+      const std::string shard = shard_name(options_.kind, t.name);
+      WEIR_ASSIGN_OR_RETURN(auto found, client.find_shard(shard));
+      if (!found.has_value()) continue;
+      WEIR_ASSIGN_OR_RETURN(auto described, client.describe(shard));
+      if (!described.upper.is_empty()) {
+        confirm_floor_ = std::min(confirm_floor_, described.upper.time());
+      }
+    }
     if (now.system_id != upstream_.system_id) {
       return absl::FailedPreconditionError(absl::StrCat(
           "postgres source: the server's system identifier changed from ", upstream_.system_id,
@@ -162,6 +193,12 @@ class PostgresIngestSource final : public IngestSource {
               "table ", spec.table, " was dropped or left publication ", options_.publication,
               " (noticed at LSN ", pg::format_lsn(spec.resume_upper),
               "); drop its shard to ingest it again");
+        } else if (table.error_to_write.empty() && table.desc.table_oid != 0 &&
+                   table.desc.table_oid != it->oid) {
+          table.error_to_write = absl::StrCat(
+              "table ", spec.table, " was dropped and created again (oid ", table.desc.table_oid,
+              ", now ", it->oid, "; noticed at LSN ", pg::format_lsn(spec.resume_upper),
+              "): its shard holds the old table's rows; drop the shard to ingest the new one");
         } else if (table.error_to_write.empty() &&
                    std::find(now.not_full.begin(), now.not_full.end(), spec.table) !=
                        now.not_full.end()) {
@@ -198,6 +235,7 @@ class PostgresIngestSource final : public IngestSource {
     config.stats = epoch.stats;
     config.status_interval = options_.status_interval;
     config.until = until_;
+    config.confirm_floor = confirm_floor_;
     const size_t n = exports.size();
     config.durable_upper = [durable = epoch.durable_upper, n]() -> Offset {
       Offset lowest = std::numeric_limits<Offset>::max();
@@ -210,7 +248,8 @@ class PostgresIngestSource final : public IngestSource {
  private:
   const PostgresIngestOptions options_;
   pg::UpstreamInfo upstream_;
-  std::optional<Offset> until_;  // options_.until, at least the slot's position at open.
+  std::optional<Offset> until_;  // options_.until, at least the slot's position (prepare).
+  Offset confirm_floor_ = std::numeric_limits<Offset>::max();  // From prepare.
   // This epoch's, from prepare (read by every worker's render).
   std::vector<pg::ExportTable> tables_;
   std::shared_ptr<pg::PostgresShared> shared_;

@@ -400,6 +400,77 @@ TEST(PostgresAddTableTest, ATableAddedToThePublicationIsSnapshottedWhileTheOther
   EXPECT_EQ(shard_lines(**client, "pg", "public.x", lsn1).size(), 1001u);
 }
 
+// Runs of part of the publication, tables that change under the source while it is down, and
+// generated columns (found by review).
+TEST(PostgresTablesTest, SubsetRunsRecreatedAndRemovedTablesAndGeneratedColumns) {
+  TestDatabase db("tables");
+  ASSERT_TRUE(db.available()) << "needs the postgres fixture";
+  Sql sql(db.url());
+  sql.exec(
+      "CREATE TABLE a (k int, g int GENERATED ALWAYS AS (k * 2) STORED, v text);"
+      "CREATE TABLE b (k int); CREATE TABLE c (k int);"
+      "ALTER TABLE a REPLICA IDENTITY FULL; ALTER TABLE b REPLICA IDENTITY FULL;"
+      "ALTER TABLE c REPLICA IDENTITY FULL; CREATE PUBLICATION weir_pub FOR TABLE a, b, c;"
+      "INSERT INTO a (k, v) SELECT g, 'a' FROM generate_series(1, 100) g;"
+      "INSERT INTO b SELECT generate_series(1, 100); INSERT INTO c VALUES (1);");
+  const auto dir = fresh_dir("pg-tables");
+  auto [first, lsn1] = ingest_while(db, dir, 2, [&] {
+    sql.exec("UPDATE a SET v = 'u' WHERE k < 10; INSERT INTO b VALUES (1000)");
+  });
+  ASSERT_TRUE(first.ok()) << first.status();
+  // Only a: b takes changes meanwhile, which the slot must keep for b's next run.
+  {
+    IngestOptions options;
+    options.location = persist::PersistLocation::in_directory(dir.string());
+    options.tables = {"public.a"};
+    PostgresIngestOptions pg;
+    pg.conninfo = db.url();
+    pg.publication = "weir_pub";
+    pg.slot = db.slot();
+    pg.status_interval = std::chrono::milliseconds(20);
+    options.upstream = make_postgres_source(pg);
+    options.stop = std::make_shared<std::atomic<bool>>(false);
+    absl::StatusOr<IngestReport> report = absl::UnknownError("not run");
+    std::thread ingest([&] { report = run_ingest(options); });
+    // Long enough for many status updates while a's upper moves past b's.
+    for (int i = 0; i < 30; ++i) {
+      sql.exec(absl::StrCat("INSERT INTO b VALUES (", 2000 + i, "); INSERT INTO a (k, v) VALUES (",
+                            2000 + i, ", 'x')"));
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    options.stop->store(true);
+    ingest.join();
+    ASSERT_TRUE(report.ok()) << report.status();
+  }
+  // While down: c is dropped and created again, b's changes go on.
+  sql.exec(
+      "DROP TABLE c; CREATE TABLE c (k int); ALTER TABLE c REPLICA IDENTITY FULL;"
+      "ALTER PUBLICATION weir_pub ADD TABLE c; INSERT INTO c VALUES (7);"
+      "INSERT INTO b VALUES (3000)");
+  auto [second, lsn2] = ingest_while(db, dir, 2, [&] { sql.exec("INSERT INTO b VALUES (4000)"); });
+  ASSERT_TRUE(second.ok()) << second.status();
+  std::map<std::string, ExportReport> by_table;
+  for (const auto& e : second->exports) by_table[e.table] = e;
+  EXPECT_EQ(by_table["public.b"].health, sources::Health::kRunning) << by_table["public.b"].error;
+  EXPECT_EQ(by_table["public.c"].health, sources::Health::kStalled);
+  EXPECT_NE(by_table["public.c"].error.find("dropped and created again"), std::string::npos)
+      << by_table["public.c"].error;
+  auto client = persist::PersistClient::open(persist::PersistLocation::in_directory(dir.string()));
+  ASSERT_TRUE(client.ok());
+  EXPECT_EQ(shard_lines(**client, "pg", "public.a", lsn2), sql.copy_lines("public.a"));
+  EXPECT_EQ(shard_lines(**client, "pg", "public.b", lsn2), sql.copy_lines("public.b"));
+
+  // b leaves the publication while the source is down: its export errors, it is not forgotten.
+  sql.exec("ALTER PUBLICATION weir_pub DROP TABLE b");
+  auto [third, lsn3] = ingest_while(db, dir, 1, [&] { sql.exec("INSERT INTO a (k) VALUES (5)"); });
+  ASSERT_TRUE(third.ok()) << third.status();
+  by_table.clear();
+  for (const auto& e : third->exports) by_table[e.table] = e;
+  EXPECT_NE(by_table["public.b"].error.find("left publication"), std::string::npos)
+      << by_table["public.b"].error;
+  EXPECT_EQ(shard_lines(**client, "pg", "public.a", lsn3), sql.copy_lines("public.a"));
+}
+
 // run_ingest with the PostgreSQL source on `db`, expected to fail at once.
 absl::Status ingest_error(const TestDatabase& db, const std::string& publication,
                           std::string slot = "") {
@@ -435,6 +506,18 @@ TEST(PostgresChecksTest, EachProblemAtStartIsNamedWithWhatToRun) {
             std::string::npos)
       << identity;
   sql.exec("SELECT pg_create_logical_replication_slot('" + db.slot() + "_other', 'test_decoding')");
+  sql.exec(
+      "CREATE PUBLICATION inserts_only FOR TABLE full_one WITH (publish = 'insert');"
+      "CREATE PUBLICATION filtered FOR TABLE full_one WHERE (k > 5);");
+  absl::Status inserts = ingest_error(db, "inserts_only");
+  EXPECT_NE(inserts.message().find("does not publish every kind of change"), std::string::npos)
+      << inserts;
+  absl::Status filtered = ingest_error(db, "filtered");
+  EXPECT_NE(filtered.message().find("row filter or a column list"), std::string::npos) << filtered;
+  // A refused run leaves no slot behind (it would pin the server's WAL for ever).
+  EXPECT_EQ(
+      sql.one("SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" + db.slot() + "'"),
+      "0");
   absl::Status plugin = ingest_error(db, "good", db.slot() + "_other");
   EXPECT_NE(plugin.message().find("not a logical slot with pgoutput"), std::string::npos) << plugin;
   sql.exec("CREATE ROLE weak LOGIN");

@@ -167,7 +167,8 @@ absl::StatusOr<RelationDesc> load_relation_desc(PGconn* conn, uint32_t table_oid
                     "pg_catalog.format_type(a.atttypid, a.atttypmod) "
                     "FROM pg_catalog.pg_attribute a "
                     "WHERE a.attrelid = $1::pg_catalog.oid AND a.attnum > 0 "
-                    "AND NOT a.attisdropped ORDER BY a.attnum",
+                    // Generated columns are neither in pgoutput's rows nor COPY-able.
+                    "AND NOT a.attisdropped AND a.attgenerated = '' ORDER BY a.attnum",
                     {oid_text}, context);
   if (!cols.ok()) {
     return cols.status();

@@ -28,7 +28,8 @@ absl::StatusOr<PgConnection> PgConnection::connect(const std::string& conninfo, 
   std::vector<const char*> values = {
       conninfo.c_str(), "UTF8",
       "-c DateStyle=ISO,MDY -c IntervalStyle=postgres -c TimeZone=UTC -c extra_float_digits=1 "
-      "-c bytea_output=hex",
+      "-c bytea_output=hex -c statement_timeout=0 -c lock_timeout=0 "
+      "-c idle_in_transaction_session_timeout=0",
       "weir"};
   if (replication) {
     keywords.push_back("replication");

@@ -3,7 +3,9 @@
 //
 // Every connection sets the session so that values print the way the row encoding expects
 // (value.h): DateStyle ISO, IntervalStyle postgres, TimeZone UTC, extra_float_digits 1,
-// bytea_output hex, client_encoding UTF8.
+// bytea_output hex, client_encoding UTF8; and no statement, lock or idle-in-transaction timeout
+// (a role's or database's would cancel a long COPY again at every retry). These replace an
+// `options` the connection string gives.
 //
 // Errors: a lost or refused connection, and SQLSTATE classes 08 (connection), 40 (rollback),
 // 53 (resources), 57 (operator intervention: a shutdown) and 55006 (object in use: a busy slot)

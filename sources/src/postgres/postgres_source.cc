@@ -36,10 +36,9 @@ PostgresShared::Snapshot const* await_snapshot(
   return &**holder;
 }
 
+// The table's name for SQL, from its recorded description (a schema name may hold a dot).
 std::string qualified(const ExportTable& table) {
-  const size_t dot = table.name.find('.');
-  return absl::StrCat(quote_identifier(table.name.substr(0, dot)), ".",
-                      quote_identifier(table.name.substr(dot + 1)));
+  return absl::StrCat(quote_identifier(table.desc.schema), ".", quote_identifier(table.desc.table));
 }
 
 // The leader's part of the snapshot: a temporary slot with USE_SNAPSHOT in a REPEATABLE READ
@@ -56,7 +55,8 @@ absl::StatusOr<PostgresShared::Snapshot> take_snapshot(AsyncContext& ctx,
   conn.emplace(*std::move(connected));
   WEIR_RETURN_IF_ERROR(conn->exec(ctx, "BEGIN READ ONLY ISOLATION LEVEL REPEATABLE READ").status());
   // A temporary slot is dropped with the connection, whatever happens to this process.
-  const std::string slot = absl::StrCat(config.slot, "_snapshot_", conn->backend_pid());
+  // Short, so that it is never truncated to 63 bytes; the pid makes it unique on the server.
+  const std::string slot = absl::StrCat("weir_snapshot_", conn->backend_pid());
   WEIR_ASSIGN_OR_RETURN(
       PgResult created,
       conn->exec(ctx, absl::StrCat("CREATE_REPLICATION_SLOT ", quote_identifier(slot),
@@ -169,7 +169,7 @@ void render_snapshot(Scope<Offset>& scope, const PostgresSourceConfig& config,
       // One worker copies the table itself: COPY of a table costs the server less than COPY
       // of a query (1.9 s against 2.6 s for a million rows, measured here).
       const bool copy_whole_table = peers == 1 && !columns.empty();
-      if (columns.empty()) columns = "NULL";  // A table with no columns: rows of nothing.
+      // A table with no columns: rows of nothing (PostgreSQL allows an empty select list).
       // The last worker also takes the blocks past the size it was given: none of their rows
       // is visible to the snapshot, but the range must not depend on that.
       std::string where = absl::StrCat("ctid >= '(", lo, ",0)'::tid");
@@ -191,7 +191,9 @@ void render_snapshot(Scope<Offset>& scope, const PostgresSourceConfig& config,
           row.clear();
           std::string_view text = *line;
           if (!text.empty() && text.back() == '\n') text.remove_suffix(1);
-          absl::Status encoded = encoder.encode_copy_line(text, row);
+          // A row of no columns is an empty line, and encodes as nothing.
+          absl::Status encoded =
+              table.desc.columns.empty() ? absl::OkStatus() : encoder.encode_copy_line(text, row);
           if (!encoded.ok()) {
             // Undecodable data is a definite error of the export at time 0.
             const std::string message =
@@ -278,8 +280,9 @@ class Replication {
     if (std::find(errored_.begin(), errored_.end(), false) == errored_.end()) {
       // Every export is errored: there is nothing to stream (the slot may be gone). Frontiers
       // stay where they are, unless the run has an end.
-      if (config_.until) advance(*config_.until);
-      ctx_.sleep_for(std::chrono::nanoseconds::max());
+      if (!config_.until) ctx_.sleep_for(std::chrono::nanoseconds::max());
+      advance(*config_.until);
+      ctx_.yield();  // Let the frontier rest at `until` before the outputs close.
       return absl::OkStatus();
     }
     const bool any_snapshot =
@@ -302,7 +305,12 @@ class Replication {
                            quote_literal(quote_identifier(config_.publication)), ")")));
     auto next_status = Clock::now();
     for (;;) {
-      if (config_.until && position_ >= *config_.until && !in_transaction_) {
+      // A snapshotted export's rewinds end only once the stream has passed C: a run never stops
+      // before (its upper would stop below C with time 0 as of C, and the next run would give
+      // the changes between again).
+      const bool rewinding = std::any_of(rewind_.begin(), rewind_.end(),
+                                         [](const auto& cap) { return cap.has_value(); });
+      if (config_.until && position_ >= *config_.until && !in_transaction_ && !rewinding) {
         advance(*config_.until);
         for (size_t e = 0; e < exports_.size(); ++e) {
           if (!errored_[e]) report(e, Health::kCeased);
@@ -368,7 +376,7 @@ class Replication {
     const Offset durable = config_.durable_upper ? config_.durable_upper() : 0;
     StandbyStatusUpdate update;
     update.written = position_;
-    update.flushed = update.applied = std::min(durable, position_);
+    update.flushed = update.applied = std::min({durable, position_, config_.confirm_floor});
     update.clock = pg_timestamp_now();
     update.reply_requested = true;  // A keepalive back advances an idle stream's frontiers.
     status_buffer_.clear();
@@ -566,7 +574,7 @@ void render_replication(Scope<Offset>& scope, const PostgresSourceConfig& config
         const size_t n = exports.size();
         if (!leader) {
           // One worker streams; the others have no change stream (ceased: the aggregate is the
-      // streaming worker's) and hold nothing.
+          // streaming worker's) and hold nothing.
           std::optional<Capability<Offset>> health_cap(caps[n].first());
           for (size_t e = 0; e < n; ++e) {
             const bool errored = !exports[e].definite_error.empty();

@@ -51,7 +51,8 @@ absl::Status refuse(const std::string& message) {
 
 absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo,
                                             const std::string& publication, const std::string& slot,
-                                            bool create) {
+                                            UpstreamCheck mode) {
+  const bool strict = mode != UpstreamCheck::kRunning;
   UpstreamInfo info;
   WEIR_ASSIGN_OR_RETURN(PgConnection conn, PgConnection::connect(conninfo, false, "checks"));
   info.server_version = conn.server_version();
@@ -82,17 +83,44 @@ absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo,
     const std::string message = absl::StrCat(
         "publication ", quote_identifier(publication), " does not exist: run CREATE PUBLICATION ",
         quote_identifier(publication), " FOR TABLE ...; (or FOR ALL TABLES)");
-    if (create) return refuse(message);
+    if (strict) return refuse(message);
     info.source_error = message;  // Dropped while the source ran.
     return info;
   }
+  // The publication must publish every change: a table whose deletes or updates are not
+  // published would drift from its shard without an error.
+  WEIR_ASSIGN_OR_RETURN(
+      PgResult what,
+      conn.exec_params("SELECT pubinsert AND pubupdate AND pubdelete AND pubtruncate, pubviaroot "
+                       "FROM pg_publication WHERE pubname = $1",
+                       {publication}));
+  if (strict && value(what.get(), 0, 0) != "t") {
+    return refuse(absl::StrCat("publication ", quote_identifier(publication),
+                               " does not publish every kind of change: run ALTER PUBLICATION ",
+                               quote_identifier(publication),
+                               " SET (publish = 'insert, update, delete, truncate');"));
+  }
+  if (strict && value(what.get(), 0, 1) == "t") {
+    return refuse(absl::StrCat("publication ", quote_identifier(publication),
+                               " has publish_via_partition_root = true, which weir does not "
+                               "support yet: publish the partitions themselves"));
+  }
   WEIR_ASSIGN_OR_RETURN(
       PgResult tables,
-      conn.exec_params("SELECT n.nspname, c.relname, c.oid, c.relreplident FROM "
-                       "pg_publication_tables p JOIN pg_namespace n ON n.nspname = p.schemaname "
-                       "JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename "
-                       "WHERE p.pubname = $1 ORDER BY 1, 2",
-                       {publication}));
+      conn.exec_params(
+          absl::StrCat(
+              "SELECT n.nspname, c.relname, c.oid, c.relreplident, c.relkind, "
+              "has_table_privilege(c.oid, 'SELECT'), ",
+              // Row filters and column lists (PostgreSQL 15): the snapshot would not apply them.
+              info.server_version >= 150000
+                  ? "EXISTS (SELECT 1 FROM pg_publication_rel r JOIN pg_publication q ON q.oid = "
+                    "r.prpubid WHERE q.pubname = $1 AND r.prrelid = c.oid AND (r.prqual IS NOT "
+                    "NULL OR r.prattrs IS NOT NULL)) "
+                  : "false ",
+              "FROM pg_publication_tables p JOIN pg_namespace n ON n.nspname = p.schemaname "
+              "JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename "
+              "WHERE p.pubname = $1 ORDER BY 1, 2"),
+          {publication}));
   std::vector<std::string> not_full;
   for (int i = 0; i < PQntuples(tables.get()); ++i) {
     UpstreamTable table;
@@ -104,9 +132,26 @@ absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo,
                                       quote_identifier(value(tables.get(), i, 1))));
       info.not_full.push_back(table.name);
     }
+    const std::string quoted = absl::StrCat(quote_identifier(value(tables.get(), i, 0)), ".",
+                                            quote_identifier(value(tables.get(), i, 1)));
+    if (strict && value(tables.get(), i, 4) == "p") {
+      return refuse(absl::StrCat("table ", quoted,
+                                 " is partitioned, which weir does not support yet: publish its "
+                                 "partitions instead"));
+    }
+    if (strict && value(tables.get(), i, 5) != "t") {
+      return refuse(absl::StrCat("the role may not read table ", quoted, ": run GRANT SELECT ON ",
+                                 quoted, " TO ", "the role weir connects as"));
+    }
+    if (strict && value(tables.get(), i, 6) == "t") {
+      return refuse(absl::StrCat("publication ", quote_identifier(publication),
+                                 " has a row filter or a column list on table ", quoted,
+                                 ", which weir does not support (the snapshot would not apply "
+                                 "it): publish the whole table"));
+    }
     info.tables.push_back(std::move(table));
   }
-  if (!not_full.empty() && create) {
+  if (!not_full.empty() && strict) {
     std::vector<std::string> statements;
     for (const auto& t : not_full) {
       statements.push_back(absl::StrCat("ALTER TABLE ", t, " REPLICA IDENTITY FULL;"));
@@ -126,10 +171,17 @@ absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo,
                        "WHERE slot_name = $1",
                        {slot}));
   if (PQntuples(slot_row.get()) == 0) {
-    if (!create) {
-      info.source_error = absl::StrCat("replication slot \"", slot,
-                                       "\" was dropped while the source ran: the changes since "
-                                       "are gone; drop the shards and start again");
+    info.slot_exists = false;
+    if (mode != UpstreamCheck::kCreateSlot) {
+      if (mode == UpstreamCheck::kRunning) {
+        info.source_error = absl::StrCat("replication slot \"", slot,
+                                         "\" was dropped while the source ran: the changes "
+                                         "since are gone; drop the shards and start again");
+      }
+      WEIR_ASSIGN_OR_RETURN(PgConnection replication,
+                            PgConnection::connect(conninfo, true, "identify system"));
+      WEIR_ASSIGN_OR_RETURN(PgResult system, replication.exec("IDENTIFY_SYSTEM"));
+      info.system_id = std::string(value(system.get(), 0, 0));
       return info;
     }
     WEIR_ASSIGN_OR_RETURN(PgConnection replication,
@@ -145,6 +197,7 @@ absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo,
                                                      "current_database() FROM "
                                                      "pg_replication_slots WHERE slot_name = $1",
                                                      {slot}));
+    info.slot_exists = true;
     if (PQntuples(slot_row.get()) == 0) {
       return absl::UnavailableError(
           absl::StrCat("postgres source: replication slot \"", slot, "\" vanished after creation"));
@@ -163,7 +216,7 @@ absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo,
                                "\" belongs to another database: choose another with --slot"));
   }
   if (value(slot_row.get(), 0, 3) == "lost") {
-    if (!create) {
+    if (!strict) {
       info.source_error =
           absl::StrCat("replication slot \"", slot,
                        "\" has been invalidated (wal_status lost: the server removed WAL it "

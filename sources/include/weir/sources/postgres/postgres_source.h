@@ -67,15 +67,27 @@ struct UpstreamInfo {
   // invalidated: every export errors), and the tables whose replica identity is not FULL.
   std::string source_error;
   std::vector<std::string> not_full;
+  bool slot_exists = true;
 };
 
-// Checks the server, the publication and the slot (creating the slot if missing and `create`);
-// every failure names the thing and what to run (see UpstreamInfo for what is reported instead
-// without `create`). Transient failures (the server is down) are
+enum class UpstreamCheck {
+  // Before anything runs: every problem is refused; a missing slot is reported
+  // (slot_exists = false), not created, so a run refused later leaves nothing behind.
+  kStart,
+  // The same, creating the slot if missing.
+  kCreateSlot,
+  // A running source's re-check before an epoch: what would be refused is reported in
+  // source_error and not_full instead (the exports error; see UpstreamInfo).
+  kRunning,
+};
+
+// Checks the server, the publication (it publishes every change, of whole non-partitioned tables
+// the role may read, each with REPLICA IDENTITY FULL) and the slot; every failure names the thing
+// and what to run. See UpstreamCheck for the modes. Transient failures (the server is down) are
 // Unavailable; configuration problems FailedPrecondition.
 absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo,
                                             const std::string& publication, const std::string& slot,
-                                            bool create);
+                                            UpstreamCheck mode);
 
 // The current description of table `oid` from the catalog (columns in order, types resolved).
 absl::StatusOr<RelationDesc> load_relation_desc(const std::string& conninfo, uint32_t oid);
@@ -129,6 +141,9 @@ struct PostgresSourceConfig {
   std::shared_ptr<SourceStats> stats;             // Optional.
   // The smallest durable upper of the exports: what the slot may confirm. Thread-safe.
   std::function<Offset()> durable_upper;
+  // The slot confirms no more than this either (the uppers of the source's shards that this run
+  // leaves out).
+  Offset confirm_floor = std::numeric_limits<Offset>::max();
   std::chrono::milliseconds status_interval{200};
   // Stop once every export's frontier passes this LSN (tests and benchmarks).
   std::optional<Offset> until;
