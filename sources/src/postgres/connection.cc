@@ -152,6 +152,7 @@ absl::StatusOr<std::optional<std::string_view>> PgConnection::read_copy(
     AsyncContext& ctx, std::optional<std::chrono::steady_clock::time_point> wait_until) {
   copy_buffer_.reset();
   PGconn* conn = conn_.get();
+  bool read_socket = false;  // Read it since the buffer ran dry.
   for (;;) {
     char* buffer = nullptr;
     const int n = PQgetCopyData(conn, &buffer, /*async=*/1);
@@ -169,7 +170,15 @@ absl::StatusOr<std::optional<std::string_view>> PgConnection::read_copy(
       return std::optional<std::string_view>();
     }
     if (n == -2) return error("reading the copy", nullptr);
-    // Nothing buffered: wait for the socket (or the deadline).
+    // Nothing buffered: first read what the socket already holds (a server streaming a COPY
+    // usually has sent more meanwhile), and wait for it only if that was nothing. Waiting at
+    // once cost a reactor round trip per socket read (measured: ~30% of a snapshot's time).
+    if (!read_socket) {
+      read_socket = true;
+      if (PQconsumeInput(conn) == 0) return error("reading the copy", nullptr);
+      continue;
+    }
+    // Still nothing: wait for the socket (or the deadline).
     if (wait_until) {
       // A bounded wait: poll on a thread of the blocking pool (await_readable has no deadline).
       const int fd = PQsocket(conn);
