@@ -605,6 +605,13 @@ absl::StatusOr<RenderedSource> render_postgres(Scope<Offset>& scope,
   if (!config.shared) {
     return absl::InvalidArgumentError("postgres source: PostgresSourceConfig::shared is unset");
   }
+  if (config.shared->workers() != scope.peers()) {
+    // The snapshot leader would wait for ever for workers that do not exist.
+    return absl::InvalidArgumentError(
+        absl::StrCat("postgres source: PostgresShared is for ", config.shared->workers(),
+                     " workers, the dataflow has ", scope.peers(),
+                     " (PostgresIngestOptions::workers must be IngestOptions::workers' count)"));
+  }
   std::vector<Stream<Offset, Change>> snapshot, replication;
   std::vector<Stream<Offset, HealthUpdate>> health;
   std::vector<Stream<Offset, AsyncError>> errors;

@@ -103,6 +103,7 @@ class PostgresShared {
     std::vector<double> reltuples;
   };
   explicit PostgresShared(size_t workers) : workers_(workers) {}
+  size_t workers() const { return workers_; }
   void publish(absl::StatusOr<Snapshot> snapshot);
   // nullopt until published.
   std::optional<absl::StatusOr<Snapshot>> snapshot() const;
