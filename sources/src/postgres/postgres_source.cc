@@ -437,6 +437,22 @@ class Replication {
   }
 
   void check_relation(const Relation& relation) {
+    if (exports_for(relation.oid).empty()) {
+      // A relation no export follows, with an export's name: its table was dropped and created
+      // again while the source ran. The new table's changes would be lost to the old shard.
+      const std::string_view schema = relation.namespace_name.empty()
+                                          ? std::string_view("pg_catalog")
+                                          : relation.namespace_name;
+      for (size_t e = 0; e < exports_.size(); ++e) {
+        const RelationDesc& desc = config_.tables[e].desc;
+        if (skip(e) || desc.schema != schema || desc.table != relation.name) continue;
+        error(e, commit_lsn_,
+              absl::StrCat("table ", config_.tables[e].name, " was dropped and created again (oid ",
+                           config_.tables[e].oid, ", now ", relation.oid, ") at LSN ",
+                           format_lsn(commit_lsn_), "; drop its shard to ingest the new one"));
+      }
+      return;
+    }
     for (size_t e : exports_for(relation.oid)) {
       if (skip(e)) continue;
       RelationDesc now;
