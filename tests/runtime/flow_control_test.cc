@@ -182,7 +182,9 @@ void expect_held_back(F&& worst_backlog, uint64_t bound, const char* where) {
   const uint64_t ungated = worst_backlog(0);
   std::printf("worst backlog %s: %llu records gated, %llu without flow control\n", where,
               static_cast<unsigned long long>(gated), static_cast<unsigned long long>(ungated));
-  if (!kSanitized) EXPECT_GT(ungated, 4 * gated) << "without flow control the backlog should grow";
+  if (!kSanitized) {
+    EXPECT_GT(ungated, 4 * gated) << "without flow control the backlog should grow";
+  }
 }
 
 // Every worker's source sends `runs` runs of kRecordsPerRun records, half of them to worker 1
