@@ -96,6 +96,27 @@ void write_changes(const std::string& url, int first_key, int transactions, uint
   }
 }
 
+// The source on `db`'s publication `weir_pub` (or `publication`), through the database's slot.
+PostgresIngestOptions source_of(const TestDatabase& db,
+                                const std::string& publication = "weir_pub") {
+  PostgresIngestOptions pg;
+  pg.conninfo = db.url();
+  pg.publication = publication;
+  pg.slot = db.slot();
+  return pg;
+}
+
+// Runs `options` (its stop flag set) for `duration`, then stops it.
+absl::StatusOr<IngestReport> run_for(IngestOptions& options, std::chrono::milliseconds duration) {
+  options.stop = std::make_shared<std::atomic<bool>>(false);
+  absl::StatusOr<IngestReport> report = absl::UnknownError("not run");
+  std::thread ingest([&] { report = run_ingest(options); });
+  std::this_thread::sleep_for(duration);
+  options.stop->store(true);
+  ingest.join();
+  return report;
+}
+
 // Ingests `db` until every table's upper reaches the WAL position after `write` returns, then
 // stops. Returns the report and the last time before that position (the shards are complete
 // there). With `after_snapshot`, `write` starts once every
@@ -117,10 +138,7 @@ std::pair<absl::StatusOr<IngestReport>, uint64_t> ingest_while(const TestDatabas
                    line.c_str());
     }
   };
-  PostgresIngestOptions pg;
-  pg.conninfo = db.url();
-  pg.publication = "weir_pub";
-  pg.slot = db.slot();
+  PostgresIngestOptions pg = source_of(db);
   pg.workers = workers;
   options.upstream = make_postgres_source(pg);
   IngestMonitor monitor;
@@ -345,17 +363,8 @@ TEST(PostgresErrorsTest, ADroppedSlotErrorsEveryExport) {
 
   IngestOptions options;
   options.location = persist::PersistLocation::in_directory(dir.string());
-  options.stop = std::make_shared<std::atomic<bool>>(false);
-  PostgresIngestOptions pg;
-  pg.conninfo = db.url();
-  pg.publication = "weir_pub";
-  pg.slot = db.slot();
-  options.upstream = make_postgres_source(pg);
-  absl::StatusOr<IngestReport> report = absl::UnknownError("not run");
-  std::thread ingest([&] { report = run_ingest(options); });
-  std::this_thread::sleep_for(std::chrono::seconds(3));
-  options.stop->store(true);
-  ingest.join();
+  options.upstream = make_postgres_source(source_of(db));
+  auto report = run_for(options, std::chrono::seconds(3));
   ASSERT_TRUE(report.ok()) << report.status();
   for (const auto& e : report->exports) {
     EXPECT_EQ(e.health, sources::Health::kStalled) << e.table;
@@ -423,10 +432,7 @@ TEST(PostgresTablesTest, SubsetRunsRecreatedAndRemovedTablesAndGeneratedColumns)
     IngestOptions options;
     options.location = persist::PersistLocation::in_directory(dir.string());
     options.tables = {"public.a"};
-    PostgresIngestOptions pg;
-    pg.conninfo = db.url();
-    pg.publication = "weir_pub";
-    pg.slot = db.slot();
+    PostgresIngestOptions pg = source_of(db);
     pg.status_interval = std::chrono::milliseconds(20);
     options.upstream = make_postgres_source(pg);
     options.stop = std::make_shared<std::atomic<bool>>(false);
@@ -487,17 +493,8 @@ TEST(PostgresTablesTest, SubsetRunsRecreatedAndRemovedTablesAndGeneratedColumns)
   // Every export is errored now, so nothing streams and the uppers stay: a timed run.
   IngestOptions options;
   options.location = persist::PersistLocation::in_directory(dir.string());
-  options.stop = std::make_shared<std::atomic<bool>>(false);
-  PostgresIngestOptions pg;
-  pg.conninfo = db.url();
-  pg.publication = "weir_pub";
-  pg.slot = db.slot();
-  options.upstream = make_postgres_source(pg);
-  absl::StatusOr<IngestReport> third = absl::UnknownError("not run");
-  std::thread ingest([&] { third = run_ingest(options); });
-  std::this_thread::sleep_for(std::chrono::seconds(2));
-  options.stop->store(true);
-  ingest.join();
+  options.upstream = make_postgres_source(source_of(db));
+  auto third = run_for(options, std::chrono::seconds(2));
   ASSERT_TRUE(third.ok()) << third.status();
   by_table.clear();
   for (const auto& e : third->exports) by_table[e.table] = e;
@@ -512,9 +509,7 @@ absl::Status ingest_error(const TestDatabase& db, const std::string& publication
   IngestOptions options;
   options.location =
       persist::PersistLocation::in_directory(fresh_dir("pg-checks-" + slot).string());
-  PostgresIngestOptions pg;
-  pg.conninfo = db.url();
-  pg.publication = publication;
+  PostgresIngestOptions pg = source_of(db, publication);
   pg.slot = slot;
   options.upstream = make_postgres_source(pg);
   auto report = run_ingest(options);
