@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "../support/postgres/postgres_url.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include <gtest/gtest.h>
@@ -23,18 +24,8 @@
 
 namespace weir::ingest::testing {
 
-// The fixture server's URL (WEIR_TEST_POSTGRES_URL, or the file WEIR_TEST_POSTGRES_URL_FILE).
-inline std::string server_url() {
-  if (const char* url = std::getenv("WEIR_TEST_POSTGRES_URL"); url != nullptr && *url != '\0') {
-    return url;
-  }
-  if (const char* file = std::getenv("WEIR_TEST_POSTGRES_URL_FILE"); file != nullptr) {
-    std::ifstream in(file);
-    std::string url;
-    if (std::getline(in, url) && !url.empty()) return url;
-  }
-  return "";
-}
+// The fixture server's URL (see postgres_url.h).
+inline std::string server_url() { return weir::testing::postgres_test_url(); }
 
 // A libpq connection for the test's own SQL. Every statement must succeed.
 class Sql {

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "../support/postgres/postgres_url.h"
 #include "postgres/catalog.h"
 #include <gtest/gtest.h>
 #include <libpq-fe.h>
@@ -367,23 +368,7 @@ TEST(ValueTest, RowEncoderThroughput) {
 // ---------------------------------------------------------------------------------------------
 // Against PostgreSQL.
 
-std::string postgres_url() {
-  if (const char* url = std::getenv("WEIR_TEST_POSTGRES_URL"); url != nullptr && *url != '\0') {
-    return url;
-  }
-  if (const char* file = std::getenv("WEIR_TEST_POSTGRES_URL_FILE"); file != nullptr) {
-    std::ifstream in(file);
-    std::string url;
-    if (std::getline(in, url) && !url.empty()) {
-      return url;
-    }
-    ADD_FAILURE() << "no PostgreSQL URL in " << file << ": did the postgres fixture start?";
-    return "";
-  }
-  ADD_FAILURE() << "this test needs PostgreSQL: run it through ctest (the `postgres` fixture "
-                   "starts one) or set WEIR_TEST_POSTGRES_URL_FILE";
-  return "";
-}
+std::string postgres_url() { return weir::testing::postgres_test_url(); }
 
 struct ConnDeleter {
   void operator()(PGconn* c) const { PQfinish(c); }
