@@ -4,6 +4,7 @@
 #include <regex>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include <poll.h>
 
@@ -211,6 +212,17 @@ absl::Status PgConnection::write_copy(AsyncContext& ctx, std::string_view data) 
     WEIR_RETURN_IF_ERROR(await(ctx, /*writable=*/true));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> unsigned_value(const PGresult* result, int row, int col,
+                                        std::string_view what) {
+  uint64_t number = 0;
+  if (is_null(result, row, col) || !absl::SimpleAtoi(PQgetvalue(result, row, col), &number)) {
+    return absl::UnavailableError(absl::StrCat("postgres source: ", std::string(what), " is '",
+                                               std::string(value(result, row, col)),
+                                               "', not a number"));
+  }
+  return number;
 }
 
 std::string quote_identifier(std::string_view name) {

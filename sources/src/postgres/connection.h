@@ -98,6 +98,10 @@ inline std::string_view value(const PGresult* result, int row, int col) {
 inline bool is_null(const PGresult* result, int row, int col) {
   return PQgetisnull(result, row, col) != 0;
 }
+// A number the server answered (an oid, a size), checked: NULL or anything else than a number is
+// an error naming `what`, never an exception.
+absl::StatusOr<uint64_t> unsigned_value(const PGresult* result, int row, int col,
+                                        std::string_view what);
 
 // Quotes an identifier ("schema"."table" parts) or a literal for SQL text.
 std::string quote_identifier(std::string_view name);

@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "postgres/connection.h"
 
@@ -79,8 +80,13 @@ absl::StatusOr<PostgresShared::Snapshot> take_snapshot(AsyncContext& ctx,
           absl::StrCat("postgres source: table ", config.tables[e].name, " (oid ",
                        config.tables[e].oid, ") no longer exists"));
     }
-    snapshot.blocks[e] = std::stoull(std::string(value(size.get(), 0, 0)));
-    snapshot.reltuples[e] = std::max(0.0, std::stod(std::string(value(size.get(), 0, 1))));
+    // NULL if the table went away since the check.
+    WEIR_ASSIGN_OR_RETURN(snapshot.blocks[e], unsigned_value(size.get(), 0, 0,
+                                                             absl::StrCat("the size of table ",
+                                                                          config.tables[e].name)));
+    double reltuples = 0;
+    (void)absl::SimpleAtod(PQgetvalue(size.get(), 0, 1), &reltuples);  // Only for progress bars.
+    snapshot.reltuples[e] = std::max(0.0, reltuples);
   }
   return snapshot;
 }

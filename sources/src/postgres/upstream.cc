@@ -126,7 +126,9 @@ absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo,
     UpstreamTable table;
     table.name = absl::StrCat(std::string(value(tables.get(), i, 0)), ".",
                               std::string(value(tables.get(), i, 1)));
-    table.oid = static_cast<uint32_t>(std::stoul(std::string(value(tables.get(), i, 2))));
+    WEIR_ASSIGN_OR_RETURN(const uint64_t oid,
+                          unsigned_value(tables.get(), i, 2, "a published table's oid"));
+    table.oid = static_cast<uint32_t>(oid);
     if (value(tables.get(), i, 3) != "f") {
       not_full.push_back(absl::StrCat(quote_identifier(value(tables.get(), i, 0)), ".",
                                       quote_identifier(value(tables.get(), i, 1))));
