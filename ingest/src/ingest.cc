@@ -403,6 +403,8 @@ struct Ingestion {
   std::shared_ptr<persist::BackgroundMaintenance> maintenance;
   std::shared_ptr<LastHealth> health;
   std::map<std::string, uint64_t> updates, batches;  // By table, over every epoch.
+  // By table: the definite error (or "") its shard holds below the upper, as of the last epoch.
+  std::map<std::string, std::pair<Offset, std::string>> known_errors;
   size_t epochs = 0;
   size_t backoffs = 0;
   uint32_t failed_attempts = 0;  // In a row: the backoff's exponent.
@@ -439,9 +441,17 @@ absl::StatusOr<Plan> Ingestion::make_plan(uint64_t epoch) {
     const Offset resume = upper.is_empty() ? std::numeric_limits<Offset>::max() : upper.time();
     if (!final_upper || resume < *final_upper) all_done = false;
     // A definite error is a durable fact: the export stays errored across restarts (issue 15
-    // item 1: a restarted run ingested 43,730 updates after the "permanent" error).
-    WEIR_ASSIGN_OR_RETURN(std::string error,
-                          definite_error_in(*client, shard_name(kind, table), upper));
+    // item 1: a restarted run ingested 43,730 updates after the "permanent" error). Reading it
+    // merges the shard's runs (a large snapshot not yet compacted is many: a 10M-row one, 85
+    // parts in memory at once), so the shard is read once per process and again only after an
+    // epoch that may have added one (see collect).
+    std::string error;
+    if (auto known = known_errors.find(table);
+        known != known_errors.end() && known->second.first == resume) {
+      error = known->second.second;
+    } else {
+      WEIR_ASSIGN_OR_RETURN(error, definite_error_in(*client, shard_name(kind, table), upper));
+    }
     if (!error.empty() && epoch == 0) log(absl::StrCat(table, ": stays errored: ", error));
     plan.exports.push_back(ExportSpec{table, resume, std::move(error)});
   }
@@ -539,6 +549,16 @@ void Ingestion::collect(const Plan& plan) {
   for (size_t e = 0; e < plan.exports.size(); ++e) {
     updates[plan.exports[e].table] += plan.sink_stats[e]->updates.load();
     batches[plan.exports[e].table] += plan.sink_stats[e]->batches.load();
+    // The shard's definite error stays what the plan read unless the epoch wrote an error row,
+    // or the shard's upper is not where the sink left it (an append it could not confirm, or
+    // another writer's): make_plan then reads the shard again.
+    const sinks::SinkStats& stats = *plan.sink_stats[e];
+    if (stats.flagged.load(std::memory_order_acquire)) {
+      known_errors.erase(plan.exports[e].table);
+    } else {
+      known_errors[plan.exports[e].table] = {stats.persisted_upper.load(),
+                                             plan.exports[e].definite_error};
+    }
   }
 }
 
@@ -619,6 +639,7 @@ void render_epoch(Ingestion& in, Worker& worker, Scope<Offset>& scope, const Pla
     sink.shard_upper = plan.exports[e].resume_upper;
     sink.final_upper = in.final_upper;
     sink.stats = plan.sink_stats[e];
+    sink.flag_prefix = sources::definite_error("");
     sink.maintenance = in.maintenance;
     sink.since_hold = in.holds.at(plan.exports[e].table);
     sink.hold_epoch = in.incarnation;

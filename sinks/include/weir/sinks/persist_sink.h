@@ -45,6 +45,9 @@ struct SinkStats {
   std::atomic<uint64_t> persisted_upper{0};  // The shard's upper as of the last append.
   std::atomic<uint64_t> batches{0};          // Descriptions appended.
   std::atomic<uint64_t> updates{0};          // Updates written.
+  // Set before a row that starts with PersistSinkConfig::flag_prefix goes into a batch (whether
+  // or not its append then goes through).
+  std::atomic<bool> flagged{false};
 };
 
 struct PersistSinkConfig {
@@ -53,6 +56,9 @@ struct PersistSinkConfig {
   Time shard_upper = 0;                          // The shard's upper when the dataflow was built.
   std::optional<Time> final_upper;               // When the input completes: the last upper.
   std::shared_ptr<SinkStats> stats;              // Optional.
+  // Optional: rows starting with it set stats->flagged (the ingest driver's definite errors, so
+  // that it reads a shard for one only after an epoch that wrote one).
+  std::string flag_prefix;
   size_t leader = 0;                             // The worker that mints and appends.
   // Optional: where appends that report maintenance_due ask for compaction and GC. Without it the
   // shard's state grows with every append.
