@@ -165,6 +165,41 @@ TEST_P(IngestTest, DefiniteErrorSurvivesARestart) {
   fs::remove_all(dir);
 }
 
+// The same within one run: the epoch that adds a table resumes bids past its definite error.
+// The driver reads a shard's error again only after an epoch whose sink wrote an error row, or
+// whose end left the shard's upper elsewhere than the sink's last append said (here: appends
+// still in flight when the epoch was dropped); had it kept what the first plan read, bids would
+// have gone on ingesting from the next epoch on.
+TEST_P(IngestTest, DefiniteErrorSurvivesANewEpoch) {
+  const fs::path dir = fresh_dir("definite-epoch-" + std::to_string(GetParam()));
+  const uint64_t until = 4000;
+  IngestOptions options = options_for(dir, GetParam(), until);
+  options.source.generator.fault_table = "bids";
+  options.source.generator.fault_offset = 100;
+  options.source.rate = 2000;  // The error 0.05 s into the stream: durable before the add.
+  options.tables = {"users", "bids"};
+  options.add_table = "auctions";
+  options.add_after = std::chrono::milliseconds(800);
+  auto report = run_ingest(options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_GE(report->epochs, 2u);
+  auto client = persist::PersistClient::open(options.location).value();
+  for (const auto& e : report->exports) {
+    EXPECT_EQ(e.upper, until + 1) << e.shard;
+    if (e.table != "bids") continue;
+    EXPECT_EQ(e.health, sources::Health::kStalled) << sources::to_string(e.health);
+    const std::string at = "undecodable row at offset ";
+    const size_t where = e.error.find(at);
+    ASSERT_NE(where, std::string::npos) << e.error;
+    const uint64_t offset = std::stoull(e.error.substr(where + at.size()));
+    EXPECT_LT(offset, 1000u) << "the error was not durable before the table was added";
+    EXPECT_EQ(shard_at(*client, "auction.bids", until), shard_at(*client, "auction.bids", offset))
+        << "bids ingested after its error at " << offset;
+  }
+  expect_matches_generator(options, until, {"users", "auctions"});
+  fs::remove_all(dir);
+}
+
 // A snapshot large enough that the snapshot operator yields (its output runs out of fuel) while
 // the replication on the same worker reports: the last health must still be the change stream's
 // (ceased, or stalled with the error), not the snapshot's "running". It was "running" for

@@ -59,7 +59,7 @@ struct PersistSinkConfig {
   // Optional: rows starting with it set stats->flagged (the ingest driver's definite errors, so
   // that it reads a shard for one only after an epoch that wrote one).
   std::string flag_prefix;
-  size_t leader = 0;                             // The worker that mints and appends.
+  size_t leader = 0;  // The worker that mints and appends.
   // Optional: where appends that report maintenance_due ask for compaction and GC. Without it the
   // shard's state grows with every append.
   std::shared_ptr<persist::BackgroundMaintenance> maintenance;
