@@ -1773,7 +1773,8 @@ absl::Status encode_binary_array(const ColumnType& type, std::string_view bytes,
     return bad("invalid array flags");
   }
   if (!element_oid_matches(type.kind, element_oid)) {
-    return bad(cat("array elements of type OID ", element_oid, ", not ", type_kind_name(type.kind)));
+    return bad(
+        cat("array elements of type OID ", element_oid, ", not ", type_kind_name(type.kind)));
   }
   int32_t lengths[kMaxArrayDims];
   int32_t lowers[kMaxArrayDims];
@@ -1785,7 +1786,8 @@ absl::Status encode_binary_array(const ColumnType& type, std::string_view bytes,
     if (lengths[d] < 0) {
       return bad("negative array dimension");
     }
-    if (lengths[d] > 0 && int64_t{lowers[d]} + lengths[d] - 1 > std::numeric_limits<int32_t>::max()) {
+    if (lengths[d] > 0 &&
+        int64_t{lowers[d]} + lengths[d] - 1 > std::numeric_limits<int32_t>::max()) {
       return bad("array upper bound out of range");
     }
     count *= static_cast<uint64_t>(lengths[d]);
@@ -3109,14 +3111,13 @@ absl::Status encode_text_value(const ColumnType& type, std::string_view text, st
   return absl::OkStatus();
 }
 
-absl::Status encode_binary_value(const ColumnType& type, std::string_view bytes,
-                                 std::string& out) {
+absl::Status encode_binary_value(const ColumnType& type, std::string_view bytes, std::string& out) {
   const size_t start = out.size();
   if (auto status = encode_binary_any(type, bytes, out); !status.ok()) {
     out.resize(start);
     return absl::InvalidArgumentError(cat("invalid ", type_kind_name(type.kind),
-                                          type.is_array ? "[]" : "", " binary value ",
-                                          quote(bytes), ": ", status.message()));
+                                          type.is_array ? "[]" : "", " binary value ", quote(bytes),
+                                          ": ", status.message()));
   }
   return absl::OkStatus();
 }
