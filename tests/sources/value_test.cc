@@ -199,6 +199,266 @@ TEST(ValueTest, ErrorsNameTheColumnAndQuoteTheValue) {
   EXPECT_FALSE(status.ok());
 }
 
+// ---------------------------------------------------------------------------------------------
+// PostgreSQL's binary format, without a server.
+
+// Big-endian bytes, as PostgreSQL's send functions write them.
+struct NetworkBytes {
+  std::string bytes;
+  NetworkBytes& u8(uint8_t v) {
+    bytes += static_cast<char>(v);
+    return *this;
+  }
+  NetworkBytes& be(uint64_t v, int size) {
+    for (int i = size - 1; i >= 0; --i) {
+      bytes += static_cast<char>(v >> (8 * i));
+    }
+    return *this;
+  }
+  NetworkBytes& i16(int16_t v) { return be(static_cast<uint16_t>(v), 2); }
+  NetworkBytes& i32(int32_t v) { return be(static_cast<uint32_t>(v), 4); }
+  NetworkBytes& i64(int64_t v) { return be(static_cast<uint64_t>(v), 8); }
+  // One COPY BINARY field: its length word and bytes.
+  NetworkBytes& field(std::string_view v) {
+    i32(static_cast<int32_t>(v.size()));
+    bytes.append(v);
+    return *this;
+  }
+  NetworkBytes& null_field() { return i32(-1); }
+};
+
+std::string binary_or_die(const ColumnType& type, std::string_view bytes) {
+  std::string out;
+  const absl::Status status = encode_binary_value(type, bytes, out);
+  EXPECT_TRUE(status.ok()) << status;
+  return out;
+}
+
+// numeric_send of the given fields and base-10000 digits.
+std::string numeric_bytes(int16_t weight, uint16_t sign, uint16_t dscale,
+                          std::vector<int16_t> digits) {
+  NetworkBytes b;
+  b.i16(static_cast<int16_t>(digits.size())).i16(weight).be(sign, 2).be(dscale, 2);
+  for (int16_t d : digits) {
+    b.i16(d);
+  }
+  return b.bytes;
+}
+
+TEST(ValueTest, BinaryScalarsEncodeLikeTheirText) {
+  EXPECT_EQ(binary_or_die(scalar(TypeKind::kInt4), NetworkBytes().i32(-7).bytes),
+            encode_or_die(scalar(TypeKind::kInt4), "-7"));
+  EXPECT_EQ(binary_or_die(scalar(TypeKind::kInt8), NetworkBytes().i64(INT64_MIN).bytes),
+            encode_or_die(scalar(TypeKind::kInt8), "-9223372036854775808"));
+  EXPECT_EQ(binary_or_die(scalar(TypeKind::kOid), NetworkBytes().be(4294967295u, 4).bytes),
+            encode_or_die(scalar(TypeKind::kOid), "4294967295"));
+  // Every NaN is the one NaN; -0 stays -0.
+  EXPECT_EQ(
+      binary_or_die(scalar(TypeKind::kFloat8), NetworkBytes().be(0xfff0000000000001, 8).bytes),
+      encode_or_die(scalar(TypeKind::kFloat8), "NaN"));
+  EXPECT_EQ(binary_or_die(scalar(TypeKind::kFloat4), NetworkBytes().be(0xffc00001, 4).bytes),
+            encode_or_die(scalar(TypeKind::kFloat4), "NaN"));
+  EXPECT_EQ(
+      binary_or_die(scalar(TypeKind::kFloat8), NetworkBytes().be(0x8000000000000000, 8).bytes),
+      encode_or_die(scalar(TypeKind::kFloat8), "-0"));
+  const ColumnType n = scalar(TypeKind::kNumeric);
+  EXPECT_EQ(binary_or_die(n, numeric_bytes(0, 0x4000, 4, {123, 4500})),
+            encode_or_die(n, "-123.4500"));
+  EXPECT_EQ(binary_or_die(n, numeric_bytes(1, 0, 0, {1, 5000})), encode_or_die(n, "15000"));
+  EXPECT_EQ(binary_or_die(n, numeric_bytes(-1, 0, 6, {10})), encode_or_die(n, "0.001000"));
+  EXPECT_EQ(binary_or_die(n, numeric_bytes(0, 0x4000, 2, {})), encode_or_die(n, "0.00"));
+  EXPECT_EQ(binary_or_die(n, numeric_bytes(0, 0xC000, 0, {})), encode_or_die(n, "NaN"));
+  EXPECT_EQ(binary_or_die(n, numeric_bytes(0, 0xF000, 0, {})), encode_or_die(n, "-Infinity"));
+  // Digits beyond dscale are cut off (numeric_recv), leading zero digits dropped.
+  EXPECT_EQ(binary_or_die(n, numeric_bytes(1, 0, 1, {0, 1, 2345})), encode_or_die(n, "1.2"));
+  EXPECT_EQ(binary_or_die(n, numeric_bytes(-1, 0x4000, 2, {1})), encode_or_die(n, "0.00"));
+  // The largest weight int16 allows is numeric's limit: 131072 digits before the point.
+  EXPECT_EQ(binary_or_die(n, numeric_bytes(32767, 0, 0, {1000})),
+            encode_or_die(n, "1" + std::string(131071, '0')));
+  EXPECT_EQ(binary_or_die(scalar(TypeKind::kDate), NetworkBytes().i32(-1).bytes),
+            encode_or_die(scalar(TypeKind::kDate), "1999-12-31"));
+  EXPECT_EQ(binary_or_die(scalar(TypeKind::kTimeTz), NetworkBytes().i64(0).i32(-19800).bytes),
+            encode_or_die(scalar(TypeKind::kTimeTz), "00:00:00+05:30"));
+  EXPECT_EQ(
+      binary_or_die(scalar(TypeKind::kInterval), NetworkBytes().i64(-1).i32(3).i32(-14).bytes),
+      encode_or_die(scalar(TypeKind::kInterval), "-1 years -2 mons +3 days -00:00:00.000001"));
+  EXPECT_EQ(binary_or_die(scalar(TypeKind::kJsonb), "\x01{}"),
+            encode_or_die(scalar(TypeKind::kJsonb), "{}"));
+  EXPECT_EQ(binary_or_die(scalar(TypeKind::kBytea), std::string("\0\xff", 2)),
+            encode_or_die(scalar(TypeKind::kBytea), "\\x00ff"));
+  // [0:1] of int4 with a NULL; a zero-length dimension is the empty array.
+  const std::string array = NetworkBytes()
+                                .i32(1)
+                                .i32(1)
+                                .be(23, 4)
+                                .i32(2)
+                                .i32(0)
+                                .null_field()
+                                .field(NetworkBytes().i32(5).bytes)
+                                .bytes;
+  EXPECT_EQ(binary_or_die(array_of(TypeKind::kInt4), array),
+            encode_or_die(array_of(TypeKind::kInt4), "[0:1]={NULL,5}"));
+  EXPECT_EQ(binary_or_die(array_of(TypeKind::kInt4),
+                          NetworkBytes().i32(2).i32(0).be(23, 4).i32(3).i32(1).i32(0).i32(1).bytes),
+            encode_or_die(array_of(TypeKind::kInt4), "{}"));
+}
+
+TEST(ValueTest, DamagedBinaryValuesAreErrors) {
+  struct Case {
+    ColumnType type;
+    std::string bytes;
+    std::string_view why;  // part of the message
+  };
+  const std::string int4_array_header = NetworkBytes().i32(1).i32(0).be(23, 4).bytes;
+  const std::vector<Case> cases = {
+      {scalar(TypeKind::kInt4), "\x01\x02\x03", "3 bytes, expected 4"},
+      {scalar(TypeKind::kInt8), std::string(9, '\0'), "9 bytes, expected 8"},
+      {scalar(TypeKind::kBool), "\x02", "not a boolean"},
+      {scalar(TypeKind::kUuid), std::string(15, 'u'), "15 bytes, expected 16"},
+      {scalar(TypeKind::kJsonb), "\x02{}", "jsonb version"},
+      {scalar(TypeKind::kJsonb), "", "no version byte"},
+      {scalar(TypeKind::kDate), NetworkBytes().i32(-2451546).bytes, "date out of range"},
+      {scalar(TypeKind::kDate), NetworkBytes().i32(2147483494 - 2451545).bytes,
+       "date out of range"},
+      {scalar(TypeKind::kTime), NetworkBytes().i64(86400000001).bytes, "time out of range"},
+      {scalar(TypeKind::kTimeTz), NetworkBytes().i64(0).i32(57600).bytes, "displacement"},
+      {scalar(TypeKind::kTimestamp), NetworkBytes().i64(9223371331200000000).bytes,
+       "timestamp out of range"},
+      {scalar(TypeKind::kTimestampTz), NetworkBytes().i64(-211813488000000001).bytes,
+       "timestamp out of range"},
+      {scalar(TypeKind::kNumeric), "\x00\x01\x00", "truncated numeric"},
+      {scalar(TypeKind::kNumeric), numeric_bytes(0, 0, 0, {1}).substr(0, 9), "1 digits"},
+      {scalar(TypeKind::kNumeric), numeric_bytes(0, 0, 0, {10000}), "digit out of range"},
+      {scalar(TypeKind::kNumeric), numeric_bytes(0, 0, 0, {-1}), "digit out of range"},
+      {scalar(TypeKind::kNumeric), numeric_bytes(0, 0x8000, 0, {1}), "numeric sign"},
+      {scalar(TypeKind::kNumeric), numeric_bytes(0, 0, 16384, {1}), "scale out of range"},
+      {array_of(TypeKind::kInt4), int4_array_header.substr(0, 11), "truncated array header"},
+      {array_of(TypeKind::kInt4), NetworkBytes().i32(7).i32(0).be(23, 4).bytes, "7 dimensions"},
+      {array_of(TypeKind::kInt4), NetworkBytes().i32(-1).i32(0).be(23, 4).bytes, "dimensions"},
+      {array_of(TypeKind::kInt4), NetworkBytes().i32(0).i32(2).be(23, 4).bytes, "flags"},
+      {array_of(TypeKind::kInt4), NetworkBytes().i32(0).i32(0).be(20, 4).bytes, "type OID 20"},
+      {array_of(TypeKind::kText), NetworkBytes().i32(0).i32(0).be(18, 4).bytes, "type OID 18"},
+      {array_of(TypeKind::kInt4), int4_array_header, "truncated array dimensions"},
+      {array_of(TypeKind::kInt4), NetworkBytes(int4_array_header).i32(-1).i32(1).bytes,
+       "negative array dimension"},
+      {array_of(TypeKind::kInt4), NetworkBytes(int4_array_header).i32(2).i32(INT32_MAX).bytes,
+       "upper bound"},
+      {array_of(TypeKind::kInt4),
+       NetworkBytes()
+           .i32(3)
+           .i32(0)
+           .be(23, 4)
+           .i32(1024)
+           .i32(1)
+           .i32(1024)
+           .i32(1)
+           .i32(1024)
+           .i32(1)
+           .bytes,
+       "too many array elements"},
+      {array_of(TypeKind::kInt4), NetworkBytes(int4_array_header).i32(2).i32(1).null_field().bytes,
+       "truncated array: 1 of 2"},
+      {array_of(TypeKind::kInt4),
+       NetworkBytes(int4_array_header).i32(1).i32(1).null_field().u8(0).bytes,
+       "1 bytes after the last array element"},
+      {array_of(TypeKind::kInt4), NetworkBytes(int4_array_header).i32(1).i32(1).i32(-2).bytes,
+       "bad length -2"},
+      {array_of(TypeKind::kInt4), NetworkBytes(int4_array_header).i32(1).i32(1).i32(5).i32(0).bytes,
+       "bad length 5"},
+      {array_of(TypeKind::kInt4), NetworkBytes(int4_array_header).i32(1).i32(1).field("ab").bytes,
+       "2 bytes, expected 4"},
+  };
+  for (const Case& c : cases) {
+    std::string out = "keep";
+    const absl::Status status = encode_binary_value(c.type, c.bytes, out);
+    EXPECT_FALSE(status.ok()) << c.why;
+    EXPECT_NE(std::string(status.message()).find(c.why), std::string::npos) << status;
+    EXPECT_EQ(out, "keep") << c.why;
+  }
+}
+
+TEST(ValueTest, BinaryDecodableIsBuiltinsButCharEnumsAndDomains) {
+  auto column = [](uint32_t oid) {
+    Column c;
+    c.type_oid = oid;
+    c.type = builtin_column_type(oid);
+    return c;
+  };
+  for (uint32_t oid :
+       {16u,   17u,   19u,   20u,   21u,   23u,   25u,   26u,   114u,  700u,  701u,
+        1042u, 1043u, 1082u, 1083u, 1114u, 1184u, 1186u, 1266u, 1700u, 2950u, 3802u,
+        199u,  1000u, 1001u, 1003u, 1005u, 1007u, 1009u, 1014u, 1015u, 1016u, 1021u,
+        1022u, 1028u, 1115u, 1182u, 1183u, 1185u, 1187u, 1231u, 1270u, 2951u, 3807u}) {
+    EXPECT_TRUE(binary_decodable(column(oid))) << oid;
+  }
+  for (uint32_t oid : {18u, 1002u, 705u, 869u, 16384u, 0u}) {
+    EXPECT_FALSE(binary_decodable(column(oid))) << oid;
+  }
+  // A column whose type is resolved otherwise (a delimiter not ',') is not decodable.
+  Column odd = column(1007);
+  odd.type.delimiter = ';';
+  EXPECT_FALSE(binary_decodable(odd));
+}
+
+TEST(ValueTest, DamagedBinaryTuplesAreErrorsNamingTheColumn) {
+  const RelationDesc desc = mixed_desc();
+  RowEncoder encoder(desc);
+  const std::string text_line =
+      "7\t-3\t\\N\t12345.67\t0.25\thello\t2024-05-06 07:08:09.5+00\t2024-05-06\tt\t{a,NULL}";
+  NetworkBytes tuple;
+  tuple.i16(10)
+      .field(NetworkBytes().i64(7).bytes)
+      .field(NetworkBytes().i16(-3).bytes)
+      .null_field()
+      .field(numeric_bytes(1, 0, 2, {1, 2345, 6700}))
+      .field(NetworkBytes().be(0x3fd0000000000000, 8).bytes)
+      .field("hello")
+      .field(NetworkBytes().i64(768294489500000).bytes)
+      .field(NetworkBytes().i32(8892).bytes);
+  const size_t flag_at = tuple.bytes.size() + 4;
+  tuple.field("\x01").field(
+      NetworkBytes().i32(1).i32(1).be(25, 4).i32(2).i32(1).field("a").null_field().bytes);
+  std::string from_text;
+  ASSERT_TRUE(encoder.encode_copy_line(text_line, from_text).ok());
+  std::string from_binary = "prefix";
+  const absl::Status ok = encoder.encode_copy_binary_tuple(tuple.bytes, from_binary);
+  ASSERT_TRUE(ok.ok()) << ok;
+  EXPECT_EQ(from_binary, "prefix" + from_text);
+
+  auto expect_error = [&](std::string_view bytes, std::string_view needle) {
+    std::string out = "prefix";
+    const absl::Status status = encoder.encode_copy_binary_tuple(bytes, out);
+    EXPECT_FALSE(status.ok()) << needle;
+    EXPECT_NE(std::string(status.message()).find(needle), std::string::npos) << status;
+    EXPECT_EQ(out, "prefix") << "out is unchanged on error: " << needle;
+  };
+  // Every truncation is an error; one in a field names that field's column.
+  for (size_t n = 0; n < tuple.bytes.size(); ++n) {
+    expect_error(std::string_view(tuple.bytes).substr(0, n),
+                 n < 2 ? "no field count" : "public.mixed");
+  }
+  expect_error(std::string_view(tuple.bytes).substr(0, 2 + 4 + 8 + 2), "column \"small\"");
+  expect_error(tuple.bytes + '\0', "1 bytes after the last field");
+  expect_error(NetworkBytes().i16(9).bytes, "has 9 fields, expected 10");
+  expect_error(NetworkBytes().i16(-1).bytes, "has -1 fields");
+  std::string bad_length = tuple.bytes;
+  bad_length.replace(2 + 4 + 8, 4, NetworkBytes().i32(-2).bytes);
+  expect_error(bad_length, "column \"small\" (int2): bad field length -2");
+  std::string long_field = tuple.bytes;
+  long_field.replace(2 + 4 + 8, 4, NetworkBytes().i32(3).bytes);  // int2 of 3 bytes
+  expect_error(long_field, "column \"small\" (int2): invalid binary value");
+  std::string huge_field = tuple.bytes;
+  huge_field.replace(2, 4, NetworkBytes().i32(INT32_MAX).bytes);
+  expect_error(huge_field, "column \"id\" (int8): truncated COPY BINARY tuple");
+  std::string bad_bool = tuple.bytes;
+  bad_bool[flag_at] = '\x07';
+  expect_error(bad_bool, "column \"flag\" (bool): invalid binary value \"\\x07\"");
+  std::string bad_element = tuple.bytes;
+  // The array's element OID: 8 bytes into its 29 (header 12, one dimension 8, "a" 5, NULL 4).
+  bad_element.replace(bad_element.size() - 29 + 8, 4, NetworkBytes().be(23, 4).bytes);
+  expect_error(bad_element, "column \"tags\" (text[])");
+}
+
 TEST(ValueTest, CopyTextLinesUnescape) {
   std::string scratch;
   std::vector<TextField> fields;
@@ -383,7 +643,8 @@ void exec(PGconn* conn, const std::string& sql) {
   PQclear(r);
 }
 
-// A connection with the session settings print_row reproduces, in a fresh schema.
+// A connection with the session settings print_row reproduces (those connection.cc sets), in a
+// fresh schema.
 class PostgresValueTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -663,6 +924,306 @@ TEST_F(PostgresValueTest, PostgresRandomValuesRoundTrip) {
        "(random() * 2 ^ (random() * 20 + 53))::float8 AS f8_big "
        "FROM generate_series(1, 5000) i");
   EXPECT_EQ(round_trip_table("r"), 5000u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// COPY BINARY against COPY text of the same rows.
+
+class PostgresBinaryTest : public PostgresValueTest {
+ protected:
+  // The data of `COPY (query) TO STDOUT options`, every CopyData message concatenated.
+  std::string copy_out(const std::string& query, const std::string& options) {
+    std::string data;
+    PGresult* r = PQexec(conn_.get(), ("COPY (" + query + ") TO STDOUT " + options).c_str());
+    EXPECT_EQ(PQresultStatus(r), PGRES_COPY_OUT) << query << ": " << PQresultErrorMessage(r);
+    PQclear(r);
+    char* buf = nullptr;
+    int n;
+    while ((n = PQgetCopyData(conn_.get(), &buf, 0)) > 0) {
+      data.append(buf, static_cast<size_t>(n));
+      PQfreemem(buf);
+    }
+    r = PQgetResult(conn_.get());
+    EXPECT_EQ(PQresultStatus(r), PGRES_COMMAND_OK) << PQresultErrorMessage(r);
+    PQclear(r);
+    while ((r = PQgetResult(conn_.get())) != nullptr) {
+      PQclear(r);
+    }
+    return data;
+  }
+
+  // The tuples of a COPY BINARY stream: the 19-byte header ("PGCOPY\n\377\r\n\0", int32 flags,
+  // int32 extension length) and its extension checked and skipped, each tuple delimited by
+  // walking its field lengths, the trailer (field count -1) checked to end the stream.
+  static std::vector<std::string_view> binary_tuples(std::string_view data) {
+    std::vector<std::string_view> tuples;
+    auto be = [&](size_t at, int size) {
+      uint32_t v = 0;
+      for (int i = 0; i < size; ++i) {
+        v = (v << 8) | static_cast<uint8_t>(data[at + static_cast<size_t>(i)]);
+      }
+      return v;
+    };
+    static constexpr std::string_view kSignature("PGCOPY\n\377\r\n\0", 11);
+    EXPECT_GE(data.size(), 19u + 2u);
+    if (data.size() < 21 || data.substr(0, 11) != kSignature) {
+      ADD_FAILURE() << "no COPY BINARY signature";
+      return tuples;
+    }
+    EXPECT_EQ(be(11, 4) & 0xffff0000u, 0u) << "critical header flags";
+    size_t at = 19 + be(15, 4);
+    while (true) {
+      if (at + 2 > data.size()) {
+        ADD_FAILURE() << "COPY BINARY stream without a trailer";
+        return tuples;
+      }
+      const auto count = static_cast<int16_t>(be(at, 2));
+      if (count == -1) {
+        EXPECT_EQ(at + 2, data.size()) << "bytes after the trailer";
+        return tuples;
+      }
+      size_t end = at + 2;
+      for (int16_t f = 0; f < count; ++f) {
+        if (end + 4 > data.size()) {
+          ADD_FAILURE() << "truncated tuple";
+          return tuples;
+        }
+        const auto length = static_cast<int32_t>(be(end, 4));
+        end += 4 + (length > 0 ? static_cast<size_t>(length) : 0);
+      }
+      if (end > data.size()) {
+        ADD_FAILURE() << "truncated tuple";
+        return tuples;
+      }
+      tuples.push_back(data.substr(at, end - at));
+      at = end;
+    }
+  }
+
+  // COPYs `table` (ordered by its first column) in text and in binary and checks that every row
+  // encodes to the same bytes both ways. Every column must be binary_decodable. Returns the
+  // number of rows.
+  size_t compare_binary(const std::string& table) {
+    auto desc = load_relation_desc(conn_.get(), table);
+    EXPECT_TRUE(desc.ok()) << desc.status();
+    if (!desc.ok()) {
+      return 0;
+    }
+    for (const Column& c : desc->columns) {
+      EXPECT_TRUE(binary_decodable(c)) << table << "." << c.name << " " << c.type_name;
+    }
+    const std::string query = "SELECT * FROM " + table + " ORDER BY 1";
+    std::string text = copy_out(query, "");
+    const std::string binary = copy_out(query, "(FORMAT binary)");
+    const std::vector<std::string_view> tuples = binary_tuples(binary);
+    RowEncoder encoder(*desc);
+    std::string from_text;
+    std::string from_binary;
+    size_t rows = 0;
+    std::string_view lines = text;
+    while (!lines.empty()) {
+      const size_t nl = lines.find('\n');
+      EXPECT_NE(nl, std::string_view::npos);
+      const std::string_view line = lines.substr(0, nl);
+      lines.remove_prefix(nl == std::string_view::npos ? lines.size() : nl + 1);
+      if (rows >= tuples.size()) {
+        ADD_FAILURE() << "more text lines than binary tuples in " << table;
+        break;
+      }
+      from_text.clear();
+      from_binary.clear();
+      const absl::Status text_status = encoder.encode_copy_line(line, from_text);
+      EXPECT_TRUE(text_status.ok()) << text_status;
+      const absl::Status binary_status =
+          encoder.encode_copy_binary_tuple(tuples[rows], from_binary);
+      EXPECT_TRUE(binary_status.ok()) << binary_status << "\n  text: " << line;
+      EXPECT_EQ(from_binary, from_text) << table << " row " << rows << ": " << line;
+      ++rows;
+    }
+    EXPECT_EQ(rows, tuples.size()) << table;
+    return rows;
+  }
+
+  // A table (id, v TYPE) with a NULL row and one row per SQL expression, compared.
+  void compare_values(const std::string& type, const std::vector<std::string>& values) {
+    const std::string table = "b" + std::to_string(++tables_);
+    exec(conn_.get(), "CREATE TABLE " + table + " (id int, v " + type + ")");
+    std::string insert = "INSERT INTO " + table + " VALUES (0, NULL)";
+    for (size_t i = 0; i < values.size(); ++i) {
+      insert += ", (" + std::to_string(i + 1) + ", " + values[i] + ")";
+    }
+    exec(conn_.get(), insert);
+    EXPECT_EQ(compare_binary(table), values.size() + 1) << type;
+  }
+};
+
+TEST_F(PostgresBinaryTest, PostgresBinaryCopyEncodesLikeText) {
+  compare_values("bool", {"true", "false"});
+  compare_values("int2", {"-32768", "32767", "0"});
+  compare_values("int4", {"-2147483648", "2147483647", "-1"});
+  compare_values("int8", {"-9223372036854775808", "9223372036854775807", "42"});
+  compare_values("oid", {"0", "4294967295"});
+  compare_values("float4",
+                 {"'-0'", "'0'", "'NaN'", "'Infinity'", "'-Infinity'", "'1e-40'", "'1e-45'",
+                  "'3.4028235e38'", "'1.17549435e-38'", "'0.1'", "'1234567'", "'-1.5'"});
+  compare_values("float8",
+                 {"'-0'", "'0'", "'NaN'", "'Infinity'", "'-Infinity'", "'1e-310'", "'4.9e-324'",
+                  "'1.7976931348623157e308'", "'2.2250738585072014e-308'", "'0.1'", "'1e22'",
+                  "'9007199254740993'", "'0.30000000000000004'", "'-1.5e-7'"});
+  const std::string digits1000 = std::string(1000, '7');
+  compare_values("numeric", {"'0'",
+                             "'-0.00'",
+                             "'0.000000'",
+                             "'NaN'",
+                             "'Infinity'",
+                             "'-Infinity'",
+                             "'1e-3'",
+                             "'1.5e3'",
+                             "'-123.4500'",
+                             "'0.000001'",
+                             "'10000'",
+                             "'100000000'",
+                             "'0.0001'",
+                             "'9999.9999'",
+                             "'12345678.87654321'",
+                             "'1.10000000000000000000'",
+                             "'-0.00010000'",
+                             "'1e-1000'",
+                             "'1e1000'",
+                             "'" + digits1000 + "." + digits1000 + "'",
+                             "'-" + digits1000 + "'",
+                             "'0." + std::string(16382, '0') + "1'",
+                             "'1" + std::string(131071, '0') + "'",
+                             "'9" + std::string(131070, '9') + "." + std::string(16383, '9') + "'",
+                             "'-0." + std::string(16383, '0') + "'",
+                             "1::numeric / 3",
+                             "2::numeric ^ 1000",
+                             "'123456789012345678901234567890.123456789012345678901234567890'"});
+  compare_values("numeric(10,3)", {"1.5", "-2", "9999999.999", "0"});
+  compare_values("numeric(1000,500)", {"1", "-1e-500", "'1e499'"});
+  compare_values("text", {"E'a\\tb'", "E'line\\nbreak\\r\\n'", "E'back\\\\slash'",
+                          "'h\u00e9llo \u2603 \U0001F600'", "''", "' spaces '", "E'\\\\N'",
+                          "'NULL'", "E'\\x01\\x02\\x1f\\x7f'", "repeat('x', 100000)"});
+  compare_values("char(5)", {"'ab'", "''", "'abcde'", "'\u00e9'"});
+  compare_values("char", {"'a'", "' '"});
+  compare_values("varchar(10)", {"'hello'", "''"});
+  compare_values("varchar", {"'x\\y'"});
+  compare_values("name", {"'nm'", "''", "repeat('n', 63)"});
+  compare_values("bytea", {"(SELECT decode(string_agg(lpad(to_hex(i), 2, '0'), ''), 'hex') "
+                           "FROM generate_series(0, 255) i)",
+                           "''::bytea", "'\\x00'::bytea", "'\\x5c'::bytea"});
+  compare_values("date", {"'2000-01-01'", "'1999-12-31'", "'0001-01-01 BC'", "'4713-11-24 BC'",
+                          "'5874897-12-31'", "'infinity'", "'-infinity'", "'2024-02-29'",
+                          "'0044-03-15 BC'", "'12345-06-07'"});
+  compare_values("time", {"'00:00:00'", "'24:00:00'", "'12:34:56.789012'", "'23:59:59.999999'"});
+  compare_values("time(2)", {"'12:34:56.789'"});
+  compare_values("timetz", {"'00:00:00+00'", "'12:00:00.5+05:30'", "'23:59:59-15:59:59'",
+                            "'24:00:00+02'", "'10:00:00+15:59:59'", "'10:00:00+00:00:30'"});
+  compare_values("timestamp", {"'2000-01-01 00:00:00'", "'1999-12-31 23:59:59.999999'",
+                               "'0001-01-01 00:00:00 BC'", "'4713-11-24 00:00:00 BC'",
+                               "'294276-12-31 23:59:59.999999'", "'infinity'", "'-infinity'",
+                               "'1969-07-20 20:17:40'"});
+  compare_values("timestamptz",
+                 {"'2000-01-01 00:00:00+02'", "'0001-01-01 00:00:00+00 BC'",
+                  "'4713-11-24 00:00:00+00 BC'", "'294276-12-31 23:59:59.999999+00'", "'infinity'",
+                  "'-infinity'", "'1900-01-01 00:00:00 Europe/Amsterdam'"});
+  compare_values("interval",
+                 {"'0'", "'1 year'", "'-1 years -2 mons +3 days -04:05:06.5'", "'1 day -00:00:01'",
+                  "'-178000000 years'", "'2147483647 days'", "'-2147483648 days'",
+                  "'2562047788:00:54.775807'", "'-2562047788:00:54.775807'", "'-0.000001 seconds'",
+                  "'178956970 years 7 mons'", "'-178956970 years -8 mons'"});
+  compare_values(
+      "uuid", {"'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'", "'00000000-0000-0000-0000-000000000000'",
+               "'ffffffff-ffff-ffff-ffff-ffffffffffff'"});
+  compare_values("json", {"'{\"a\" :  1,   \"b\":[1, 2]}'", "E'{\\n\\t\"a\": \"b\\\\\\\\c\"\\n}'",
+                          "'\"\\u00e9\"'", "'null'", "'\"\"'"});
+  compare_values("jsonb", {"'{\"b\": 2, \"a\": [1, \"x\", null]}'", "'\"\\u00e9\"'",
+                           "E'{\"t\": \"a\\\\tb\"}'", "'1.50'", "'{}'", "'[]'"});
+  compare_values("int[]", {"'{1,2,3}'", "'{{1,2},{3,4}}'", "'{1,NULL,3}'", "'{}'", "'[2:3]={1,2}'",
+                           "'[0:1][-1:0]={{1,2},{3,4}}'", "'{NULL}'", "'{{{1},{2}},{{3},{4}}}'",
+                           "'[-2147483648:-2147483647]={1,2}'", "'[2147483646:2147483646]={7}'",
+                           "'{{{{{{1}}}}}}'", "array_fill(7, ARRAY[2, 3], ARRAY[-5, 10])",
+                           "'{{NULL,NULL},{NULL,1}}'",
+                           "(SELECT array_agg(i) FROM generate_series(1, 10000) i)"});
+  compare_values("text[]", {"'{\"a b\",\"c,d\",\"e\\\"f\",\"g\\\\h\",NULL,\"NULL\",\"\",x}'",
+                            "'{\"{braces}\"}'", "E'{\"tab\\there\",\"nl\\nhere\"}'",
+                            "'{null,Null}'", "'{}'", "'[3:4]={a,NULL}'", "'{{a,b},{c,NULL}}'"});
+  compare_values("numeric[]",
+                 {"'{1.50,NaN,-Infinity,0.000,NULL,-0.0001,1e-20}'", "'[0:0]={Infinity}'"});
+  compare_values("float8[]", {"'{NaN,-Infinity,1e-310,-0,1e+300}'", "'{{1,2},{NULL,4}}'"});
+  compare_values("float4[]", {"'{1.5,-0,NaN}'"});
+  compare_values("bool[]", {"'{t,f,NULL}'"});
+  compare_values("int8[]", {"'{-9223372036854775808,9223372036854775807}'"});
+  compare_values("int2[]", {"'{1,-1}'"});
+  compare_values("oid[]", {"'{1,4294967295}'"});
+  compare_values("timestamp[]",
+                 {"'{\"2000-01-01 00:00:00\",infinity,\"0001-01-01 00:00:00 BC\"}'"});
+  compare_values("timestamptz[]", {"'{\"2000-01-01 00:00:00.5+00\",-infinity,NULL}'"});
+  compare_values("date[]", {"'{2000-01-01,\"0001-01-01 BC\",infinity}'"});
+  compare_values("time[]", {"'{00:00:00,24:00:00}'"});
+  compare_values("timetz[]", {"'{00:00:00+01,12:00:00-05:30}'"});
+  compare_values("interval[]", {"'{\"1 day\",\"-1 years +2 mons\",00:00:00}'"});
+  compare_values("uuid[]", {"'{a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11,NULL}'"});
+  compare_values("bytea[]", {"'{\"\\\\x00ff\",\"\\\\x\",NULL}'"});
+  compare_values("json[]", {"'{\"{\\\"a\\\": 1}\",\"[1, 2]\",NULL}'"});
+  compare_values("jsonb[]", {"'{\"{\\\"a\\\": 1}\",null}'"});
+  compare_values("char(3)[]", {"'{a,bc,NULL}'"});
+  compare_values("varchar[]", {"'{\"\",\" x \"}'"});
+  compare_values("name[]", {"'{a,\"b c\"}'"});
+}
+
+TEST_F(PostgresBinaryTest, PostgresBinaryCopyOfWideAndRandomRows) {
+  // More than eight columns (a null bitmap of two bytes), NULLs in every column in turn.
+  exec(conn_.get(),
+       "CREATE TABLE wide AS SELECT i, "
+       "CASE WHEN i % 11 <> 1 THEN i % 2 = 0 END AS b, "
+       "CASE WHEN i % 11 <> 2 THEN (i * 7)::int2 END AS s, "
+       "CASE WHEN i % 11 <> 3 THEN i::numeric / 7 END AS n, "
+       "CASE WHEN i % 11 <> 4 THEN 'row ' || i END AS t, "
+       "CASE WHEN i % 11 <> 5 THEN timestamptz '2000-01-01 00:00:00+00' + i * interval '1 hour' "
+       "END AS ts, "
+       "CASE WHEN i % 11 <> 6 THEN ARRAY[i, NULL, -i] END AS a, "
+       "CASE WHEN i % 11 <> 7 THEN decode(md5(i::text), 'hex') END AS by, "
+       "CASE WHEN i % 11 <> 8 THEN i * interval '1 day 1 second' END AS iv, "
+       "CASE WHEN i % 11 <> 9 THEN jsonb_build_object('i', i, 's', 'x' || i) END AS j, "
+       "CASE WHEN i % 11 <> 10 THEN md5(i::text)::uuid END AS u "
+       "FROM generate_series(1, 200) i");
+  EXPECT_EQ(compare_binary("wide"), 200u);
+  exec(conn_.get(),
+       "SELECT setseed(0.5); "
+       "CREATE TABLE r AS SELECT i, "
+       "(random() - 0.5) * 10 ^ (random() * 600 - 300) AS f8, "
+       "random() * 1e-310 AS f8_denormal, "
+       "random()::float4 * 10 ^ (random() * 60 - 30)::float4 AS f4, "
+       "round(((random() - 0.5) * 10 ^ (random() * 30))::numeric, (random() * 20)::int) AS n, "
+       "((random() - 0.5) * 10 ^ (random() * 40 - 20))::numeric AS n2, "
+       "round((random() * 10 ^ (random() * 60 - 30))::numeric, (random() * 40)::int) AS n3, "
+       "timestamp '2000-01-01' + (random() - 0.5) * interval '2000000 days' AS ts, "
+       "timestamptz '1970-01-01 00:00:00+00' + random() * interval '30000 days' AS tstz, "
+       "date '2000-01-01' + ((random() - 0.5) * 3000000)::int AS d, "
+       "make_interval(0, (random() * 100 - 50)::int, 0, (random() * 100 - 50)::int, 0, 0, "
+       "(random() - 0.5) * 1e6) AS iv, "
+       "(random() * 86400)::int * interval '1 second' + time '00:00' AS t, "
+       "(time '00:00' + random() * interval '24 hours')::timetz AS ttz, "
+       "gen_random_uuid() AS u, "
+       "ARRAY[random(), random() * 1e-300, -random() * 1e300] AS fa, "
+       "ARRAY[round(random()::numeric, 3), NULL, (random() * 1e6)::numeric(12,2)] AS na "
+       "FROM generate_series(1, 3000) i");
+  EXPECT_EQ(compare_binary("r"), 3000u);
+}
+
+TEST_F(PostgresBinaryTest, PostgresEnumsDomainsAndCharAreNotBinaryDecodable) {
+  exec(conn_.get(),
+       "CREATE TYPE mood AS ENUM ('sad', 'ok'); CREATE DOMAIN posint AS int; "
+       "CREATE TABLE nb (a int, b mood, c posint, d \"char\", e mood[], f inet, g posint[], "
+       "h box[], i text[], j varchar(3)[])");
+  auto desc = load_relation_desc(conn_.get(), "nb");
+  ASSERT_TRUE(desc.ok()) << desc.status();
+  std::string decodable;
+  for (const Column& c : desc->columns) {
+    decodable += binary_decodable(c) ? c.name : "";
+  }
+  EXPECT_EQ(decodable, "aij");
 }
 
 }  // namespace

@@ -1399,6 +1399,471 @@ absl::Status encode_any(const ColumnType& type, std::string_view s, std::string&
 }
 
 // ---------------------------------------------------------------------------------------------
+// Binary send format -> encoding (PostgreSQL 15's *_send functions, integer datetimes). Each
+// decoder takes exactly one value's bytes and refuses what the matching text decoder refuses
+// for the value's text, so a value encodes the same either way.
+
+// Reads big-endian fields without ever reading past the end.
+class NetworkReader {
+ public:
+  explicit NetworkReader(std::string_view s) : p_(s.data()), end_(s.data() + s.size()) {}
+
+  size_t remaining() const { return static_cast<size_t>(end_ - p_); }
+  bool at_end() const { return p_ == end_; }
+
+  bool u16(uint16_t& v) { return get(v); }
+  bool u32(uint32_t& v) { return get(v); }
+  bool u64(uint64_t& v) { return get(v); }
+  bool i16(int16_t& v) { return get_signed<uint16_t>(v); }
+  bool i32(int32_t& v) { return get_signed<uint32_t>(v); }
+  bool i64(int64_t& v) { return get_signed<uint64_t>(v); }
+  bool bytes(size_t n, std::string_view& v) {
+    if (n > remaining()) {
+      return false;
+    }
+    v = std::string_view(p_, n);
+    p_ += n;
+    return true;
+  }
+
+ private:
+  template <typename U>
+  bool get(U& v) {
+    if (remaining() < sizeof(U)) {
+      return false;
+    }
+    U result = 0;
+    for (size_t i = 0; i < sizeof(U); ++i) {
+      result = static_cast<U>((result << 8) | static_cast<uint8_t>(p_[i]));
+    }
+    p_ += sizeof(U);
+    v = result;
+    return true;
+  }
+  template <typename U, typename S>
+  bool get_signed(S& v) {
+    U u;
+    if (!get(u)) {
+      return false;
+    }
+    v = static_cast<S>(u);
+    return true;
+  }
+
+  const char* p_;
+  const char* end_;
+};
+
+// One fixed-size value's reader: `bytes` must be exactly `size` bytes.
+absl::Status check_size(std::string_view bytes, size_t size) {
+  if (bytes.size() != size) {
+    return bad(cat(bytes.size(), " bytes, expected ", size));
+  }
+  return absl::OkStatus();
+}
+
+// numeric_send: int16 ndigits, int16 weight (base 10000), uint16 sign, uint16 dscale, then
+// ndigits base-10000 digits. Digits beyond dscale are cut off as numeric_recv does (trunc_var);
+// the result is in encode_numeric's form for numeric_out's text of the value.
+absl::Status encode_binary_numeric(std::string_view bytes, std::string& out) {
+  NetworkReader in(bytes);
+  uint16_t ndigits;
+  int16_t weight;
+  uint16_t sign;
+  uint16_t dscale;
+  if (!in.u16(ndigits) || !in.i16(weight) || !in.u16(sign) || !in.u16(dscale)) {
+    return bad("truncated numeric header");
+  }
+  if (in.remaining() != size_t{2} * ndigits) {
+    return bad(cat("numeric of ", ndigits, " digits has ", in.remaining(), " bytes of digits"));
+  }
+  const char* digits = bytes.data() + 8;
+  auto group = [&](int64_t g) -> uint32_t {
+    return (static_cast<uint32_t>(static_cast<uint8_t>(digits[2 * g])) << 8) |
+           static_cast<uint8_t>(digits[2 * g + 1]);
+  };
+  for (int64_t g = 0; g < ndigits; ++g) {
+    if (group(g) > 9999) {
+      return bad("numeric digit out of range (0 to 9999)");
+    }
+  }
+  if (dscale > kNumericMaxDscale) {
+    return bad("numeric scale out of range");
+  }
+  switch (sign) {
+    case 0x0000:
+    case 0x4000:
+      break;
+    case 0xC000:
+      out += static_cast<char>(kNumericNaN);
+      return absl::OkStatus();
+    case 0xD000:
+      out += static_cast<char>(kNumericPosInf);
+      return absl::OkStatus();
+    case 0xF000:
+      out += static_cast<char>(kNumericNegInf);
+      return absl::OkStatus();
+    default:
+      return bad("invalid numeric sign");
+  }
+  // Decimal digit k (of 4 per base-10000 digit) stands for 10^(4 * weight + 3 - k); the ones
+  // below 10^-dscale are cut off.
+  static constexpr uint32_t kPow10[] = {1000, 100, 10, 1};
+  auto decimal = [&](int64_t k) -> int {
+    return static_cast<int>(group(k / 4) / kPow10[k % 4] % 10);
+  };
+  const int64_t top = 4 * int64_t{weight} + 3;
+  const int64_t limit = std::min<int64_t>(4 * int64_t{ndigits}, top + dscale + 1);
+  int64_t first = 0;
+  while (first < limit && decimal(first) == 0) {
+    ++first;
+  }
+  if (first >= limit) {  // zero (PostgreSQL makes it positive)
+    out += static_cast<char>(kNumericPositive);
+    put_varint(out, dscale);
+    put_varint(out, 0);
+    return absl::OkStatus();
+  }
+  int64_t last = limit - 1;
+  while (decimal(last) == 0) {
+    --last;
+  }
+  const int64_t decimal_weight = top - first;
+  if (decimal_weight > kNumericMaxWeight) {
+    return bad("too many digits before the decimal point");
+  }
+  const int64_t n = last - first + 1;
+  out += static_cast<char>(sign == 0x4000 ? kNumericNegative : kNumericPositive);
+  put_varint(out, dscale);
+  put_varint(out, static_cast<uint64_t>(n));
+  put_varint(out, zigzag(decimal_weight));
+  const size_t at = out.size();
+  out.resize(at + static_cast<size_t>((n + 1) / 2));
+  char* p = out.data() + at;
+  for (int64_t k = 0; k < n; k += 2) {
+    const int hi = decimal(first + k);
+    const int lo = k + 1 < n ? decimal(first + k + 1) : 0;
+    *p++ = static_cast<char>((hi << 4) | lo);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status encode_binary_scalar(TypeKind kind, std::string_view bytes, std::string& out) {
+  NetworkReader in(bytes);
+  switch (kind) {
+    case TypeKind::kBool: {
+      if (auto status = check_size(bytes, 1); !status.ok()) {
+        return status;
+      }
+      if (bytes[0] != 0 && bytes[0] != 1) {
+        return bad("not a boolean (0 or 1)");
+      }
+      out += bytes[0];
+      return absl::OkStatus();
+    }
+    case TypeKind::kInt2: {
+      int16_t v = 0;
+      if (auto status = check_size(bytes, 2); !status.ok()) {
+        return status;
+      }
+      in.i16(v);
+      put_varint(out, zigzag(v));
+      return absl::OkStatus();
+    }
+    case TypeKind::kInt4: {
+      int32_t v = 0;
+      if (auto status = check_size(bytes, 4); !status.ok()) {
+        return status;
+      }
+      in.i32(v);
+      put_varint(out, zigzag(v));
+      return absl::OkStatus();
+    }
+    case TypeKind::kInt8: {
+      int64_t v = 0;
+      if (auto status = check_size(bytes, 8); !status.ok()) {
+        return status;
+      }
+      in.i64(v);
+      put_varint(out, zigzag(v));
+      return absl::OkStatus();
+    }
+    case TypeKind::kOid: {
+      uint32_t v = 0;
+      if (auto status = check_size(bytes, 4); !status.ok()) {
+        return status;
+      }
+      in.u32(v);
+      put_varint(out, v);
+      return absl::OkStatus();
+    }
+    case TypeKind::kFloat4: {
+      uint32_t v = 0;
+      if (auto status = check_size(bytes, 4); !status.ok()) {
+        return status;
+      }
+      in.u32(v);
+      put_fixed32(out, std::isnan(std::bit_cast<float>(v)) ? 0x7fc00000u : v);
+      return absl::OkStatus();
+    }
+    case TypeKind::kFloat8: {
+      uint64_t v = 0;
+      if (auto status = check_size(bytes, 8); !status.ok()) {
+        return status;
+      }
+      in.u64(v);
+      put_fixed64(out, std::isnan(std::bit_cast<double>(v)) ? 0x7ff8000000000000ull : v);
+      return absl::OkStatus();
+    }
+    case TypeKind::kNumeric:
+      return encode_binary_numeric(bytes, out);
+    case TypeKind::kText:
+    case TypeKind::kJson:
+    case TypeKind::kBytea:
+      return encode_varlena(bytes, out);
+    case TypeKind::kJsonb:
+      if (bytes.empty() || bytes[0] != 1) {
+        return bad(bytes.empty() ? "empty jsonb (no version byte)" : "unsupported jsonb version");
+      }
+      return encode_varlena(bytes.substr(1), out);
+    case TypeKind::kDate: {
+      int32_t days = 0;
+      if (auto status = check_size(bytes, 4); !status.ok()) {
+        return status;
+      }
+      in.i32(days);
+      if (days != kDateNegInfinity && days != kDatePosInfinity) {
+        const int64_t j = int64_t{days} + kEpochJulian;
+        if (j < 0 || j >= kDateEndJulian) {
+          return bad("date out of range");
+        }
+      }
+      put_varint(out, zigzag(days));
+      return absl::OkStatus();
+    }
+    case TypeKind::kTime: {
+      int64_t micros = 0;
+      if (auto status = check_size(bytes, 8); !status.ok()) {
+        return status;
+      }
+      in.i64(micros);
+      if (auto status = check_time(micros); !status.ok()) {
+        return status;
+      }
+      put_varint(out, static_cast<uint64_t>(micros));
+      return absl::OkStatus();
+    }
+    case TypeKind::kTimeTz: {
+      int64_t micros = 0;
+      int32_t west = 0;
+      if (auto status = check_size(bytes, 12); !status.ok()) {
+        return status;
+      }
+      in.i64(micros);
+      in.i32(west);
+      if (auto status = check_time(micros); !status.ok()) {
+        return status;
+      }
+      if (west > kMaxZoneSeconds || west < -kMaxZoneSeconds) {
+        return bad("time zone displacement out of range");
+      }
+      put_varint(out, static_cast<uint64_t>(micros));
+      put_varint(out, zigzag(west));
+      return absl::OkStatus();
+    }
+    case TypeKind::kTimestamp:
+    case TypeKind::kTimestampTz: {
+      int64_t t = 0;
+      if (auto status = check_size(bytes, 8); !status.ok()) {
+        return status;
+      }
+      in.i64(t);
+      if (t != kTimestampNegInfinity && t != kTimestampPosInfinity &&
+          (t < kMinTimestamp || t >= kEndTimestamp)) {
+        return bad("timestamp out of range");
+      }
+      put_fixed64(out, static_cast<uint64_t>(t));
+      return absl::OkStatus();
+    }
+    case TypeKind::kInterval: {
+      int64_t micros = 0;
+      int32_t days = 0;
+      int32_t months = 0;
+      if (auto status = check_size(bytes, 16); !status.ok()) {
+        return status;
+      }
+      in.i64(micros);
+      in.i32(days);
+      in.i32(months);
+      put_varint(out, zigzag(months));
+      put_varint(out, zigzag(days));
+      put_varint(out, zigzag(micros));
+      return absl::OkStatus();
+    }
+    case TypeKind::kUuid:
+      if (auto status = check_size(bytes, 16); !status.ok()) {
+        return status;
+      }
+      out.append(bytes);
+      return absl::OkStatus();
+  }
+  return bad("unknown type kind");
+}
+
+// Whether an array's element type OID (array_send writes it) is one of `kind`'s binary types.
+bool element_oid_matches(TypeKind kind, uint32_t oid) {
+  switch (kind) {
+    case TypeKind::kBool:
+      return oid == 16;
+    case TypeKind::kInt2:
+      return oid == 21;
+    case TypeKind::kInt4:
+      return oid == 23;
+    case TypeKind::kInt8:
+      return oid == 20;
+    case TypeKind::kOid:
+      return oid == 26;
+    case TypeKind::kFloat4:
+      return oid == 700;
+    case TypeKind::kFloat8:
+      return oid == 701;
+    case TypeKind::kNumeric:
+      return oid == 1700;
+    case TypeKind::kText:
+      return oid == 25 || oid == 1043 || oid == 1042 || oid == 19;
+    case TypeKind::kBytea:
+      return oid == 17;
+    case TypeKind::kDate:
+      return oid == 1082;
+    case TypeKind::kTime:
+      return oid == 1083;
+    case TypeKind::kTimeTz:
+      return oid == 1266;
+    case TypeKind::kTimestamp:
+      return oid == 1114;
+    case TypeKind::kTimestampTz:
+      return oid == 1184;
+    case TypeKind::kInterval:
+      return oid == 1186;
+    case TypeKind::kUuid:
+      return oid == 2950;
+    case TypeKind::kJson:
+      return oid == 114;
+    case TypeKind::kJsonb:
+      return oid == 3802;
+  }
+  return false;
+}
+
+// array_send: int32 ndim, int32 flags (has NULLs), uint32 element OID, per dimension int32
+// length and int32 lower bound, then each element as int32 length (-1: NULL) and its bytes.
+// Validated in full before anything is written; then written as encode_array writes the text.
+absl::Status encode_binary_array(const ColumnType& type, std::string_view bytes, std::string& out) {
+  NetworkReader in(bytes);
+  int32_t ndim;
+  int32_t flags;
+  uint32_t element_oid;
+  if (!in.i32(ndim) || !in.i32(flags) || !in.u32(element_oid)) {
+    return bad("truncated array header");
+  }
+  if (ndim < 0 || ndim > kMaxArrayDims) {
+    return bad(cat("array of ", ndim, " dimensions (0 to 6)"));
+  }
+  if (flags != 0 && flags != 1) {
+    return bad("invalid array flags");
+  }
+  if (!element_oid_matches(type.kind, element_oid)) {
+    return bad(
+        cat("array elements of type OID ", element_oid, ", not ", type_kind_name(type.kind)));
+  }
+  int32_t lengths[kMaxArrayDims];
+  int32_t lowers[kMaxArrayDims];
+  uint64_t count = ndim > 0 ? 1 : 0;
+  for (int d = 0; d < ndim; ++d) {
+    if (!in.i32(lengths[d]) || !in.i32(lowers[d])) {
+      return bad("truncated array dimensions");
+    }
+    if (lengths[d] < 0) {
+      return bad("negative array dimension");
+    }
+    if (lengths[d] > 0 &&
+        int64_t{lowers[d]} + lengths[d] - 1 > std::numeric_limits<int32_t>::max()) {
+      return bad("array upper bound out of range");
+    }
+    count *= static_cast<uint64_t>(lengths[d]);
+    if (count > kMaxArrayElements) {
+      return bad("too many array elements");
+    }
+  }
+  // The elements: every length checked and whether any is NULL.
+  const NetworkReader elements = in;
+  bool has_nulls = false;
+  for (uint64_t k = 0; k < count; ++k) {
+    int32_t length = 0;
+    std::string_view element;
+    if (!in.i32(length)) {
+      return bad(cat("truncated array: ", k, " of ", count, " elements"));
+    }
+    if (length == -1) {
+      has_nulls = true;
+    } else if (length < 0 || !in.bytes(static_cast<size_t>(length), element)) {
+      return bad(cat("array element ", k + 1, ": bad length ", length));
+    }
+  }
+  if (!in.at_end()) {
+    return bad(cat(in.remaining(), " bytes after the last array element"));
+  }
+  if (count == 0) {  // array_recv: no elements is the empty array, whatever the dimensions
+    ndim = 0;
+  }
+  const size_t start = out.size();
+  put_varint(out, static_cast<uint64_t>(ndim));
+  for (int d = 0; d < ndim; ++d) {
+    put_varint(out, static_cast<uint64_t>(lengths[d]));
+    put_varint(out, zigzag(lowers[d]));
+  }
+  if (ndim > 0) {
+    out += static_cast<char>(has_nulls ? 1 : 0);
+    size_t bitmap = 0;
+    if (has_nulls) {
+      bitmap = out.size();
+      out.append(static_cast<size_t>((count + 7) / 8), '\0');
+    }
+    in = elements;
+    for (uint64_t k = 0; k < count; ++k) {
+      int32_t length = 0;
+      std::string_view element;
+      in.i32(length);
+      if (length == -1) {
+        out[bitmap + k / 8] = static_cast<char>(out[bitmap + k / 8] | (1 << (k % 8)));
+        continue;
+      }
+      in.bytes(static_cast<size_t>(length), element);
+      if (auto status = encode_binary_scalar(type.kind, element, out); !status.ok()) {
+        out.resize(start);
+        return bad(cat("array element ", k + 1, " ", quote(element), ": ", status.message()));
+      }
+    }
+  }
+  // Prefix the body with its length.
+  char prefix[10];
+  size_t n = 0;
+  uint64_t len = out.size() - start;
+  while (len >= 0x80) {
+    prefix[n++] = static_cast<char>(static_cast<uint8_t>(len) | 0x80);
+    len >>= 7;
+  }
+  prefix[n++] = static_cast<char>(len);
+  out.insert(start, prefix, n);
+  return absl::OkStatus();
+}
+
+absl::Status encode_binary_any(const ColumnType& type, std::string_view bytes, std::string& out) {
+  return type.is_array ? encode_binary_array(type, bytes, out)
+                       : encode_binary_scalar(type.kind, bytes, out);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Printing: encoding -> text.
 
 void append_fraction(std::string& out, int64_t micros) {
@@ -2646,6 +3111,40 @@ absl::Status encode_text_value(const ColumnType& type, std::string_view text, st
   return absl::OkStatus();
 }
 
+absl::Status encode_binary_value(const ColumnType& type, std::string_view bytes, std::string& out) {
+  const size_t start = out.size();
+  if (auto status = encode_binary_any(type, bytes, out); !status.ok()) {
+    out.resize(start);
+    return absl::InvalidArgumentError(cat("invalid ", type_kind_name(type.kind),
+                                          type.is_array ? "[]" : "", " binary value ", quote(bytes),
+                                          ": ", status.message()));
+  }
+  return absl::OkStatus();
+}
+
+bool binary_decodable(const Column& column) {
+  const BuiltinType* b = find_builtin(column.type_oid);
+  if (b == nullptr || column.type != ColumnType{b->kind, b->is_array, ','}) {
+    return false;
+  }
+  if (b->kind != TypeKind::kText) {
+    return true;
+  }
+  switch (column.type_oid) {
+    case 25:    // text
+    case 1043:  // varchar
+    case 1042:  // bpchar
+    case 19:    // name
+    case 1009:  // text[]
+    case 1015:  // varchar[]
+    case 1014:  // bpchar[]
+    case 1003:  // name[]
+      return true;
+    default:  // "char" (its send is not its text), unknown
+      return false;
+  }
+}
+
 RowEncoder::RowEncoder(const RelationDesc& desc) : qualified_name_(desc.qualified_name()) {
   types_.reserve(desc.columns.size());
   names_.reserve(desc.columns.size());
@@ -2686,6 +3185,55 @@ absl::Status RowEncoder::encode_copy_line(std::string_view line, std::string& ou
     return absl::InvalidArgumentError(cat(qualified_name_, ": ", status.message()));
   }
   return encode(fields_, out);
+}
+
+absl::Status RowEncoder::encode_copy_binary_tuple(std::string_view tuple, std::string& out) {
+  NetworkReader in(tuple);
+  int16_t count;
+  if (!in.i16(count)) {
+    return absl::InvalidArgumentError(
+        cat(qualified_name_, ": COPY BINARY tuple of ", tuple.size(), " bytes has no field count"));
+  }
+  if (count < 0 || static_cast<size_t>(count) != types_.size()) {
+    return absl::InvalidArgumentError(
+        cat("row of ", qualified_name_, " has ", count, " fields, expected ", types_.size()));
+  }
+  const size_t start = out.size();
+  auto fail = [&](size_t i, std::string_view why) {
+    out.resize(start);
+    const ColumnType& type = types_[i];
+    return absl::InvalidArgumentError(cat(qualified_name_, " column \"", names_[i], "\" (",
+                                          type_kind_name(type.kind), type.is_array ? "[]" : "",
+                                          "): ", why));
+  };
+  out.append((types_.size() + 7) / 8, '\0');
+  for (size_t i = 0; i < types_.size(); ++i) {
+    int32_t length;
+    std::string_view bytes;
+    if (!in.i32(length)) {
+      return fail(i, "truncated COPY BINARY tuple: no field length");
+    }
+    if (length == -1) {
+      out[start + i / 8] = static_cast<char>(out[start + i / 8] | (1 << (i % 8)));
+      continue;
+    }
+    if (length < 0) {
+      return fail(i, cat("bad field length ", length));
+    }
+    if (!in.bytes(static_cast<size_t>(length), bytes)) {
+      return fail(i, cat("truncated COPY BINARY tuple: field of ", length, " bytes, ",
+                         in.remaining(), " left"));
+    }
+    if (auto status = encode_binary_any(types_[i], bytes, out); !status.ok()) {
+      return fail(i, cat("invalid binary value ", quote(bytes), ": ", status.message()));
+    }
+  }
+  if (!in.at_end()) {
+    out.resize(start);
+    return absl::InvalidArgumentError(cat(qualified_name_, ": ", in.remaining(),
+                                          " bytes after the last field of a COPY BINARY tuple"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status split_row(const RelationDesc& desc, std::string_view encoded,

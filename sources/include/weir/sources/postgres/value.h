@@ -10,6 +10,10 @@
 // and the text decoders expect those settings too (timestamptz accepts any offset; dates,
 // intervals and bytea must be in these styles, bytea may also be in the escape format).
 //
+// Rows may also arrive as COPY BINARY tuples (PostgreSQL's binary send format of each column, for
+// the types binary_decodable accepts); they encode to the same bytes as the text of the same
+// values.
+//
 // Row encoding, format 1 (RelationDesc::row_format):
 //   row      := null_bitmap value*      bitmap: ceil(columns/8) bytes, bit i (LSB first) set when
 //                                       column i is NULL, unused bits zero; then the values of the
@@ -156,6 +160,24 @@ absl::Status parse_copy_text_line(std::string_view line, std::string& scratch,
 // `out` is unchanged and the message quotes the value (at most 64 bytes of it).
 absl::Status encode_text_value(const ColumnType& type, std::string_view text, std::string& out);
 
+// Whether a column's values can be decoded from PostgreSQL's binary format: built-in scalar types
+// of every TypeKind except kText, plus text (25), varchar (1043), bpchar (1042), name (19), and
+// one-dimensional-or-more arrays of those (by Column::type_oid: the built-in array OIDs).
+// Enums, domains and unknown types (kind kText via catalog) are not: a table with one is copied in
+// text. A column whose `type` is not builtin_column_type(type_oid) is not either.
+bool binary_decodable(const Column& column);
+
+// Appends the encoding of one value given in PostgreSQL's binary send format (the bytes of one
+// field of COPY BINARY, without its length word). Same output as encode_text_value for the same
+// value. PostgreSQL's receive functions define the value: a numeric's digits beyond its dscale
+// are cut off (numeric_recv), a zero-length array dimension is the empty array (array_recv). What
+// the text path refuses (dates, timestamps, times and zones out of range, a numeric scale over
+// 16383 or more than 131072 digits before the point) is refused here too, as is anything
+// malformed (wrong size, truncated, trailing bytes, a bool other than 0 or 1, a jsonb version
+// other than 1, an array element of another type). On error `out` is unchanged and the message
+// says what is wrong.
+absl::Status encode_binary_value(const ColumnType& type, std::string_view bytes, std::string& out);
+
 // Encodes whole rows of one relation. Worker-local; it keeps scratch space so that encoding
 // allocates nothing in steady state (besides `out` growing).
 //
@@ -172,6 +194,16 @@ class RowEncoder {
 
   // Appends the row of one COPY text line (without its '\n').
   absl::Status encode_copy_line(std::string_view line, std::string& out);
+
+  // Appends the row of one COPY BINARY tuple: int16 field count (must equal the columns), then
+  // per field int32 length (-1: NULL) and that many bytes. The whole of `tuple` must be consumed.
+  // Errors name the column (like encode()); `out` is then unchanged. The same row as
+  // encode_copy_line of the text COPY of the same values; allocates nothing beyond `out`.
+  //
+  //   // Every column binary_decodable; tuples of COPY t TO STDOUT (FORMAT binary), the file
+  //   // header and the trailer (field count -1) taken off by the caller.
+  //   WEIR_RETURN_IF_ERROR(encoder.encode_copy_binary_tuple(tuple, rows));
+  absl::Status encode_copy_binary_tuple(std::string_view tuple, std::string& out);
 
   size_t num_columns() const { return types_.size(); }
 
