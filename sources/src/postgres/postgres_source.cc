@@ -38,6 +38,83 @@ PostgresShared::Snapshot const* await_snapshot(
 }
 
 // The table's name for SQL, from its recorded description (a schema name may hold a dot).
+// COPY ... (FORMAT binary)'s stream: the header (a signature, flags, an extension) before the
+// first tuple, then tuples (a 16-bit field count, each field a 32-bit length, -1 for NULL, and
+// its bytes), then a field count of -1. PostgreSQL sends a tuple per CopyData message, the header
+// with the first; next() takes whole tuples out of any message and refuses one split across two.
+class BinaryCopyStream {
+ public:
+  explicit BinaryCopyStream(std::string table) : table_(std::move(table)) {}
+
+  // Starts on one CopyData message (a view that must live until next() returns false).
+  absl::Status feed(std::string_view message) {
+    rest_ = message;
+    if (!header_done_) {
+      static constexpr std::string_view kSignature("PGCOPY\n\377\r\n\0", 11);
+      if (rest_.size() < kSignature.size() + 8 || !rest_.starts_with(kSignature)) {
+        return damaged("its header is not COPY BINARY's");
+      }
+      const uint32_t flags = be32(rest_.data() + 11), extension = be32(rest_.data() + 15);
+      if ((flags & 0xffff0000u) != 0) return damaged("its header has unknown critical flags");
+      if (extension > rest_.size() - 19) return damaged("its header extension is cut short");
+      rest_.remove_prefix(19 + extension);
+      header_done_ = true;
+    }
+    return absl::OkStatus();
+  }
+
+  // The next tuple of the message fed, or nullopt at its end (ended() says whether the trailer
+  // came). Errors: a tuple split across messages, bytes after the trailer.
+  absl::StatusOr<std::optional<std::string_view>> next() {
+    if (rest_.empty()) return std::optional<std::string_view>();
+    if (ended_) return damaged("it has data after its end");
+    if (rest_.size() < 2) return damaged("a tuple is cut short");
+    const auto fields = static_cast<int16_t>(be16(rest_.data()));
+    if (fields == -1) {
+      if (rest_.size() != 2) return damaged("it has data after its end");
+      ended_ = true;
+      rest_ = {};
+      return std::optional<std::string_view>();
+    }
+    if (fields < 0) return damaged("a tuple has a negative field count");
+    size_t at = 2;
+    for (int16_t f = 0; f < fields; ++f) {
+      if (rest_.size() - at < 4) return damaged("a tuple is cut short");
+      const auto length = static_cast<int32_t>(be32(rest_.data() + at));
+      at += 4;
+      if (length == -1) continue;
+      if (length < 0 || static_cast<size_t>(length) > rest_.size() - at) {
+        return damaged("a tuple is cut short");
+      }
+      at += static_cast<size_t>(length);
+    }
+    const std::string_view tuple = rest_.substr(0, at);
+    rest_.remove_prefix(at);
+    return std::optional<std::string_view>(tuple);
+  }
+
+  bool ended() const { return ended_; }
+
+ private:
+  static uint32_t be32(const char* p) {
+    return (uint32_t{static_cast<uint8_t>(p[0])} << 24) |
+           (uint32_t{static_cast<uint8_t>(p[1])} << 16) |
+           (uint32_t{static_cast<uint8_t>(p[2])} << 8) | uint32_t{static_cast<uint8_t>(p[3])};
+  }
+  static uint16_t be16(const char* p) {
+    return static_cast<uint16_t>((static_cast<uint8_t>(p[0]) << 8) | static_cast<uint8_t>(p[1]));
+  }
+  absl::Status damaged(std::string_view why) const {
+    return absl::DataLossError(absl::StrCat(
+        "table ", table_, ": the snapshot's binary COPY stream is damaged: ", std::string(why)));
+  }
+
+  std::string table_;
+  std::string_view rest_;
+  bool header_done_ = false;
+  bool ended_ = false;
+};
+
 std::string qualified(const ExportTable& table) {
   return absl::StrCat(quote_identifier(table.desc.schema), ".", quote_identifier(table.desc.table));
 }
@@ -175,6 +252,13 @@ void render_snapshot(Scope<Offset>& scope, const PostgresSourceConfig& config,
       // One worker copies the table itself: COPY of a table costs the server less than COPY
       // of a query (1.9 s against 2.6 s for a million rows, measured here).
       const bool copy_whole_table = peers == 1 && !columns.empty();
+      // Binary COPY costs the server less than text (3.0 s against 3.9 s for the benchmark's
+      // 10M rows, COPY TO a file on the server) and weir less to decode; a table with a column
+      // weir cannot decode from binary (an enum, a domain, an unknown type) is copied in text.
+      const bool binary =
+          !table.desc.columns.empty() &&
+          std::all_of(table.desc.columns.begin(), table.desc.columns.end(), binary_decodable);
+      BinaryCopyStream stream(table.name);
       // A table with no columns: rows of nothing (PostgreSQL allows an empty select list).
       // The last worker also takes the blocks past the size it was given: none of their rows
       // is visible to the snapshot, but the range must not depend on that.
@@ -184,22 +268,25 @@ void render_snapshot(Scope<Offset>& scope, const PostgresSourceConfig& config,
       bool errored = false;
       if (worker + 1 == peers || lo < hi) {
         WEIR_RETURN_IF_ERROR(conn.start_copy(
-            ctx, copy_whole_table
-                     ? absl::StrCat("COPY ", qualified(table), " (", columns, ") TO STDOUT")
-                     : absl::StrCat("COPY (SELECT ", columns, " FROM ONLY ", qualified(table),
-                                    " WHERE ", where, ") TO STDOUT")));
+            ctx, absl::StrCat(copy_whole_table
+                                  ? absl::StrCat("COPY ", qualified(table), " (", columns, ")")
+                                  : absl::StrCat("COPY (SELECT ", columns, " FROM ONLY ",
+                                                 qualified(table), " WHERE ", where, ")"),
+                              " TO STDOUT", binary ? " (FORMAT binary)" : "")));
         auto session = outputs[e].session(cap);
         uint64_t given = 0;
-        for (;;) {
-          WEIR_ASSIGN_OR_RETURN(std::optional<std::string_view> line, conn.read_copy(ctx));
-          if (!line) break;
-          if (errored) continue;
+        // Encodes one COPY row (a text line, or a binary tuple) into `row`.
+        const auto encode = [&](std::string_view copied) -> absl::Status {
           row.clear();
-          std::string_view text = *line;
-          if (!text.empty() && text.back() == '\n') text.remove_suffix(1);
+          if (binary) return encoder.encode_copy_binary_tuple(copied, row);
+          if (!copied.empty() && copied.back() == '\n') copied.remove_suffix(1);
           // A row of no columns is an empty line, and encodes as nothing.
-          absl::Status encoded =
-              table.desc.columns.empty() ? absl::OkStatus() : encoder.encode_copy_line(text, row);
+          return table.desc.columns.empty() ? absl::OkStatus()
+                                            : encoder.encode_copy_line(copied, row);
+        };
+        // Gives one COPY row (a text line, or a binary tuple) to the export.
+        const auto give = [&](std::string_view copied) {
+          absl::Status encoded = encode(copied);
           if (!encoded.ok()) {
             // Undecodable data is a definite error of the export at time 0.
             const std::string message =
@@ -207,7 +294,7 @@ void render_snapshot(Scope<Offset>& scope, const PostgresSourceConfig& config,
             session.give(Change{definite_error(message), 1});
             report(e, Health::kStalled, message);
             errored = true;
-            continue;
+            return;
           }
           session.give(Change{row, 1});
           ctx.use_fuel(row.size());
@@ -215,6 +302,25 @@ void render_snapshot(Scope<Offset>& scope, const PostgresSourceConfig& config,
             if (config.stats) config.stats->add_snapshot_rows(e, given);
             given = 0;
           }
+        };
+        for (;;) {
+          WEIR_ASSIGN_OR_RETURN(std::optional<std::string_view> chunk, conn.read_copy(ctx));
+          if (!chunk) break;
+          if (errored) continue;
+          if (!binary) {
+            give(*chunk);
+            continue;
+          }
+          WEIR_RETURN_IF_ERROR(stream.feed(*chunk));
+          for (;;) {
+            WEIR_ASSIGN_OR_RETURN(std::optional<std::string_view> tuple, stream.next());
+            if (!tuple || errored) break;
+            give(*tuple);
+          }
+        }
+        if (binary && !errored && !stream.ended()) {
+          return absl::DataLossError(absl::StrCat(
+              "table ", table.name, ": the snapshot's binary COPY stream ended without its end"));
         }
         if (config.stats) config.stats->add_snapshot_rows(e, given);
       }
