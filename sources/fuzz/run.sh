@@ -3,8 +3,9 @@
 # build/fuzz-sources (libFuzzer + AddressSanitizer + UndefinedBehaviorSanitizer; sources/fuzz is
 # configured as a project of its own, so nothing else is built) and fuzzes it for SECONDS
 # (default 60). FUZZ_TARGET picks the target; there is one:
-#   value_fuzz (default)  the PostgreSQL text decoders, print_value/print_row, RelationDesc::decode
-#                         and parse_copy_text_line (value_fuzz.cc, input format in value_fuzz.h)
+#   value_fuzz (default)  the PostgreSQL text and binary (COPY BINARY) decoders, print_value/
+#                         print_row, RelationDesc::decode and parse_copy_text_line (value_fuzz.cc,
+#                         input format in value_fuzz.h)
 #
 # Seeds (written by <target>_seeds with the encoder) are rewritten into
 # build/fuzz-sources/<target>-run/seeds on every run; what the fuzzer finds accumulates in

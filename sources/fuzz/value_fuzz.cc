@@ -1,6 +1,6 @@
-// value_fuzz: libFuzzer target for the text decoders and the row printer (weir/sources/postgres/
-// value.h); the input format is in value_fuzz.h. A property that does not hold aborts with the
-// offending value, so libFuzzer keeps the input.
+// value_fuzz: libFuzzer target for the text and binary decoders and the row printer
+// (weir/sources/postgres/ value.h); the input format is in value_fuzz.h. A property that does not
+// hold aborts with the offending value, so libFuzzer keeps the input.
 
 #include "value_fuzz.h"
 
@@ -89,6 +89,70 @@ void check_damaged(const pg::ColumnType& type, std::string_view bytes) {
   (void)pg::parse_copy_text_line(bytes, scratch, fields);
 }
 
+// One value in PostgreSQL's binary format: what encodes prints and encodes from the print alike.
+void check_binary_value(const pg::ColumnType& type, std::string_view bytes) {
+  std::string encoded = "prefix";
+  if (!pg::encode_binary_value(type, bytes, encoded).ok()) {
+    if (encoded != "prefix") {
+      fail("encode_binary_value failed but wrote bytes", bytes, encoded);
+    }
+    return;
+  }
+  encoded.erase(0, 6);
+  std::string printed;
+  if (absl::Status status = pg::print_value(type, encoded, printed); !status.ok()) {
+    fail("print_value refused what encode_binary_value wrote", bytes, status.ToString());
+  }
+  std::string from_text;
+  if (absl::Status status = pg::encode_text_value(type, printed, from_text); !status.ok()) {
+    fail("encode_text_value refused the print of a binary value", printed, status.ToString());
+  }
+  if (from_text != encoded) {
+    fail("the binary value and its text encode differently", printed, bytes);
+  }
+}
+
+// A COPY BINARY tuple of a relation whose column types the input picks.
+void check_binary_tuple(uint8_t selector, std::string_view rest) {
+  const size_t columns = selector & fuzz::kMaxTupleColumns;
+  if (rest.size() < columns) {
+    return;
+  }
+  pg::RelationDesc desc;
+  desc.schema = "fuzz";
+  desc.table = "binary";
+  for (size_t i = 0; i < columns; ++i) {
+    pg::Column c;
+    c.name = "c" + std::to_string(i);
+    c.type = fuzz::selected_type(static_cast<uint8_t>(rest[i]));
+    desc.columns.push_back(std::move(c));
+  }
+  rest.remove_prefix(columns);
+  pg::RowEncoder encoder(desc);
+  std::string encoded = "prefix";
+  if (!encoder.encode_copy_binary_tuple(rest, encoded).ok()) {
+    if (encoded != "prefix") {
+      fail("encode_copy_binary_tuple failed but wrote bytes", rest, encoded);
+    }
+    return;
+  }
+  encoded.erase(0, 6);
+  if (columns == 0) {
+    return;  // No COPY text line stands for a row without columns: "" is one empty field.
+  }
+  std::string line;
+  if (absl::Status status = pg::print_row(desc, encoded, line); !status.ok()) {
+    fail("print_row refused what encode_copy_binary_tuple wrote", rest, status.ToString());
+  }
+  std::string from_text;
+  if (absl::Status status = encoder.encode_copy_line(line, from_text); !status.ok()) {
+    fail("encode_copy_line refused the print of a binary tuple", line, status.ToString());
+  }
+  if (from_text != encoded) {
+    fail("the binary tuple and its text line encode differently", line, rest);
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -98,7 +162,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t selector = data[0];
   const std::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
   const pg::ColumnType type = fuzz::selected_type(selector);
-  if ((selector & fuzz::kDamagedBytes) == 0) {
+  if (selector == fuzz::kBinary) {
+    if (rest.empty()) {
+      return 0;
+    }
+    const auto binary_selector = static_cast<uint8_t>(rest[0]);
+    if ((binary_selector & fuzz::kBinaryTuple) == 0) {
+      check_binary_value(fuzz::selected_type(binary_selector), rest.substr(1));
+    } else {
+      check_binary_tuple(binary_selector, rest.substr(1));
+    }
+  } else if ((selector & fuzz::kDamagedBytes) == 0) {
     check_text(type, rest);
   } else {
     check_damaged(type, rest);
