@@ -403,6 +403,7 @@ struct Ingestion {
   std::shared_ptr<persist::BackgroundMaintenance> maintenance;
   std::shared_ptr<LastHealth> health;
   std::map<std::string, uint64_t> updates, batches;  // By table, over every epoch.
+  std::map<std::string, double> snapshot_seconds;    // By table: see ExportReport.
   // By table: the definite error (or "") its shard holds below the upper, as of the last epoch.
   std::map<std::string, std::pair<Offset, std::string>> known_errors;
   size_t epochs = 0;
@@ -549,6 +550,12 @@ void Ingestion::collect(const Plan& plan) {
   for (size_t e = 0; e < plan.exports.size(); ++e) {
     updates[plan.exports[e].table] += plan.sink_stats[e]->updates.load();
     batches[plan.exports[e].table] += plan.sink_stats[e]->batches.load();
+    if (const int64_t at = plan.sink_stats[e]->first_advance_ns.load();
+        at != 0 && plan.exports[e].needs_snapshot()) {
+      const auto durable = Clock::time_point(std::chrono::nanoseconds(at));
+      snapshot_seconds[plan.exports[e].table] =
+          std::chrono::duration<double>(durable - started).count();
+    }
     // The shard's definite error stays what the plan read unless the epoch wrote an error row,
     // or the shard's upper is not where the sink left it (an append it could not confirm, or
     // another writer's): make_plan then reads the shard again.
@@ -767,6 +774,9 @@ IngestReport make_report(Ingestion& in) {
     if (!since.is_empty()) r.since = since.time();
     r.updates = in.updates[table];
     r.batches = in.batches[table];
+    if (auto s = in.snapshot_seconds.find(table); s != in.snapshot_seconds.end()) {
+      r.snapshot_seconds = s->second;
+    }
     {
       weir::MutexLock lock(in.health->mu);
       r.health = in.health->exports[e].status;

@@ -1,5 +1,6 @@
 #include "weir/sinks/persist_sink.h"
 
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <map>
@@ -279,6 +280,10 @@ void render_append(const Stream<Time, std::string>& batches, const PersistSinkCo
           config.maintenance->request(config.name);
         }
         if (config.stats) {
+          if (upper > config.shard_upper && config.stats->first_advance_ns.load() == 0) {
+            config.stats->first_advance_ns.store(
+                std::chrono::steady_clock::now().time_since_epoch().count());
+          }
           config.stats->persisted_upper.store(upper, std::memory_order_relaxed);
           config.stats->batches.fetch_add(1, std::memory_order_relaxed);
         }

@@ -147,6 +147,9 @@ struct ExportReport {
   uint64_t batches = 0;  // Batches appended by this run.
   sources::Health health = sources::Health::kStarting;  // Last aggregated health.
   std::string error;  // The definite error (health kStalled), if the export has one.
+  // Seconds from the run's start until the export's snapshot was durable (its shard's upper past
+  // time 0), if this run snapshotted it.
+  std::optional<double> snapshot_seconds;
 };
 
 struct IngestReport {

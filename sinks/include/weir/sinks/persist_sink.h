@@ -48,6 +48,9 @@ struct SinkStats {
   // Set before a row that starts with PersistSinkConfig::flag_prefix goes into a batch (whether
   // or not its append then goes through).
   std::atomic<bool> flagged{false};
+  // steady_clock nanoseconds (time_since_epoch) of the first append that moved the shard's upper
+  // past where this sink started (for an export that snapshots: its snapshot is durable); 0 until.
+  std::atomic<int64_t> first_advance_ns{0};
 };
 
 struct PersistSinkConfig {
