@@ -143,7 +143,8 @@ std::pair<absl::StatusOr<IngestReport>, uint64_t> ingest_while(const TestDatabas
                                                                const std::filesystem::path& dir,
                                                                size_t workers,
                                                                const std::function<void()>& write,
-                                                               bool after_snapshot = false) {
+                                                               bool after_snapshot = false,
+                                                               const std::string& conninfo = "") {
   IngestOptions options;
   options.location = persist::PersistLocation::in_directory(dir.string());
   options.workers.workers = workers;
@@ -157,6 +158,7 @@ std::pair<absl::StatusOr<IngestReport>, uint64_t> ingest_while(const TestDatabas
     }
   };
   PostgresIngestOptions pg = source_of(db);
+  if (!conninfo.empty()) pg.conninfo = conninfo;
   pg.workers = workers;
   options.upstream = make_postgres_source(pg);
   IngestMonitor monitor;
@@ -287,6 +289,78 @@ TEST_P(PostgresIngestTest, SnapshotAndStreamEqualTheUpstreamTables) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Workers, PostgresIngestTest, ::testing::Values(1, 2, 4));
+
+// Protocol 2: with logical_decoding_work_mem at its least (64 kB, set through the conninfo's
+// options, which weir keeps), the server streams these transactions while they run. A streamed
+// transaction lands at its commit, all at one time, without its rolled-back subtransactions
+// (nested ones included); an aborted one leaves nothing; small transactions committed between its
+// blocks land at their own commits.
+TEST(PostgresStreamingTest, LargeTransactionsStreamAndLandAtTheirCommit) {
+  TestDatabase db("streaming");
+  ASSERT_TRUE(db.available()) << "needs the postgres fixture";
+  Sql sql(db.url());
+  sql.exec(
+      "CREATE TABLE big (k int, v text); ALTER TABLE big REPLICA IDENTITY FULL;"
+      "CREATE TABLE small (k int); ALTER TABLE small REPLICA IDENTITY FULL;"
+      "CREATE PUBLICATION weir_pub FOR TABLE big, small;"
+      "INSERT INTO big SELECT g, 'snap' FROM generate_series(1, 100) g;");
+  const auto dir = fresh_dir("pg-streaming");
+  auto [report, lsn] = ingest_while(
+      db, dir, 2,
+      [&] {
+        Sql writer(db.url());
+        Sql other(db.url());
+        writer.exec("BEGIN");
+        writer.exec(
+            "INSERT INTO big SELECT g, repeat('x', 100) FROM generate_series(1000, 21000) g");
+        other.exec("INSERT INTO small VALUES (1)");  // Commits between the big one's blocks.
+        writer.exec("SAVEPOINT s");
+        writer.exec("INSERT INTO big SELECT g, 'gone' FROM generate_series(100000, 105000) g");
+        writer.exec("ROLLBACK TO s");
+        writer.exec("UPDATE big SET v = 'updated' WHERE k % 10 = 0");
+        writer.exec("SAVEPOINT a");
+        writer.exec("INSERT INTO big SELECT g, 'kept' FROM generate_series(200000, 203000) g");
+        writer.exec("SAVEPOINT b");
+        writer.exec("INSERT INTO big SELECT g, 'gone too' FROM generate_series(300000, 303000) g");
+        writer.exec("RELEASE b");
+        writer.exec("ROLLBACK TO a");
+        writer.exec("DELETE FROM big WHERE k % 7 = 0");
+        other.exec("INSERT INTO small VALUES (2)");
+        writer.exec("COMMIT");
+        writer.exec("BEGIN");
+        writer.exec("INSERT INTO big SELECT g, 'aborted' FROM generate_series(400000, 420000) g");
+        writer.exec("ROLLBACK");
+        other.exec("INSERT INTO small VALUES (3)");
+      },
+      /*after_snapshot=*/true, db.url() + "?options=-c%20logical_decoding_work_mem%3D64kB");
+  ASSERT_TRUE(report.ok()) << report.status();
+  // The server did stream: its statistics count the streamed transactions of weir's slot.
+  EXPECT_GE(
+      std::stoll(sql.one("SELECT coalesce(sum(stream_txns), 0) FROM pg_stat_replication_slots "
+                         "WHERE slot_name = '" +
+                         db.slot() + "'")),
+      2);
+  auto client = persist::PersistClient::open(persist::PersistLocation::in_directory(dir.string()));
+  ASSERT_TRUE(client.ok()) << client.status();
+  for (const std::string table : {"big", "small"}) {
+    const auto expected = sql.copy_lines("public." + table);
+    const auto got = shard_lines(**client, "pg", "public." + table, lsn);
+    EXPECT_EQ(got.size(), expected.size()) << table;
+    EXPECT_EQ(got, expected) << table;
+  }
+  // Every change of the streamed transaction is at one time: its commit, after small's first two
+  // rows (committed while it ran) and before the third.
+  std::set<uint64_t> big_times, small_times;
+  for (const auto& u : history(**client, "public.big", lsn)) {
+    if (u.time > 0) big_times.insert(u.time);
+  }
+  for (const auto& u : history(**client, "public.small", lsn)) small_times.insert(u.time);
+  EXPECT_EQ(big_times.size(), 1u) << "the streamed transaction is at several times";
+  ASSERT_EQ(small_times.size(), 3u);
+  ASSERT_FALSE(big_times.empty());
+  EXPECT_LT(*std::next(small_times.begin()), *big_times.begin());
+  EXPECT_GT(*small_times.rbegin(), *big_times.begin());
+}
 
 // The definite error rows of shard `kind.table` (time -> message).
 std::map<uint64_t, std::string> errors_in(persist::PersistClient& client, const std::string& table,

@@ -24,14 +24,27 @@ std::string redact_conninfo(std::string_view conninfo) {
 
 absl::StatusOr<PgConnection> PgConnection::connect(const std::string& conninfo, bool replication,
                                                    std::string what) {
-  // The first dbname expands `conninfo`; the later keywords override what it says.
+  // The first dbname expands `conninfo`; the later keywords override what it says. The
+  // session settings the decoders rely on come after the user's own `options` (kept: say,
+  // -c logical_decoding_work_mem=...), so that theirs win where both set one.
+  std::string options;
+  {
+    char* parse_error = nullptr;
+    PQconninfoOption* parsed = PQconninfoParse(conninfo.c_str(), &parse_error);
+    PQfreemem(parse_error);  // An unparsable conninfo fails to connect below, with the reason.
+    for (PQconninfoOption* o = parsed; o != nullptr && o->keyword != nullptr; ++o) {
+      if (std::string_view(o->keyword) == "options" && o->val != nullptr) {
+        options = absl::StrCat(o->val, " ");
+      }
+    }
+    PQconninfoFree(parsed);
+  }
+  absl::StrAppend(&options,
+                  "-c DateStyle=ISO,MDY -c IntervalStyle=postgres -c TimeZone=UTC "
+                  "-c extra_float_digits=1 -c bytea_output=hex -c statement_timeout=0 "
+                  "-c lock_timeout=0 -c idle_in_transaction_session_timeout=0");
   std::vector<const char*> keywords = {"dbname", "client_encoding", "options", "application_name"};
-  std::vector<const char*> values = {
-      conninfo.c_str(), "UTF8",
-      "-c DateStyle=ISO,MDY -c IntervalStyle=postgres -c TimeZone=UTC -c extra_float_digits=1 "
-      "-c bytea_output=hex -c statement_timeout=0 -c lock_timeout=0 "
-      "-c idle_in_transaction_session_timeout=0",
-      "weir"};
+  std::vector<const char*> values = {conninfo.c_str(), "UTF8", options.c_str(), "weir"};
   if (replication) {
     keywords.push_back("replication");
     values.push_back("database");

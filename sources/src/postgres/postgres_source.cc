@@ -3,8 +3,13 @@
 #include "weir/sources/postgres/postgres_source.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <limits>
 #include <map>
+#include <set>
+#include <type_traits>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -336,6 +341,75 @@ void render_snapshot(Scope<Offset>& scope, const PostgresSourceConfig& config,
   buttons.push_back(built.button);
 }
 
+// A large transaction that the server streams while it runs (protocol 2): its changes' messages,
+// in order, in a temporary file (it is streamed because it is larger than the server's
+// logical_decoding_work_mem), replayed once it commits; those of aborted subtransactions are
+// skipped. The file is unlinked when created: a crash leaves nothing, and the server streams the
+// transaction again from its start after a restart.
+class Streamed {
+ public:
+  absl::Status open(Xid xid) {
+    xid_ = xid;
+    file_.reset(std::tmpfile());
+    if (file_ == nullptr) return failed("creating");
+    return absl::OkStatus();
+  }
+
+  absl::Status append(std::string_view payload) {
+    const auto length = static_cast<uint32_t>(payload.size());
+    if (std::fwrite(&length, sizeof length, 1, file_.get()) != 1 ||
+        std::fwrite(payload.data(), 1, payload.size(), file_.get()) != payload.size()) {
+      return failed("writing");
+    }
+    return absl::OkStatus();
+  }
+
+  // Calls apply(message) for every kept message not of an aborted subtransaction, in order.
+  template <class Apply>
+  absl::Status replay(Apply&& apply) {
+    if (std::fflush(file_.get()) != 0 || std::fseek(file_.get(), 0, SEEK_SET) != 0) {
+      return failed("reading");
+    }
+    std::string payload;
+    DecodeScratch scratch;
+    for (;;) {
+      uint32_t length = 0;
+      if (std::fread(&length, sizeof length, 1, file_.get()) != 1) {
+        if (std::feof(file_.get())) return absl::OkStatus();
+        return failed("reading");
+      }
+      payload.resize(length);
+      if (std::fread(payload.data(), 1, length, file_.get()) != length) return failed("reading");
+      WEIR_ASSIGN_OR_RETURN(Message message, decode_message(payload, /*in_stream=*/true, scratch));
+      const std::optional<Xid> xid = std::visit(
+          [](const auto& m) -> std::optional<Xid> {
+            if constexpr (requires { m.xid; }) {
+              if constexpr (std::is_same_v<decltype(m.xid), std::optional<Xid>>) return m.xid;
+            }
+            return std::nullopt;
+          },
+          message);
+      if (xid && aborted.contains(*xid)) continue;
+      apply(message);
+    }
+  }
+
+  std::set<Xid> aborted;  // Subtransactions whose changes are dropped.
+
+ private:
+  struct Close {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+  };
+  absl::Status failed(std::string_view what) const {
+    return absl::InternalError(absl::StrCat("postgres source: ", std::string(what),
+                                            " the temporary file of streamed transaction ", xid_,
+                                            ": ", std::strerror(errno)));
+  }
+
+  Xid xid_ = 0;
+  std::unique_ptr<std::FILE, Close> file_;
+};
+
 // The replication stream's state on the streaming worker.
 class Replication {
  public:
@@ -411,9 +485,15 @@ class Replication {
     });
     WEIR_RETURN_IF_ERROR(connected.status());
     conn_.emplace(*std::move(connected));
+    // Protocol 2 (PostgreSQL 14 on) streams a transaction larger than the server's
+    // logical_decoding_work_mem while it runs, rather than spilling it to the server's disk and
+    // sending it at its commit: its blocks are kept here (see Streamed) until it commits.
+    const bool streaming = conn_->server_version() >= 140000;
+    decoder_ = PgOutputDecoder(streaming ? 2 : 1);
     WEIR_RETURN_IF_ERROR(conn_->start_copy(
         ctx_, absl::StrCat("START_REPLICATION SLOT ", quote_identifier(config_.slot), " LOGICAL ",
-                           format_lsn(start_), " (proto_version '1', publication_names ",
+                           format_lsn(start_), " (proto_version '", streaming ? "2" : "1", "'",
+                           streaming ? ", streaming 'on'" : "", ", publication_names ",
                            quote_literal(quote_identifier(config_.publication)), ")")));
     auto next_status = Clock::now();
     for (;;) {
@@ -422,7 +502,7 @@ class Replication {
       // the changes between again).
       const bool rewinding = std::any_of(rewind_.begin(), rewind_.end(),
                                          [](const auto& cap) { return cap.has_value(); });
-      if (config_.until && position_ >= *config_.until && !in_transaction_ && !rewinding) {
+      if (config_.until && position_ >= *config_.until && !mid_transaction() && !rewinding) {
         advance(*config_.until);
         for (size_t e = 0; e < exports_.size(); ++e) {
           if (!errored_[e]) report(e, Health::kCeased);
@@ -443,7 +523,7 @@ class Replication {
       WEIR_ASSIGN_OR_RETURN(ReplicationMessage message, parse_replication_message(*data));
       if (const auto* keepalive = std::get_if<PrimaryKeepalive>(&message)) {
         // Every transaction that committed before wal_end has been sent.
-        if (!in_transaction_) advance(keepalive->wal_end);
+        if (!mid_transaction()) advance(keepalive->wal_end);
         if (keepalive->reply_requested) WEIR_RETURN_IF_ERROR(send_status());
         continue;
       }
@@ -496,6 +576,19 @@ class Replication {
     return conn_->write_copy(ctx_, status_buffer_);
   }
 
+  // Inside a transaction's messages (Begin .. Commit, or a streamed block): the stream's
+  // position says nothing about commits yet.
+  bool mid_transaction() const { return in_transaction_ || decoder_.in_stream(); }
+
+  // The upstream reached the commit that ends at `end_lsn` at `commit_time` (the server's clock:
+  // lag is measured from there).
+  void committed(Lsn commit_lsn, Lsn end_lsn, PgTimestamp commit_time) {
+    const auto age = std::chrono::system_clock::now() - from_pg_timestamp(commit_time);
+    advance(std::max(end_lsn, commit_lsn + 1),
+            Clock::now() - std::chrono::duration_cast<Clock::duration>(
+                               std::max<std::chrono::system_clock::duration>(age, {})));
+  }
+
   absl::Status handle(std::string_view payload) {
     WEIR_ASSIGN_OR_RETURN(Message message, decoder_.decode(payload));
     if (const auto* begin = std::get_if<Begin>(&message)) {
@@ -503,13 +596,41 @@ class Replication {
       commit_lsn_ = begin->final_lsn;
     } else if (const auto* commit = std::get_if<Commit>(&message)) {
       in_transaction_ = false;
-      // The upstream reached this commit at its commit time (on the server's clock): lag is
-      // measured from there.
-      const auto age = std::chrono::system_clock::now() - from_pg_timestamp(commit->commit_time);
-      advance(std::max(commit->end_lsn, commit->commit_lsn + 1),
-              Clock::now() - std::chrono::duration_cast<Clock::duration>(
-                                 std::max<std::chrono::system_clock::duration>(age, {})));
-    } else if (const auto* relation = std::get_if<Relation>(&message)) {
+      committed(commit->commit_lsn, commit->end_lsn, commit->commit_time);
+    } else if (const auto* start = std::get_if<StreamStart>(&message)) {
+      stream_xid_ = start->xid;
+    } else if (std::holds_alternative<StreamStop>(message)) {
+      // The transaction's next block (or its end) comes later, maybe after other transactions.
+    } else if (const auto* abort = std::get_if<StreamAbort>(&message)) {
+      if (abort->subxid == abort->xid) {
+        streamed_.erase(abort->xid);
+      } else if (auto it = streamed_.find(abort->xid); it != streamed_.end()) {
+        it->second.aborted.insert(abort->subxid);
+      }
+    } else if (const auto* commit = std::get_if<StreamCommit>(&message)) {
+      auto it = streamed_.find(commit->xid);
+      if (it != streamed_.end()) {
+        Streamed streamed = std::move(it->second);
+        streamed_.erase(it);
+        commit_lsn_ = commit->commit_lsn;
+        WEIR_RETURN_IF_ERROR(streamed.replay([&](const Message& change) { apply(change); }));
+      }
+      committed(commit->commit_lsn, commit->end_lsn, commit->commit_time);
+    } else if (decoder_.in_stream()) {
+      // A change of the streamed transaction (or one of its subtransactions): kept until the
+      // transaction commits, at an LSN not known yet.
+      auto [it, added] = streamed_.try_emplace(stream_xid_);
+      if (added) WEIR_RETURN_IF_ERROR(it->second.open(stream_xid_));
+      WEIR_RETURN_IF_ERROR(it->second.append(payload));
+    } else {
+      apply(message);
+    }
+    return absl::OkStatus();
+  }
+
+  // A change (or a Relation, or a Truncate) of the transaction committing at commit_lsn_.
+  void apply(const Message& message) {
+    if (const auto* relation = std::get_if<Relation>(&message)) {
       check_relation(*relation);
     } else if (const auto* insert = std::get_if<Insert>(&message)) {
       change(insert->relation_oid, nullptr, &insert->new_tuple, "INSERT");
@@ -535,7 +656,6 @@ class Replication {
       }
     }
     // Origin, Type and Message change nothing we keep.
-    return absl::OkStatus();
   }
 
   const std::vector<size_t>& exports_for(uint32_t oid) const {
@@ -680,6 +800,8 @@ class Replication {
   Offset snapshot_lsn_ = 0;  // C: commits before it are in the snapshot.
   Offset commit_lsn_ = 0;    // Of the transaction being received.
   bool in_transaction_ = false;
+  Xid stream_xid_ = 0;                // Of the streamed block being received.
+  std::map<Xid, Streamed> streamed_;  // Streamed transactions not committed or aborted yet.
   std::optional<PgConnection> conn_;
   PgOutputDecoder decoder_{1};
   std::string status_buffer_, old_row_, new_row_;
