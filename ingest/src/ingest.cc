@@ -556,9 +556,10 @@ void Ingestion::collect(const Plan& plan) {
       snapshot_seconds[plan.exports[e].table] =
           std::chrono::duration<double>(durable - started).count();
     }
-    // The shard's definite error stays what the plan read unless the epoch wrote an error row,
-    // or the shard's upper is not where the sink left it (an append it could not confirm, or
-    // another writer's): make_plan then reads the shard again.
+    // The shard's definite error stays what the plan read unless the epoch wrote an error row
+    // or found a range another writer had appended (flagged), or the shard's upper is not where
+    // the sink left it (an append it could not confirm, or another writer's): make_plan then
+    // reads the shard again.
     const sinks::SinkStats& stats = *plan.sink_stats[e];
     if (stats.flagged.load(std::memory_order_acquire)) {
       known_errors.erase(plan.exports[e].table);

@@ -267,6 +267,11 @@ void render_append(const Stream<Time, std::string>& batches, const PersistSinkCo
         if (!result->is_appended()) {
           const Frontier current = result->mismatch->current;
           if (!current.is_empty() && current.time() >= upper) {
+            // Another writer's rows, perhaps an error row this sink's input does not have: the
+            // driver must not take the shard's definite error from its plan (see flagged).
+            if (!config.flag_prefix.empty() && config.stats) {
+              config.stats->flagged.store(true, std::memory_order_release);
+            }
             expected = current.time();
             if (absl::Status s = discard_batch(ctx, config.writer, batch); !s.ok()) return s;
             continue;

@@ -658,5 +658,188 @@ TEST(PostgresChecksTest, EachProblemAtStartIsNamedWithWhatToRun) {
   sql.exec("DROP OWNED BY weak; DROP ROLE weak");
 }
 
+// The rows of `COPY table TO STDOUT` in text (each line without its '\n') and in binary (each
+// tuple without the header and trailer), in a session with the source's settings.
+std::pair<std::vector<std::string>, std::vector<std::string>> copy_both(const std::string& url,
+                                                                        const std::string& table) {
+  std::vector<std::string> text, binary;
+  PGconn* conn = PQconnectdb(url.c_str());
+  EXPECT_EQ(PQstatus(conn), CONNECTION_OK) << PQerrorMessage(conn);
+  PQclear(PQexec(conn,
+                 "SET DateStyle = 'ISO, MDY'; SET IntervalStyle = postgres; SET TimeZone = UTC; "
+                 "SET extra_float_digits = 1; SET bytea_output = hex"));
+  for (const bool binary_format : {false, true}) {
+    PGresult* result = PQexec(
+        conn, absl::StrCat("COPY ", table, " TO STDOUT", binary_format ? " (FORMAT binary)" : "")
+                  .c_str());
+    EXPECT_EQ(PQresultStatus(result), PGRES_COPY_OUT) << PQresultErrorMessage(result);
+    PQclear(result);
+    std::string all;
+    char* buffer = nullptr;
+    int n = 0;
+    while ((n = PQgetCopyData(conn, &buffer, 0)) > 0) {
+      if (binary_format) {
+        all.append(buffer, static_cast<size_t>(n));
+      } else {
+        text.emplace_back(buffer, static_cast<size_t>(n) - 1);
+      }
+      PQfreemem(buffer);
+    }
+    while (PGresult* r = PQgetResult(conn)) PQclear(r);
+    if (!binary_format) continue;
+    // The header (19 bytes, no extension), tuples, the trailer (int16 -1).
+    auto be = [&](size_t at, int bytes) {
+      uint32_t v = 0;
+      for (int i = 0; i < bytes; ++i) v = (v << 8) | static_cast<uint8_t>(all[at + i]);
+      return v;
+    };
+    size_t at = 19;
+    while (at + 2 <= all.size() && be(at, 2) != 0xffff) {
+      const size_t start = at;
+      const uint32_t fields = be(at, 2);
+      at += 2;
+      for (uint32_t f = 0; f < fields; ++f) {
+        const uint32_t length = be(at, 4);
+        at += 4;
+        if (length != 0xffffffffu) at += length;
+      }
+      binary.push_back(all.substr(start, at - start));
+    }
+  }
+  PQfinish(conn);
+  return {text, binary};
+}
+
+// For each type, values at the edges of what its text and binary forms say (special values,
+// signs, scales, zones, bounds, padding, escapes, NULL elements): the binary tuple of each row
+// encodes to the same bytes as its text line (found by review of the binary snapshot).
+TEST(PostgresBinaryCopyTest, EdgeValuesEncodeTheSameFromBinaryAsFromText) {
+  TestDatabase db("binedge");
+  ASSERT_TRUE(db.available()) << "needs the postgres fixture";
+  Sql sql(db.url());
+  struct Case {
+    std::string type;
+    std::vector<std::string> values;
+  };
+  const std::vector<Case> cases = {
+      {"bool", {"true", "false"}},
+      {"int2", {"-32768", "32767", "0"}},
+      {"int4", {"-2147483648", "2147483647"}},
+      {"int8", {"-9223372036854775808", "9223372036854775807"}},
+      {"oid", {"0", "4294967295"}},
+      {"float4",
+       {"'-0'", "'NaN'", "'Infinity'", "'-Infinity'", "'1e-45'", "'3.4028235e38'", "'0.1'",
+        "'1.1754944e-38'", "'-1.5'"}},
+      {"float8",
+       {"'-0'", "'NaN'", "'Infinity'", "'-Infinity'", "'5e-324'", "'1.7976931348623157e308'",
+        "'0.1'", "'2.2250738585072014e-308'", "'1e22'", "'1e23'"}},
+      {"numeric",
+       {"'NaN'", "'Infinity'", "'-Infinity'", "0", "'0.000'", "'-0.000'", "'1e-20'", "'123.4500'",
+        "'1e100'", "'9999.9999'", "'0.1'", "'-0.00001'", "10000", "'100000000.00000001'",
+        "round(1/3::numeric, 1000)", "'1e131071'::numeric", "'-1e-16383'::numeric"}},
+      {"numeric(10,3)", {"'1.5'", "'-0.0004'", "'9999999.999'"}},
+      {"text", {"''", "E'a\\tb\\nc\\\\d\\re'", "'é中'", "'\\N'", "'NULL'"}},
+      {"varchar(4)", {"''", "'abcd'", "'é'"}},
+      {"char(5)", {"''", "'ab'", "'abcde'", "'é'", "' '"}},
+      {"char", {"'x'"}},
+      {"name", {"''", "repeat('n', 63)", "'Mixed Case'"}},
+      {"bytea", {"'\\x'", "'\\x00'", "'\\xdeadbeef'", "E'\\\\000\\\\377'::bytea"}},
+      {"date",
+       {"'infinity'", "'-infinity'", "'4714-11-24 BC'", "'5874897-12-31'", "'2000-01-01'",
+        "'0001-01-01 BC'", "'1999-12-31'"}},
+      {"time", {"'00:00'", "'24:00'", "'23:59:59.999999'", "'12:00:00.5'"}},
+      {"timetz",
+       {"'00:00+15:59'", "'24:00-15:59'", "'12:00:00.000001+00:00:01'", "'01:02:03-00:00:59'",
+        "'12:34:56+00'"}},
+      {"timestamp",
+       {"'infinity'", "'-infinity'", "'4714-11-24 00:00:00 BC'", "'294276-12-31 23:59:59.999999'",
+        "'0001-01-01 00:00:00 BC'", "'2000-01-01'", "'1999-12-31 23:59:59.999999'"}},
+      {"timestamptz",
+       {"'infinity'", "'-infinity'", "'4714-11-24 00:00:00+00 BC'",
+        "'294276-12-31 23:59:59.999999+00'", "'2000-01-01 00:00:00+14'",
+        "'1969-07-20 20:17:40.5-05:30'"}},
+      {"interval",
+       {"'0'", "'-00:00:00.000001'", "'1 mon -1 day'", "'-178000000 years'", "'178000000 years'",
+        "'2562047788:00:54.775807'",
+        "'-2562047788:00:54.775807'::interval - interval '1 microsecond'",
+        "'2147483647 days 2147483647 mons'", "'-2147483648 days -2147483648 mons'",
+        "'1 year 2 mons 3 days 04:05:06.789'", "'-1 days +00:00:01'"}},
+      {"uuid",
+       {"'00000000-0000-0000-0000-000000000000'", "'ffffffff-ffff-ffff-ffff-ffffffffffff'"}},
+      {"json", {"'{ \"a\" :  1.0e10 }'", "'\"\\u0000\"'", "'[]'", "'null'", "'\"é\\t\"'"}},
+      {"jsonb",
+       {"'{\"a\": 1.0e10, \"b\": [1, 2.50]}'", "'null'", "'\"é\\t\\\\\"'", "'{}'", "'-0'", "'1e-7'",
+        "'123456789012345678901234567890'"}},
+      {"int4[]",
+       {"'[0:2]={1,2,3}'", "'[-5:-4][3:4]={{1,2},{3,4}}'", "'{}'", "'{NULL}'", "'{{NULL,NULL}}'",
+        "'[1000000:1000001]={7,8}'", "'[-2147483648:-2147483647]={7,8}'"}},
+      {"text[]",
+       {"ARRAY['NULL', NULL, '', 'a\"b', ' sp ', 'x,y', '{}', E'\\\\', E'\\t', 'null']",
+        "'[3:3]={é}'"}},
+      {"char(3)[]", {"'{a,\"b c\",NULL}'", "'{\"\"}'"}},
+      {"varchar[]", {"'{a,b}'"}},
+      {"name[]", {"'{a,\"B\"}'"}},
+      {"numeric[]", {"'{NaN,Infinity,-0.00,1e-5}'"}},
+      {"float8[]", {"'{-0,NaN,-Infinity,1e-300}'"}},
+      {"float4[]", {"'{-0,NaN,1e-45}'"}},
+      {"bool[]", {"'{t,f,NULL}'"}},
+      {"bytea[]", {"ARRAY['\\x00'::bytea, NULL, '\\x']"}},
+      {"date[]", {"'{infinity,-infinity,\"4714-11-24 BC\"}'"}},
+      {"timestamptz[]", {"'{infinity,\"2000-01-01 00:00:00+00\"}'"}},
+      {"interval[]", {"'{\"-1 days +00:00:01\",\"1 mon\"}'"}},
+      {"timetz[]", {"'{\"00:00+15:59\"}'"}},
+      {"time[]", {"'{24:00}'"}},
+      {"uuid[]", {"'{00000000-0000-0000-0000-000000000001}'"}},
+      {"json[]", {"ARRAY['{\"a\": 1}'::json, 'null', NULL]"}},
+      {"jsonb[]", {"ARRAY['{\"a\": 1}'::jsonb, 'null', NULL]"}},
+      {"oid[]", {"'{0,4294967295}'"}},
+      {"int2[]", {"'{-32768}'"}},
+      {"int8[]", {"'{-9223372036854775808}'"}},
+  };
+  size_t checked = 0;
+  for (size_t c = 0; c < cases.size(); ++c) {
+    const Case& test = cases[c];
+    const std::string table = absl::StrCat("e", c);
+    std::string values;
+    for (size_t v = 0; v < test.values.size(); ++v) {
+      absl::StrAppend(&values, v ? ", " : "", "(", v, ", ", test.values[v], ")");
+    }
+    sql.exec(absl::StrCat("CREATE TABLE ", table, " (id int, v ", test.type, "); INSERT INTO ",
+                          table, " VALUES ", values, ", (-1, NULL)"));
+    const uint32_t oid = static_cast<uint32_t>(
+        std::stoul(sql.one(absl::StrCat("SELECT atttypid FROM pg_attribute WHERE attrelid = '",
+                                        table, "'::regclass AND attname = 'v'"))));
+    sources::postgres::RelationDesc desc;
+    desc.schema = "public";
+    desc.table = table;
+    desc.columns = {{"id", 23, -1, true, sources::postgres::builtin_column_type(23), "integer"},
+                    {"v", oid, -1, true, sources::postgres::builtin_column_type(oid), test.type}};
+    if (!sources::postgres::binary_decodable(desc.columns[1])) {
+      EXPECT_TRUE(test.type == "char") << test.type << " is not binary_decodable";
+      continue;
+    }
+    auto [text, binary] = copy_both(db.url(), table);
+    ASSERT_EQ(text.size(), test.values.size() + 1) << test.type;
+    ASSERT_EQ(binary.size(), text.size()) << test.type;
+    sources::postgres::RowEncoder encoder(desc);
+    for (size_t r = 0; r < text.size(); ++r) {
+      std::string from_text, from_binary, printed;
+      const absl::Status t = encoder.encode_copy_line(text[r], from_text);
+      const absl::Status b = encoder.encode_copy_binary_tuple(binary[r], from_binary);
+      EXPECT_TRUE(t.ok()) << test.type << " row " << text[r] << ": " << t;
+      EXPECT_TRUE(b.ok()) << test.type << " row " << text[r] << ": " << b;
+      if (t.ok() && b.ok()) {
+        if (from_binary != from_text) {
+          (void)sources::postgres::print_row(desc, from_binary, printed);
+        }
+        EXPECT_EQ(from_binary, from_text)
+            << test.type << ": text " << text[r] << ", binary prints " << printed;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 150u);
+}
+
 }  // namespace
 }  // namespace weir::ingest::testing

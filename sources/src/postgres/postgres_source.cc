@@ -42,7 +42,6 @@ PostgresShared::Snapshot const* await_snapshot(
   return &**holder;
 }
 
-// The table's name for SQL, from its recorded description (a schema name may hold a dot).
 // COPY ... (FORMAT binary)'s stream: the header (a signature, flags, an extension) before the
 // first tuple, then tuples (a 16-bit field count, each field a 32-bit length, -1 for NULL, and
 // its bytes), then a field count of -1. PostgreSQL sends a tuple per CopyData message, the header
@@ -120,6 +119,7 @@ class BinaryCopyStream {
   bool ended_ = false;
 };
 
+// The table's name for SQL, from its recorded description (a schema name may hold a dot).
 std::string qualified(const ExportTable& table) {
   return absl::StrCat(quote_identifier(table.desc.schema), ".", quote_identifier(table.desc.table));
 }

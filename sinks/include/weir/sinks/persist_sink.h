@@ -46,7 +46,8 @@ struct SinkStats {
   std::atomic<uint64_t> batches{0};          // Descriptions appended.
   std::atomic<uint64_t> updates{0};          // Updates written.
   // Set before a row that starts with PersistSinkConfig::flag_prefix goes into a batch (whether
-  // or not its append then goes through).
+  // or not its append then goes through), and when an append finds its range already appended
+  // by another writer (whose rows this sink has not seen). Only with a flag_prefix.
   std::atomic<bool> flagged{false};
   // steady_clock nanoseconds (time_since_epoch) of the first append that moved the shard's upper
   // past where this sink started (for an export that snapshots: its snapshot is durable); 0 until.
