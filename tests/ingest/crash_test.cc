@@ -188,6 +188,39 @@ TEST(CrashTest, KilledAndRestartedIngestEqualsAnUninterruptedRun) {
   fs::remove_all(base);
 }
 
+// Ctrl-C: the first SIGINT stops the run (exit 0, what is durable stays), and the next run
+// resumes from the shards to the generator's state. (Before there was a handler, SIGINT killed
+// the process wherever it was.)
+TEST(CrashTest, AnInterruptStopsTheRunAndTheNextResumes) {
+  const fs::path dir = fs::temp_directory_path() / ("weir-interrupt-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::vector<std::string> args = ingest_args(dir);
+  for (size_t i = 0; i + 1 < args.size(); ++i) {
+    if (args[i] == "--rate") args[i + 1] = "2000";  // 3 s of streaming: the interrupt lands in it.
+  }
+  pid_t pid = spawn(args);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ASSERT_EQ(kill(pid, SIGINT), 0);
+  int status = wait_for_exit(pid, std::chrono::seconds(60));
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "interrupted run: " << status;
+  {
+    auto client =
+        persist::PersistClient::open(persist::PersistLocation::in_directory(dir.string()));
+    ASSERT_TRUE(client.ok());
+    auto bids = (*client)->describe("auction.bids");
+    ASSERT_TRUE(bids.ok()) << bids.status();
+    EXPECT_LT(bids->upper.time(), kUntil) << "the run was not stopped by the interrupt";
+  }
+  pid = spawn(args);
+  status = wait_for_exit(pid, std::chrono::seconds(300));
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "resumed run: " << status;
+  auto client = persist::PersistClient::open(persist::PersistLocation::in_directory(dir.string()));
+  ASSERT_TRUE(client.ok());
+  expect_generator_state(**client, 40, kUntil);
+  fs::remove_all(dir);
+}
+
 // Starts `weir ingest` with its stderr in `log`; returns its pid.
 pid_t spawn_logging(const std::vector<std::string>& args, const fs::path& log) {
   const pid_t pid = fork();
