@@ -485,6 +485,12 @@ class Replication {
     });
     WEIR_RETURN_IF_ERROR(connected.status());
     conn_.emplace(*std::move(connected));
+    auto checking = ctx_.run_blocking([&] {
+      return PgConnection::connect(config_.conninfo, /*replication=*/false, "publication check");
+    });
+    WEIR_RETURN_IF_ERROR(checking.status());
+    check_conn_.emplace(*std::move(checking));
+    WEIR_RETURN_IF_ERROR(verify_published());
     // Protocol 2 (PostgreSQL 14 on) streams a transaction larger than the server's
     // logical_decoding_work_mem while it runs, rather than spilling it to the server's disk and
     // sending it at its commit: its blocks are kept here (see Streamed) until it commits.
@@ -502,7 +508,8 @@ class Replication {
       // the changes between again).
       const bool rewinding = std::any_of(rewind_.begin(), rewind_.end(),
                                          [](const auto& cap) { return cap.has_value(); });
-      if (config_.until && position_ >= *config_.until && !mid_transaction() && !rewinding) {
+      if (config_.until && position_ >= *config_.until && verified_ >= *config_.until &&
+          !mid_transaction() && !rewinding) {
         advance(*config_.until);
         for (size_t e = 0; e < exports_.size(); ++e) {
           if (!errored_[e]) report(e, Health::kCeased);
@@ -511,6 +518,7 @@ class Replication {
         return absl::OkStatus();
       }
       if (Clock::now() >= next_status) {
+        WEIR_RETURN_IF_ERROR(verify_published());
         WEIR_RETURN_IF_ERROR(send_status());
         next_status = Clock::now() + config_.status_interval;
       }
@@ -549,10 +557,17 @@ class Replication {
   }
 
   // Every commit before `to` has been received (the upstream reached it at `when`): frontiers may
-  // pass every time before it.
+  // pass every time before it that verify_published has vouched for.
   void advance(Offset to, Clock::time_point when = Clock::now()) {
     if (to <= position_) return;
     position_ = to;
+    if (config_.stats) config_.stats->record_upstream(to, when);
+    release();
+  }
+
+  // Moves the frontiers to min(position_, verified_).
+  void release() {
+    const Offset to = std::min(position_, verified_);
     for (size_t e = 0; e < exports_.size(); ++e) {
       // A snapshotted export holds time 0 for its rewinds until the stream has passed the
       // snapshot's consistent point: no commit before it is still to come. (In serial mode the
@@ -561,7 +576,42 @@ class Replication {
       if (held_[e]->time() < to) held_[e]->downgrade(to);
     }
     if (health_cap_->time() < to) health_cap_->downgrade(to);
-    if (config_.stats) config_.stats->record_upstream(to, when);
+  }
+
+  // The stream carries no sign of a table leaving the publication (or being dropped): the server
+  // just stops sending its changes, and an export whose frontier went on would claim times whose
+  // changes never came. So frontiers pass an LSN only once the tables were seen published after
+  // it: the WAL's position L is read first, then (a later statement, a later catalog snapshot)
+  // the publication's tables; if every export's table is among them, any removal commits after
+  // L, and every change before L was sent. If one is missing, the epoch ends with its export
+  // below L, and the next plan writes the export's definite error at its upper.
+  absl::Status verify_published() {
+    WEIR_ASSIGN_OR_RETURN(PgResult at, check_conn_->exec(ctx_, "SELECT pg_current_wal_lsn()"));
+    WEIR_ASSIGN_OR_RETURN(const Offset lsn, parse_lsn(value(at.get(), 0, 0)));
+    WEIR_ASSIGN_OR_RETURN(
+        PgResult tables,
+        check_conn_->exec(
+            ctx_, absl::StrCat("SELECT c.oid FROM pg_publication_tables p JOIN pg_namespace n ON "
+                               "n.nspname = p.schemaname JOIN pg_class c ON c.relnamespace = "
+                               "n.oid AND c.relname = p.tablename WHERE p.pubname = ",
+                               quote_literal(config_.publication))));
+    std::set<uint32_t> published;
+    for (int row = 0; row < PQntuples(tables.get()); ++row) {
+      WEIR_ASSIGN_OR_RETURN(const uint64_t oid,
+                            unsigned_value(tables.get(), row, 0, "a table oid"));
+      published.insert(static_cast<uint32_t>(oid));
+    }
+    for (size_t e = 0; e < exports_.size(); ++e) {
+      if (errored_[e] || published.contains(config_.tables[e].oid)) continue;
+      return absl::UnavailableError(absl::StrCat(
+          "postgres source: table ", config_.tables[e].name, " is no longer in publication ",
+          config_.publication, " (removed or dropped); planning again to record it"));
+    }
+    if (lsn > verified_) {
+      verified_ = lsn;
+      release();
+    }
+    return absl::OkStatus();
   }
 
   absl::Status send_status() {
@@ -797,12 +847,14 @@ class Replication {
   std::optional<Capability<Offset>> health_cap_;
   Offset start_ = 0;
   Offset position_ = 0;      // Every commit before it has been handled.
+  Offset verified_ = 0;      // Every export's table was published until after it.
   Offset snapshot_lsn_ = 0;  // C: commits before it are in the snapshot.
   Offset commit_lsn_ = 0;    // Of the transaction being received.
   bool in_transaction_ = false;
   Xid stream_xid_ = 0;                // Of the streamed block being received.
   std::map<Xid, Streamed> streamed_;  // Streamed transactions not committed or aborted yet.
   std::optional<PgConnection> conn_;
+  std::optional<PgConnection> check_conn_;  // For verify_published.
   PgOutputDecoder decoder_{1};
   std::string status_buffer_, old_row_, new_row_;
   std::vector<RowEncoder> encoders_;  // Per export.
