@@ -657,15 +657,16 @@ class Replication {
       } else if (auto it = streamed_.find(abort->xid); it != streamed_.end()) {
         it->second.aborted.insert(abort->subxid);
       }
-    } else if (const auto* commit = std::get_if<StreamCommit>(&message)) {
-      auto it = streamed_.find(commit->xid);
+    } else if (const auto* streamed_commit = std::get_if<StreamCommit>(&message)) {
+      auto it = streamed_.find(streamed_commit->xid);
       if (it != streamed_.end()) {
         Streamed streamed = std::move(it->second);
         streamed_.erase(it);
-        commit_lsn_ = commit->commit_lsn;
+        commit_lsn_ = streamed_commit->commit_lsn;
         WEIR_RETURN_IF_ERROR(streamed.replay([&](const Message& change) { apply(change); }));
       }
-      committed(commit->commit_lsn, commit->end_lsn, commit->commit_time);
+      committed(streamed_commit->commit_lsn, streamed_commit->end_lsn,
+                streamed_commit->commit_time);
     } else if (decoder_.in_stream()) {
       // A change of the streamed transaction (or one of its subtransactions): kept until the
       // transaction commits, at an LSN not known yet.
