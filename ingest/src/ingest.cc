@@ -402,8 +402,9 @@ struct Ingestion {
   std::map<std::string, std::shared_ptr<persist::SinceHandle>> holds;
   std::shared_ptr<persist::BackgroundMaintenance> maintenance;
   std::shared_ptr<LastHealth> health;
-  std::map<std::string, uint64_t> updates, batches;  // By table, over every epoch.
-  std::map<std::string, double> snapshot_seconds;    // By table: see ExportReport.
+  std::map<std::string, uint64_t> updates, batches;   // By table, over every epoch.
+  std::map<std::string, double> snapshot_seconds;     // By table: see ExportReport.
+  std::map<std::string, std::string> planned_errors;  // By table: the last plan's (or "").
   // By table: the definite error (or "") its shard holds below the upper, as of the last epoch.
   std::map<std::string, std::pair<Offset, std::string>> known_errors;
   size_t epochs = 0;
@@ -454,6 +455,7 @@ absl::StatusOr<Plan> Ingestion::make_plan(uint64_t epoch) {
       WEIR_ASSIGN_OR_RETURN(error, definite_error_in(*client, shard_name(kind, table), upper));
     }
     if (!error.empty() && epoch == 0) log(absl::StrCat(table, ": stays errored: ", error));
+    planned_errors[table] = error;
     plan.exports.push_back(ExportSpec{table, resume, std::move(error)});
   }
   plan.finished = all_done;
@@ -782,6 +784,13 @@ IngestReport make_report(Ingestion& in) {
       weir::MutexLock lock(in.health->mu);
       r.health = in.health->exports[e].status;
       r.error = in.health->exports[e].error;
+    }
+    if (auto planned = in.planned_errors.find(table); r.health == sources::Health::kStarting &&
+                                                      planned != in.planned_errors.end() &&
+                                                      !planned->second.empty()) {
+      // No epoch reported on it (the run had nothing to do): the error its shard holds.
+      r.health = sources::Health::kStalled;
+      r.error = planned->second;
     }
     report.exports.push_back(std::move(r));
   }

@@ -28,8 +28,15 @@ std::string default_slot_name(const std::string& persist_location) {
   return absl::StrCat("weir_", absl::Hex(hash, absl::kZeroPad16));
 }
 
-absl::StatusOr<std::map<std::string, std::string>> read_schemas(persist::PersistClient& client,
-                                                                const std::string& kind) {
+namespace {
+
+// The key under which `<kind>.schemas` records the server's timeline (no table's: a table's key
+// is "schema.table").
+constexpr char kTimelineKey[] = "timeline";
+
+// Every key of `<kind>.schemas` (tables, and kTimelineKey) with its value.
+absl::StatusOr<std::map<std::string, std::string>> read_schema_rows(persist::PersistClient& client,
+                                                                    const std::string& kind) {
   std::map<std::string, std::string> schemas;
   WEIR_ASSIGN_OR_RETURN(auto reader, client.open_reader(kind + ".schemas", "schemas"));
   absl::Cleanup expire = [&reader] { (void)reader.expire(); };
@@ -48,6 +55,15 @@ absl::StatusOr<std::map<std::string, std::string>> read_schemas(persist::Persist
   return schemas;
 }
 
+}  // namespace
+
+absl::StatusOr<std::map<std::string, std::string>> read_schemas(persist::PersistClient& client,
+                                                                const std::string& kind) {
+  WEIR_ASSIGN_OR_RETURN(auto schemas, read_schema_rows(client, kind));
+  schemas.erase(kTimelineKey);
+  return schemas;
+}
+
 namespace {
 
 // Records `desc` as `table`'s description, replacing the one recorded (a compare-and-set
@@ -57,7 +73,7 @@ absl::Status record_schema(persist::PersistClient& client, const std::string& ki
   WEIR_ASSIGN_OR_RETURN(auto writer, client.open_writer(kind + ".schemas", "schemas"));
   absl::Cleanup expire = [&writer] { (void)writer.expire(); };
   for (int attempt = 0; attempt < 20; ++attempt) {
-    WEIR_ASSIGN_OR_RETURN(auto recorded, read_schemas(client, kind));
+    WEIR_ASSIGN_OR_RETURN(auto recorded, read_schema_rows(client, kind));
     auto it = recorded.find(table);
     if (it != recorded.end() && it->second == desc) return absl::OkStatus();
     WEIR_ASSIGN_OR_RETURN(const Frontier upper, writer.fetch_recent_upper());
@@ -140,6 +156,19 @@ class PostgresIngestSource final : public IngestSource {
       return absl::FailedPreconditionError(absl::StrCat(
           "postgres source: the server's system identifier changed from ", upstream_.system_id,
           " to ", now.system_id, ": this is another database cluster"));
+    }
+    // A new timeline (the server was promoted, or restored from a backup) may have forked from
+    // the history the shards hold: what they have past the fork never happened on this one, and
+    // the slot's position means another WAL. Definite for the whole source.
+    WEIR_ASSIGN_OR_RETURN(auto facts, read_schema_rows(client, options_.kind));
+    if (auto it = facts.find(kTimelineKey); it == facts.end()) {
+      WEIR_RETURN_IF_ERROR(
+          record_schema(client, options_.kind, kTimelineKey, absl::StrCat(now.timeline)));
+    } else if (it->second != absl::StrCat(now.timeline) && now.source_error.empty()) {
+      now.source_error = absl::StrCat(
+          "the server's timeline changed from ", it->second, " to ", now.timeline,
+          " (it was promoted or restored from a backup): its history may have forked from the "
+          "one the shards hold; drop the shards and the slot, and start again");
     }
     WEIR_ASSIGN_OR_RETURN(auto recorded, read_schemas(client, options_.kind));
     if (!now.source_error.empty()) {

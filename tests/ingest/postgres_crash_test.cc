@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "weir/ingest/postgres.h"
 #include "weir/sources/postgres/pgoutput.h"
 
 namespace weir::ingest::testing {
@@ -250,6 +251,58 @@ TEST(PostgresCrashTest, TwentyKillsAndTwoServerRestartsLoseNothing) {
     EXPECT_EQ(got.size(), expected.size()) << table;
     EXPECT_TRUE(got == expected) << table << " differs from the upstream table";
   }
+}
+
+// A server on a new timeline (promoted, or restored from a backup) may have forked from the
+// history the shards hold: every export errors definitely, and stays errored.
+TEST(PostgresTimelineTest, ANewTimelineErrorsEveryExport) {
+  const fs::path base = fresh_dir("pg-timeline");
+  const std::string state = (base / "server").string();
+  ASSERT_TRUE(fixture("start " + state)) << "could not start a PostgreSQL server";
+  struct Stop {
+    std::string state;
+    ~Stop() { fixture("stop " + state); }
+  } stop_server{state};
+  std::string url;
+  std::getline(std::ifstream(fs::path(state) / "url"), url);
+  const auto timeline = [&] {
+    return Sql(url).one("SELECT timeline_id FROM pg_control_checkpoint()");
+  };
+  {
+    Sql sql(url);
+    sql.exec(
+        "CREATE TABLE x (k int); CREATE TABLE y (k int);"
+        "ALTER TABLE x REPLICA IDENTITY FULL; ALTER TABLE y REPLICA IDENTITY FULL;"
+        "CREATE PUBLICATION p FOR TABLE x, y; INSERT INTO x VALUES (1); INSERT INTO y VALUES (2)");
+  }
+  const auto run = [&](bool expect_errors) {
+    IngestOptions options;
+    options.location = persist::PersistLocation::in_directory((base / "persist").string());
+    PostgresIngestOptions pg;
+    pg.conninfo = url;
+    pg.publication = "p";
+    pg.slot = "timeline_slot";
+    pg.until = *sources::postgres::parse_lsn(Sql(url).one("SELECT pg_current_wal_lsn()"));
+    options.upstream = make_postgres_source(pg);
+    auto report = run_ingest(options);
+    ASSERT_TRUE(report.ok()) << report.status();
+    for (const auto& e : report->exports) {
+      if (expect_errors) {
+        EXPECT_EQ(e.health, sources::Health::kStalled) << e.table;
+        EXPECT_NE(e.error.find("timeline changed from 1 to 2"), std::string::npos) << e.error;
+      } else {
+        EXPECT_EQ(e.health, sources::Health::kCeased) << e.table << ": " << e.error;
+      }
+    }
+  };
+  run(/*expect_errors=*/false);
+  ASSERT_EQ(timeline(), "1");
+  ASSERT_TRUE(fixture("new-timeline " + state)) << "could not bring the server to a new timeline";
+  ASSERT_EQ(timeline(), "2");
+  Sql(url).exec("INSERT INTO x VALUES (3)");
+  run(/*expect_errors=*/true);
+  // Durable: a later run (with nothing to do) finds the errors in the shards.
+  run(/*expect_errors=*/true);
 }
 
 }  // namespace

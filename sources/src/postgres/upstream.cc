@@ -184,6 +184,7 @@ absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo,
                             PgConnection::connect(conninfo, true, "identify system"));
       WEIR_ASSIGN_OR_RETURN(PgResult system, replication.exec("IDENTIFY_SYSTEM"));
       info.system_id = std::string(value(system.get(), 0, 0));
+      WEIR_ASSIGN_OR_RETURN(info.timeline, unsigned_value(system.get(), 0, 1, "the timeline"));
       return info;
     }
     WEIR_ASSIGN_OR_RETURN(PgConnection replication,
@@ -238,6 +239,7 @@ absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo,
                         PgConnection::connect(conninfo, true, "identify system"));
   WEIR_ASSIGN_OR_RETURN(PgResult system, replication.exec("IDENTIFY_SYSTEM"));
   info.system_id = std::string(value(system.get(), 0, 0));
+  WEIR_ASSIGN_OR_RETURN(info.timeline, unsigned_value(system.get(), 0, 1, "the timeline"));
   return info;
 }
 

@@ -6,6 +6,11 @@
 #   postgres_fixture.sh restart STATE_DIR fast|immediate [SECONDS]
 #                                         stop it with that shutdown mode, wait SECONDS (default
 #                                         0), start it again on the same port with the same data
+#   postgres_fixture.sh new-timeline STATE_DIR
+#                                         stop it, start it in archive recovery with nothing to
+#                                         restore: it replays its own WAL, ends recovery and comes
+#                                         back on a new timeline with its data and slots (as after
+#                                         a restore from a backup, or a promotion)
 #
 # initdb and pg_ctl refuse to run as root: as root they run as the postgres user via runuser,
 # otherwise as the current user. The data lives in a fresh directory under ${TMPDIR:-/tmp} that
@@ -95,8 +100,15 @@ case "$command" in
     as_server "$pgbin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
       -o "$(cat "$state/options")" start >/dev/null
     ;;
+  new-timeline)
+    dir=$(cat "$state/datadir")
+    as_server "$pgbin/pg_ctl" -D "$dir/data" -m fast -w -t 60 stop >/dev/null
+    as_server touch "$dir/data/recovery.signal"
+    as_server "$pgbin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
+      -o "$(cat "$state/options") -c restore_command=false" start >/dev/null
+    ;;
   *)
-    echo "usage: postgres_fixture.sh start|stop|restart STATE_DIR" >&2
+    echo "usage: postgres_fixture.sh start|stop|restart|new-timeline STATE_DIR" >&2
     exit 2
     ;;
 esac

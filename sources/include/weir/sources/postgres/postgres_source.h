@@ -59,6 +59,7 @@ struct UpstreamTable {
 struct UpstreamInfo {
   int server_version = 0;
   std::string system_id;  // IDENTIFY_SYSTEM: which cluster this is.
+  uint64_t timeline = 0;  // IDENTIFY_SYSTEM: the server's timeline now.
   std::vector<UpstreamTable> tables;
   uint64_t slot_confirmed_lsn = 0;  // The slot's confirmed_flush_lsn.
   bool slot_created = false;
