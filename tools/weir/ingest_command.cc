@@ -273,7 +273,8 @@ void run(const IngestFlags& flags) {
     std::string health(sources::to_string(e.health));
     if (!e.error.empty()) absl::StrAppend(&health, ": ", e.error);
     if (e.snapshot_seconds) {
-      health = absl::StrFormat("snapshot durable after %.2f s, %s", *e.snapshot_seconds, health);
+      absl::StrAppend(&health,
+                      absl::StrFormat(" (snapshot durable after %.2f s)", *e.snapshot_seconds));
     }
     std::printf("  %-20s upper %-10llu since %-10llu updates %-10llu batches %-6llu %s\n",
                 e.shard.c_str(), static_cast<unsigned long long>(e.upper),
