@@ -362,6 +362,51 @@ TEST(PostgresStreamingTest, LargeTransactionsStreamAndLandAtTheirCommit) {
   EXPECT_GT(*small_times.rbegin(), *big_times.begin());
 }
 
+// A streamed transaction whose first change to a table is in a subtransaction rolled back
+// later: pgoutput sends the table's Relation message (the schema since a committed rename) with
+// that subtransaction's xid. The rename is still an incompatible schema change of x, whichever
+// message carries it.
+TEST(PostgresStreamingTest, ASchemaChangeSeenFirstInARolledBackSubtransactionStillErrors) {
+  TestDatabase db("streaming_rel");
+  ASSERT_TRUE(db.available()) << "needs the postgres fixture";
+  Sql sql(db.url());
+  sql.exec(
+      "CREATE TABLE x (k int, note text); ALTER TABLE x REPLICA IDENTITY FULL;"
+      "CREATE TABLE filler (k int, v text); ALTER TABLE filler REPLICA IDENTITY FULL;"
+      "CREATE PUBLICATION weir_pub FOR TABLE x, filler;"
+      "INSERT INTO x VALUES (1, 'snap');");
+  const auto dir = fresh_dir("pg-streaming-rel");
+  auto [report, lsn] = ingest_while(
+      db, dir, 1,
+      [&] {
+        Sql writer(db.url());
+        writer.exec("ALTER TABLE x RENAME COLUMN note TO remark");
+        writer.exec("BEGIN");
+        writer.exec(
+            "INSERT INTO filler SELECT g, repeat('x', 100) FROM generate_series(1, 20000) g");
+        writer.exec("SAVEPOINT s");
+        writer.exec("INSERT INTO x SELECT g, 'gone' FROM generate_series(100, 20000) g");
+        writer.exec("ROLLBACK TO s");
+        writer.exec("INSERT INTO x VALUES (2, 'kept')");
+        writer.exec(
+            "INSERT INTO filler SELECT g, repeat('y', 100) FROM generate_series(1, 20000) g");
+        writer.exec("COMMIT");
+        writer.exec("INSERT INTO x VALUES (3, 'later')");
+      },
+      /*after_snapshot=*/true, db.url() + "?options=-c%20logical_decoding_work_mem%3D64kB");
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_GE(
+      std::stoll(sql.one("SELECT coalesce(sum(stream_txns), 0) FROM pg_stat_replication_slots "
+                         "WHERE slot_name = '" +
+                         db.slot() + "'")),
+      1);
+  std::map<std::string, ExportReport> by_table;
+  for (const auto& e : report->exports) by_table[e.table] = e;
+  EXPECT_EQ(by_table["public.x"].health, sources::Health::kStalled) << by_table["public.x"].error;
+  EXPECT_NE(by_table["public.x"].error.find("incompatible schema change"), std::string::npos)
+      << by_table["public.x"].error;
+}
+
 // The definite error rows of shard `kind.table` (time -> message).
 std::map<uint64_t, std::string> errors_in(persist::PersistClient& client, const std::string& table,
                                           uint64_t as_of) {
@@ -655,6 +700,72 @@ TEST(PostgresTablesTest, ATableRemovedFromThePublicationWhileRunningErrorsBefore
       EXPECT_EQ(e.health, sources::Health::kStalled) << e.error;
     }
   }
+}
+
+// The removal's commit record is in the WAL (and decoded: the server stops sending y's changes
+// after it) before other sessions see it: here its session waits for a synchronous standby that
+// never answers, between the two. A check that reads the WAL position and then the publication
+// meanwhile finds y still published, past the removal; y's frontier must still not pass the
+// changes that never came.
+TEST(PostgresTablesTest, ARemovalCommittedButNotYetVisibleStillStopsTheFrontierBeforeIt) {
+  TestDatabase db("removedsyncrep");
+  ASSERT_TRUE(db.available()) << "needs the postgres fixture";
+  Sql sql(db.url());
+  sql.exec(
+      "CREATE TABLE x (k int, v text); CREATE TABLE y (k int, v text);"
+      "ALTER TABLE x REPLICA IDENTITY FULL; ALTER TABLE y REPLICA IDENTITY FULL;"
+      "CREATE PUBLICATION weir_pub FOR TABLE x, y;"
+      "INSERT INTO x SELECT g, 'x' FROM generate_series(1, 100) g;"
+      "INSERT INTO y SELECT g, 'y' FROM generate_series(1, 100) g;");
+  const auto dir = fresh_dir("pg-removed-syncrep");
+  uint64_t lost_by = 0;
+  auto [report, lsn] = ingest_while(
+      db, dir, 1,
+      [&] {
+        Sql remover(db.url());
+        const std::string pid = remover.one("SELECT pg_backend_pid()");
+        sql.exec("ALTER SYSTEM SET synchronous_standby_names = 'nobody'");
+        sql.exec("SELECT pg_reload_conf()");
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        std::thread removing([&] {
+          remover.exec("SET synchronous_commit = on");
+          remover.exec("ALTER PUBLICATION weir_pub DROP TABLE y");
+        });
+        const auto deadline = Clock::now() + std::chrono::seconds(10);
+        while (sql.one("SELECT count(*) FROM pg_stat_activity WHERE pid = " + pid +
+                       " AND wait_event = 'SyncRep'") != "1" &&
+               Clock::now() < deadline) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        Sql writer(db.url());
+        writer.exec("SET synchronous_commit = local");
+        writer.exec("INSERT INTO y VALUES (2000, 'lost'); INSERT INTO x VALUES (2000, 'x')");
+        lost_by = *sources::postgres::parse_lsn(sql.one("SELECT pg_current_wal_lsn()"));
+        for (int i = 0; i < 10; ++i) {
+          writer.exec(absl::StrCat("INSERT INTO x VALUES (", 3000 + i, ", 'x')"));
+          std::this_thread::sleep_for(std::chrono::milliseconds(150));
+        }
+        sql.exec("SELECT pg_cancel_backend(" + pid + ")");
+        removing.join();
+        sql.exec("ALTER SYSTEM RESET synchronous_standby_names");
+        sql.exec("SELECT pg_reload_conf()");
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        writer.exec("INSERT INTO x VALUES (4000, 'x')");
+      },
+      /*after_snapshot=*/true);
+  sql.exec("ALTER SYSTEM RESET synchronous_standby_names");
+  sql.exec("SELECT pg_reload_conf()");
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_NE(lost_by, 0u);
+  auto client = persist::PersistClient::open(persist::PersistLocation::in_directory(dir.string()));
+  ASSERT_TRUE(client.ok());
+  EXPECT_EQ(shard_lines(**client, "pg", "public.x", lsn), sql.copy_lines("public.x"));
+  const auto errors = errors_in(**client, "public.y", lsn);
+  ASSERT_EQ(errors.size(), 1u);
+  // y's 'lost' row committed before lost_by and never came: y's shard must error no later.
+  EXPECT_LE(errors.begin()->first, lost_by)
+      << "y's shard claims times up to " << sources::postgres::format_lsn(errors.begin()->first)
+      << " without the row committed before " << sources::postgres::format_lsn(lost_by);
 }
 
 TEST(PostgresChecksTest, EachProblemAtStartIsNamedWithWhatToRun) {
