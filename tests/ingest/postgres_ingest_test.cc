@@ -768,6 +768,32 @@ TEST(PostgresTablesTest, ARemovalCommittedButNotYetVisibleStillStopsTheFrontierB
       << " without the row committed before " << sources::postgres::format_lsn(lost_by);
 }
 
+// The publication dropped while the source runs: the next plan finds it gone (a definite error
+// of the whole source, written at every export's upper), not another database cluster.
+TEST(PostgresTablesTest, APublicationDroppedWhileRunningErrorsEveryExport) {
+  TestDatabase db("droppedpub");
+  ASSERT_TRUE(db.available()) << "needs the postgres fixture";
+  Sql sql(db.url());
+  sql.exec(
+      "CREATE TABLE x (k int); ALTER TABLE x REPLICA IDENTITY FULL;"
+      "CREATE PUBLICATION weir_pub FOR TABLE x; INSERT INTO x VALUES (1);");
+  IngestOptions options;
+  options.location = persist::PersistLocation::in_directory(fresh_dir("pg-dropped-pub").string());
+  options.upstream = make_postgres_source(source_of(db));
+  std::thread dropping([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    Sql admin(db.url());
+    admin.exec("DROP PUBLICATION weir_pub");
+  });
+  auto report = run_for(options, std::chrono::milliseconds(4000));
+  dropping.join();
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(report->exports.size(), 1u);
+  EXPECT_EQ(report->exports[0].health, sources::Health::kStalled) << report->exports[0].error;
+  EXPECT_NE(report->exports[0].error.find("does not exist"), std::string::npos)
+      << report->exports[0].error;
+}
+
 TEST(PostgresChecksTest, EachProblemAtStartIsNamedWithWhatToRun) {
   TestDatabase db("checks");
   ASSERT_TRUE(db.available()) << "needs the postgres fixture";
