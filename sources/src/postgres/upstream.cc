@@ -47,6 +47,17 @@ absl::Status refuse(const std::string& message) {
   return absl::FailedPreconditionError("postgres source: " + message);
 }
 
+// IDENTIFY_SYSTEM: the server's system identifier and timeline, which every answer carries (a
+// plan compares them with the first run's, also when the source has a definite error).
+absl::Status identify(const std::string& conninfo, UpstreamInfo& info) {
+  WEIR_ASSIGN_OR_RETURN(PgConnection replication,
+                        PgConnection::connect(conninfo, true, "identify system"));
+  WEIR_ASSIGN_OR_RETURN(PgResult system, replication.exec("IDENTIFY_SYSTEM"));
+  info.system_id = std::string(value(system.get(), 0, 0));
+  WEIR_ASSIGN_OR_RETURN(info.timeline, unsigned_value(system.get(), 0, 1, "the timeline"));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo,
@@ -85,6 +96,7 @@ absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo,
         quote_identifier(publication), " FOR TABLE ...; (or FOR ALL TABLES)");
     if (strict) return refuse(message);
     info.source_error = message;  // Dropped while the source ran.
+    WEIR_RETURN_IF_ERROR(identify(conninfo, info));
     return info;
   }
   // The publication must publish every change: a table whose deletes or updates are not
@@ -180,11 +192,7 @@ absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo,
                                          "\" was dropped while the source ran: the changes "
                                          "since are gone; drop the shards and start again");
       }
-      WEIR_ASSIGN_OR_RETURN(PgConnection replication,
-                            PgConnection::connect(conninfo, true, "identify system"));
-      WEIR_ASSIGN_OR_RETURN(PgResult system, replication.exec("IDENTIFY_SYSTEM"));
-      info.system_id = std::string(value(system.get(), 0, 0));
-      WEIR_ASSIGN_OR_RETURN(info.timeline, unsigned_value(system.get(), 0, 1, "the timeline"));
+      WEIR_RETURN_IF_ERROR(identify(conninfo, info));
       return info;
     }
     WEIR_ASSIGN_OR_RETURN(PgConnection replication,
@@ -224,6 +232,7 @@ absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo,
           absl::StrCat("replication slot \"", slot,
                        "\" has been invalidated (wal_status lost: the server removed WAL it "
                        "still needed); drop it and the shards, and start again");
+      WEIR_RETURN_IF_ERROR(identify(conninfo, info));
       return info;
     }
     return refuse(absl::StrCat("replication slot \"", slot,
@@ -235,11 +244,7 @@ absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo,
   }
   WEIR_ASSIGN_OR_RETURN(info.slot_confirmed_lsn, parse_lsn(value(slot_row.get(), 0, 2)));
 
-  WEIR_ASSIGN_OR_RETURN(PgConnection replication,
-                        PgConnection::connect(conninfo, true, "identify system"));
-  WEIR_ASSIGN_OR_RETURN(PgResult system, replication.exec("IDENTIFY_SYSTEM"));
-  info.system_id = std::string(value(system.get(), 0, 0));
-  WEIR_ASSIGN_OR_RETURN(info.timeline, unsigned_value(system.get(), 0, 1, "the timeline"));
+  WEIR_RETURN_IF_ERROR(identify(conninfo, info));
   return info;
 }
 
