@@ -407,6 +407,54 @@ TEST(PostgresStreamingTest, ASchemaChangeSeenFirstInARolledBackSubtransactionSti
       << by_table["public.x"].error;
 }
 
+// A streamed transaction open across a stop: the run confirms positions past its start (small
+// transactions commit meanwhile), stops with its blocks only in the run's temporary file, and the
+// next run gets it whole from the server at its commit.
+TEST(PostgresStreamingTest, AStreamedTransactionOpenAcrossAStopLandsWholeInTheNextRun) {
+  TestDatabase db("streaming_stop");
+  ASSERT_TRUE(db.available()) << "needs the postgres fixture";
+  Sql sql(db.url());
+  sql.exec(
+      "CREATE TABLE big (k int, v text); ALTER TABLE big REPLICA IDENTITY FULL;"
+      "CREATE TABLE small (k int); ALTER TABLE small REPLICA IDENTITY FULL;"
+      "CREATE PUBLICATION weir_pub FOR TABLE big, small;");
+  const auto dir = fresh_dir("pg-streaming-stop");
+  const std::string conninfo = db.url() + "?options=-c%20logical_decoding_work_mem%3D64kB";
+  Sql writer(db.url());
+  const auto begun = sources::postgres::parse_lsn(sql.one("SELECT pg_current_wal_lsn()"));
+  auto [first, lsn1] = ingest_while(
+      db, dir, 1,
+      [&] {
+        writer.exec("BEGIN");
+        writer.exec("INSERT INTO big SELECT g, repeat('x', 100) FROM generate_series(1, 20000) g");
+        for (int i = 0; i < 20; ++i) {
+          sql.exec(absl::StrCat("INSERT INTO small VALUES (", i, ")"));
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+      },
+      /*after_snapshot=*/true, conninfo);
+  ASSERT_TRUE(first.ok()) << first.status();
+  // The slot confirmed past the open transaction's first change.
+  const auto confirmed = sources::postgres::parse_lsn(
+      sql.one("SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '" +
+              db.slot() + "'"));
+  ASSERT_TRUE(begun.ok() && confirmed.ok());
+  EXPECT_GT(*confirmed, *begun);
+  writer.exec("INSERT INTO big SELECT g, 'more' FROM generate_series(20001, 30000) g");
+  writer.exec("COMMIT");
+  auto [second, lsn2] = ingest_while(
+      db, dir, 1, [] {}, false, conninfo);
+  ASSERT_TRUE(second.ok()) << second.status();
+  auto client = persist::PersistClient::open(persist::PersistLocation::in_directory(dir.string()));
+  ASSERT_TRUE(client.ok()) << client.status();
+  for (const std::string table : {"big", "small"}) {
+    const auto expected = sql.copy_lines("public." + table);
+    const auto got = shard_lines(**client, "pg", "public." + table, lsn2);
+    EXPECT_EQ(got.size(), expected.size()) << table;
+    EXPECT_TRUE(got == expected) << table;
+  }
+}
+
 // The definite error rows of shard `kind.table` (time -> message).
 std::map<uint64_t, std::string> errors_in(persist::PersistClient& client, const std::string& table,
                                           uint64_t as_of) {
@@ -415,6 +463,52 @@ std::map<uint64_t, std::string> errors_in(persist::PersistClient& client, const 
     if (!u.data.empty() && u.data.front() == '!') errors[u.time] = u.data;
   }
   return errors;
+}
+
+// A TRUNCATE in a rolled-back subtransaction of a streamed transaction (sent in a block before
+// the rollback) truncated nothing: its table does not error. One in the transaction itself does,
+// at the transaction's commit.
+TEST(PostgresStreamingTest, ATruncateRolledBackInAStreamedTransactionErrorsNothing) {
+  TestDatabase db("streaming_trunc");
+  ASSERT_TRUE(db.available()) << "needs the postgres fixture";
+  Sql sql(db.url());
+  sql.exec(
+      "CREATE TABLE big (k int, v text); ALTER TABLE big REPLICA IDENTITY FULL;"
+      "CREATE TABLE kept (k int); ALTER TABLE kept REPLICA IDENTITY FULL;"
+      "CREATE TABLE cut (k int); ALTER TABLE cut REPLICA IDENTITY FULL;"
+      "CREATE PUBLICATION weir_pub FOR TABLE big, kept, cut;"
+      "INSERT INTO kept VALUES (1); INSERT INTO cut VALUES (1);");
+  const auto dir = fresh_dir("pg-streaming-trunc");
+  uint64_t committed = 0;
+  auto [report, lsn] = ingest_while(
+      db, dir, 1,
+      [&] {
+        Sql writer(db.url());
+        writer.exec("BEGIN");
+        writer.exec("SAVEPOINT s");
+        writer.exec("TRUNCATE kept");
+        writer.exec("INSERT INTO big SELECT g, repeat('x', 100) FROM generate_series(1, 20000) g");
+        writer.exec("ROLLBACK TO s");
+        writer.exec("INSERT INTO big SELECT g, repeat('y', 100) FROM generate_series(1, 20000) g");
+        writer.exec("TRUNCATE cut");
+        writer.exec("INSERT INTO kept VALUES (2)");
+        writer.exec("COMMIT");
+        committed = *sources::postgres::parse_lsn(writer.one("SELECT pg_current_wal_lsn()"));
+        writer.exec("INSERT INTO kept VALUES (3)");
+      },
+      /*after_snapshot=*/true, db.url() + "?options=-c%20logical_decoding_work_mem%3D64kB");
+  ASSERT_TRUE(report.ok()) << report.status();
+  std::map<std::string, ExportReport> by_table;
+  for (const auto& e : report->exports) by_table[e.table] = e;
+  EXPECT_EQ(by_table["public.kept"].health, sources::Health::kRunning)
+      << by_table["public.kept"].error;
+  EXPECT_EQ(by_table["public.cut"].health, sources::Health::kStalled);
+  auto client = persist::PersistClient::open(persist::PersistLocation::in_directory(dir.string()));
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_EQ(shard_lines(**client, "pg", "public.kept", lsn), sql.copy_lines("public.kept"));
+  const auto errors = errors_in(**client, "public.cut", lsn);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_LE(errors.begin()->first, committed);
 }
 
 TEST(PostgresErrorsTest, ADroppedColumnAndATruncateStopOnlyTheirExportsAndStayAfterARestart) {
