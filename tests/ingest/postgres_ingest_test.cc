@@ -888,6 +888,38 @@ TEST(PostgresTablesTest, APublicationDroppedWhileRunningErrorsEveryExport) {
       << report->exports[0].error;
 }
 
+// The publication's kinds of change narrowed while the source runs (deletes no longer published):
+// the server just stops sending the deletes. The shard must not claim times past the change
+// without them: either it holds every delete, or it errors first.
+TEST(PostgresTablesTest, DeletesUnpublishedWhileRunningNeverDriftSilently) {
+  TestDatabase db("unpublishdelete");
+  ASSERT_TRUE(db.available()) << "needs the postgres fixture";
+  Sql sql(db.url());
+  sql.exec(
+      "CREATE TABLE x (k int); ALTER TABLE x REPLICA IDENTITY FULL;"
+      "CREATE PUBLICATION weir_pub FOR TABLE x;"
+      "INSERT INTO x SELECT g FROM generate_series(1, 100) g;");
+  const auto dir = fresh_dir("pg-unpublish-delete");
+  auto [report, lsn] = ingest_while(
+      db, dir, 1,
+      [&] {
+        sql.exec("ALTER PUBLICATION weir_pub SET (publish = 'insert, update, truncate')");
+        sql.exec("DELETE FROM x WHERE k <= 50");
+        sql.exec("INSERT INTO x VALUES (1000)");
+      },
+      /*after_snapshot=*/true);
+  ASSERT_TRUE(report.ok()) << report.status();
+  auto client = persist::PersistClient::open(persist::PersistLocation::in_directory(dir.string()));
+  ASSERT_TRUE(client.ok());
+  const auto errors = errors_in(**client, "public.x", lsn);
+  const uint64_t until = errors.empty() ? lsn : errors.begin()->first - 1;
+  sql.exec("ALTER PUBLICATION weir_pub SET (publish = 'insert, update, delete, truncate')");
+  if (errors.empty()) {
+    EXPECT_EQ(shard_lines(**client, "pg", "public.x", until), sql.copy_lines("public.x"))
+        << "x's shard passed the deletes the server no longer sent, without an error";
+  }
+}
+
 TEST(PostgresChecksTest, EachProblemAtStartIsNamedWithWhatToRun) {
   TestDatabase db("checks");
   ASSERT_TRUE(db.available()) << "needs the postgres fixture";
