@@ -625,6 +625,18 @@ class Replication {
                             unsigned_value(tables.get(), row, 0, "a table oid"));
       published.insert(static_cast<uint32_t>(oid));
     }
+    // The kinds of change published, narrowed (ALTER PUBLICATION ... SET (publish = ...)): the
+    // server stops sending those left out, and the next plan errors every export.
+    WEIR_ASSIGN_OR_RETURN(
+        PgResult kinds,
+        check_conn_->exec(ctx_, absl::StrCat("SELECT pubinsert AND pubupdate AND pubdelete AND "
+                                             "pubtruncate FROM pg_publication WHERE pubname = ",
+                                             quote_literal(config_.publication))));
+    if (PQntuples(kinds.get()) != 1 || value(kinds.get(), 0, 0) != "t") {
+      return absl::UnavailableError(absl::StrCat(
+          "postgres source: publication ", config_.publication,
+          " no longer publishes every kind of change, or is gone; planning again to record it"));
+    }
     for (size_t e = 0; e < exports_.size(); ++e) {
       if (errored_[e] || published.contains(config_.tables[e].oid)) continue;
       return absl::UnavailableError(absl::StrCat(

@@ -106,6 +106,19 @@ absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo,
       conn.exec_params("SELECT pubinsert AND pubupdate AND pubdelete AND pubtruncate, pubviaroot "
                        "FROM pg_publication WHERE pubname = $1",
                        {publication}));
+  if (!strict && value(what.get(), 0, 0) != "t") {
+    // Narrowed while the source ran: the changes no longer published since are gone.
+    info.source_error =
+        absl::StrCat("publication ", quote_identifier(publication),
+                     " no longer publishes every kind of change (insert, update, delete, "
+                     "truncate): the changes left out since are gone; restore them (ALTER "
+                     "PUBLICATION ",
+                     quote_identifier(publication),
+                     " SET (publish = 'insert, update, delete, truncate');), drop the shards and "
+                     "start again");
+    WEIR_RETURN_IF_ERROR(identify(conninfo, info));
+    return info;
+  }
   if (strict && value(what.get(), 0, 0) != "t") {
     return refuse(absl::StrCat("publication ", quote_identifier(publication),
                                " does not publish every kind of change: run ALTER PUBLICATION ",
