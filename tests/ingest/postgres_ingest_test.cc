@@ -4,6 +4,7 @@
 // definite errors stop only their export and survive a restart; the checks at start name what
 // is wrong.
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <set>
@@ -362,6 +363,99 @@ TEST(PostgresStreamingTest, LargeTransactionsStreamAndLandAtTheirCommit) {
   EXPECT_GT(*small_times.rbegin(), *big_times.begin());
 }
 
+// A streamed transaction whose first change to a table is in a subtransaction rolled back
+// later: pgoutput sends the table's Relation message (the schema since a committed rename) with
+// that subtransaction's xid. The rename is still an incompatible schema change of x, whichever
+// message carries it.
+TEST(PostgresStreamingTest, ASchemaChangeSeenFirstInARolledBackSubtransactionStillErrors) {
+  TestDatabase db("streaming_rel");
+  ASSERT_TRUE(db.available()) << "needs the postgres fixture";
+  Sql sql(db.url());
+  sql.exec(
+      "CREATE TABLE x (k int, note text); ALTER TABLE x REPLICA IDENTITY FULL;"
+      "CREATE TABLE filler (k int, v text); ALTER TABLE filler REPLICA IDENTITY FULL;"
+      "CREATE PUBLICATION weir_pub FOR TABLE x, filler;"
+      "INSERT INTO x VALUES (1, 'snap');");
+  const auto dir = fresh_dir("pg-streaming-rel");
+  auto [report, lsn] = ingest_while(
+      db, dir, 1,
+      [&] {
+        Sql writer(db.url());
+        writer.exec("ALTER TABLE x RENAME COLUMN note TO remark");
+        writer.exec("BEGIN");
+        writer.exec(
+            "INSERT INTO filler SELECT g, repeat('x', 100) FROM generate_series(1, 20000) g");
+        writer.exec("SAVEPOINT s");
+        writer.exec("INSERT INTO x SELECT g, 'gone' FROM generate_series(100, 20000) g");
+        writer.exec("ROLLBACK TO s");
+        writer.exec("INSERT INTO x VALUES (2, 'kept')");
+        writer.exec(
+            "INSERT INTO filler SELECT g, repeat('y', 100) FROM generate_series(1, 20000) g");
+        writer.exec("COMMIT");
+        writer.exec("INSERT INTO x VALUES (3, 'later')");
+      },
+      /*after_snapshot=*/true, db.url() + "?options=-c%20logical_decoding_work_mem%3D64kB");
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_GE(
+      std::stoll(sql.one("SELECT coalesce(sum(stream_txns), 0) FROM pg_stat_replication_slots "
+                         "WHERE slot_name = '" +
+                         db.slot() + "'")),
+      1);
+  std::map<std::string, ExportReport> by_table;
+  for (const auto& e : report->exports) by_table[e.table] = e;
+  EXPECT_EQ(by_table["public.x"].health, sources::Health::kStalled) << by_table["public.x"].error;
+  EXPECT_NE(by_table["public.x"].error.find("incompatible schema change"), std::string::npos)
+      << by_table["public.x"].error;
+}
+
+// A streamed transaction open across a stop: the run confirms positions past its start (small
+// transactions commit meanwhile), stops with its blocks only in the run's temporary file, and the
+// next run gets it whole from the server at its commit.
+TEST(PostgresStreamingTest, AStreamedTransactionOpenAcrossAStopLandsWholeInTheNextRun) {
+  TestDatabase db("streaming_stop");
+  ASSERT_TRUE(db.available()) << "needs the postgres fixture";
+  Sql sql(db.url());
+  sql.exec(
+      "CREATE TABLE big (k int, v text); ALTER TABLE big REPLICA IDENTITY FULL;"
+      "CREATE TABLE small (k int); ALTER TABLE small REPLICA IDENTITY FULL;"
+      "CREATE PUBLICATION weir_pub FOR TABLE big, small;");
+  const auto dir = fresh_dir("pg-streaming-stop");
+  const std::string conninfo = db.url() + "?options=-c%20logical_decoding_work_mem%3D64kB";
+  Sql writer(db.url());
+  const auto begun = sources::postgres::parse_lsn(sql.one("SELECT pg_current_wal_lsn()"));
+  auto [first, lsn1] = ingest_while(
+      db, dir, 1,
+      [&] {
+        writer.exec("BEGIN");
+        writer.exec("INSERT INTO big SELECT g, repeat('x', 100) FROM generate_series(1, 20000) g");
+        for (int i = 0; i < 20; ++i) {
+          sql.exec(absl::StrCat("INSERT INTO small VALUES (", i, ")"));
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+      },
+      /*after_snapshot=*/true, conninfo);
+  ASSERT_TRUE(first.ok()) << first.status();
+  // The slot confirmed past the open transaction's first change.
+  const auto confirmed = sources::postgres::parse_lsn(
+      sql.one("SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '" +
+              db.slot() + "'"));
+  ASSERT_TRUE(begun.ok() && confirmed.ok());
+  EXPECT_GT(*confirmed, *begun);
+  writer.exec("INSERT INTO big SELECT g, 'more' FROM generate_series(20001, 30000) g");
+  writer.exec("COMMIT");
+  auto [second, lsn2] = ingest_while(
+      db, dir, 1, [] {}, false, conninfo);
+  ASSERT_TRUE(second.ok()) << second.status();
+  auto client = persist::PersistClient::open(persist::PersistLocation::in_directory(dir.string()));
+  ASSERT_TRUE(client.ok()) << client.status();
+  for (const std::string table : {"big", "small"}) {
+    const auto expected = sql.copy_lines("public." + table);
+    const auto got = shard_lines(**client, "pg", "public." + table, lsn2);
+    EXPECT_EQ(got.size(), expected.size()) << table;
+    EXPECT_TRUE(got == expected) << table;
+  }
+}
+
 // The definite error rows of shard `kind.table` (time -> message).
 std::map<uint64_t, std::string> errors_in(persist::PersistClient& client, const std::string& table,
                                           uint64_t as_of) {
@@ -370,6 +464,52 @@ std::map<uint64_t, std::string> errors_in(persist::PersistClient& client, const 
     if (!u.data.empty() && u.data.front() == '!') errors[u.time] = u.data;
   }
   return errors;
+}
+
+// A TRUNCATE in a rolled-back subtransaction of a streamed transaction (sent in a block before
+// the rollback) truncated nothing: its table does not error. One in the transaction itself does,
+// at the transaction's commit.
+TEST(PostgresStreamingTest, ATruncateRolledBackInAStreamedTransactionErrorsNothing) {
+  TestDatabase db("streaming_trunc");
+  ASSERT_TRUE(db.available()) << "needs the postgres fixture";
+  Sql sql(db.url());
+  sql.exec(
+      "CREATE TABLE big (k int, v text); ALTER TABLE big REPLICA IDENTITY FULL;"
+      "CREATE TABLE kept (k int); ALTER TABLE kept REPLICA IDENTITY FULL;"
+      "CREATE TABLE cut (k int); ALTER TABLE cut REPLICA IDENTITY FULL;"
+      "CREATE PUBLICATION weir_pub FOR TABLE big, kept, cut;"
+      "INSERT INTO kept VALUES (1); INSERT INTO cut VALUES (1);");
+  const auto dir = fresh_dir("pg-streaming-trunc");
+  uint64_t committed = 0;
+  auto [report, lsn] = ingest_while(
+      db, dir, 1,
+      [&] {
+        Sql writer(db.url());
+        writer.exec("BEGIN");
+        writer.exec("SAVEPOINT s");
+        writer.exec("TRUNCATE kept");
+        writer.exec("INSERT INTO big SELECT g, repeat('x', 100) FROM generate_series(1, 20000) g");
+        writer.exec("ROLLBACK TO s");
+        writer.exec("INSERT INTO big SELECT g, repeat('y', 100) FROM generate_series(1, 20000) g");
+        writer.exec("TRUNCATE cut");
+        writer.exec("INSERT INTO kept VALUES (2)");
+        writer.exec("COMMIT");
+        committed = *sources::postgres::parse_lsn(writer.one("SELECT pg_current_wal_lsn()"));
+        writer.exec("INSERT INTO kept VALUES (3)");
+      },
+      /*after_snapshot=*/true, db.url() + "?options=-c%20logical_decoding_work_mem%3D64kB");
+  ASSERT_TRUE(report.ok()) << report.status();
+  std::map<std::string, ExportReport> by_table;
+  for (const auto& e : report->exports) by_table[e.table] = e;
+  EXPECT_EQ(by_table["public.kept"].health, sources::Health::kRunning)
+      << by_table["public.kept"].error;
+  EXPECT_EQ(by_table["public.cut"].health, sources::Health::kStalled);
+  auto client = persist::PersistClient::open(persist::PersistLocation::in_directory(dir.string()));
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_EQ(shard_lines(**client, "pg", "public.kept", lsn), sql.copy_lines("public.kept"));
+  const auto errors = errors_in(**client, "public.cut", lsn);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_LE(errors.begin()->first, committed);
 }
 
 TEST(PostgresErrorsTest, ADroppedColumnAndATruncateStopOnlyTheirExportsAndStayAfterARestart) {
@@ -654,6 +794,148 @@ TEST(PostgresTablesTest, ATableRemovedFromThePublicationWhileRunningErrorsBefore
     if (e.table == "public.y") {
       EXPECT_EQ(e.health, sources::Health::kStalled) << e.error;
     }
+  }
+}
+
+// The removal's commit record is in the WAL (and decoded: the server stops sending y's changes
+// after it) before other sessions see it: here its session waits for a synchronous standby that
+// never answers, between the two. A check that reads the WAL position and then the publication
+// meanwhile finds y still published, past the removal; y's frontier must still not pass the
+// changes that never came.
+TEST(PostgresTablesTest, ARemovalCommittedButNotYetVisibleStillStopsTheFrontierBeforeIt) {
+  TestDatabase db("removedsyncrep");
+  ASSERT_TRUE(db.available()) << "needs the postgres fixture";
+  Sql sql(db.url());
+  sql.exec(
+      "CREATE TABLE x (k int, v text); CREATE TABLE y (k int, v text);"
+      "ALTER TABLE x REPLICA IDENTITY FULL; ALTER TABLE y REPLICA IDENTITY FULL;"
+      "CREATE PUBLICATION weir_pub FOR TABLE x, y;"
+      "INSERT INTO x SELECT g, 'x' FROM generate_series(1, 100) g;"
+      "INSERT INTO y SELECT g, 'y' FROM generate_series(1, 100) g;");
+  const auto dir = fresh_dir("pg-removed-syncrep");
+  uint64_t lost_by = 0;
+  auto [report, lsn] = ingest_while(
+      db, dir, 1,
+      [&] {
+        Sql remover(db.url());
+        const std::string pid = remover.one("SELECT pg_backend_pid()");
+        sql.exec("ALTER SYSTEM SET synchronous_standby_names = 'nobody'");
+        sql.exec("SELECT pg_reload_conf()");
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        std::thread removing([&] {
+          remover.exec("SET synchronous_commit = on");
+          remover.exec("ALTER PUBLICATION weir_pub DROP TABLE y");
+        });
+        const auto deadline = Clock::now() + std::chrono::seconds(10);
+        while (sql.one("SELECT count(*) FROM pg_stat_activity WHERE pid = " + pid +
+                       " AND wait_event = 'SyncRep'") != "1" &&
+               Clock::now() < deadline) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        Sql writer(db.url());
+        writer.exec("SET synchronous_commit = local");
+        writer.exec("INSERT INTO y VALUES (2000, 'lost'); INSERT INTO x VALUES (2000, 'x')");
+        lost_by = *sources::postgres::parse_lsn(sql.one("SELECT pg_current_wal_lsn()"));
+        for (int i = 0; i < 10; ++i) {
+          writer.exec(absl::StrCat("INSERT INTO x VALUES (", 3000 + i, ", 'x')"));
+          std::this_thread::sleep_for(std::chrono::milliseconds(150));
+        }
+        sql.exec("SELECT pg_cancel_backend(" + pid + ")");
+        removing.join();
+        sql.exec("ALTER SYSTEM RESET synchronous_standby_names");
+        sql.exec("SELECT pg_reload_conf()");
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        writer.exec("INSERT INTO x VALUES (4000, 'x')");
+      },
+      /*after_snapshot=*/true);
+  sql.exec("ALTER SYSTEM RESET synchronous_standby_names");
+  sql.exec("SELECT pg_reload_conf()");
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_NE(lost_by, 0u);
+  auto client = persist::PersistClient::open(persist::PersistLocation::in_directory(dir.string()));
+  ASSERT_TRUE(client.ok());
+  EXPECT_EQ(shard_lines(**client, "pg", "public.x", lsn), sql.copy_lines("public.x"));
+  const auto errors = errors_in(**client, "public.y", lsn);
+  ASSERT_EQ(errors.size(), 1u);
+  // y's 'lost' row committed before lost_by and never came: y's shard must error no later.
+  EXPECT_LE(errors.begin()->first, lost_by)
+      << "y's shard claims times up to " << sources::postgres::format_lsn(errors.begin()->first)
+      << " without the row committed before " << sources::postgres::format_lsn(lost_by);
+}
+
+// The publication dropped while the source runs: the next plan finds it gone (a definite error
+// of the whole source, written at every export's upper), not another database cluster.
+TEST(PostgresTablesTest, APublicationDroppedWhileRunningErrorsEveryExport) {
+  TestDatabase db("droppedpub");
+  ASSERT_TRUE(db.available()) << "needs the postgres fixture";
+  Sql sql(db.url());
+  sql.exec(
+      "CREATE TABLE x (k int); ALTER TABLE x REPLICA IDENTITY FULL;"
+      "CREATE PUBLICATION weir_pub FOR TABLE x; INSERT INTO x VALUES (1);");
+  IngestOptions options;
+  options.location = persist::PersistLocation::in_directory(fresh_dir("pg-dropped-pub").string());
+  options.upstream = make_postgres_source(source_of(db));
+  std::thread dropping([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    Sql admin(db.url());
+    admin.exec("DROP PUBLICATION weir_pub");
+  });
+  auto report = run_for(options, std::chrono::milliseconds(4000));
+  dropping.join();
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(report->exports.size(), 1u);
+  EXPECT_EQ(report->exports[0].health, sources::Health::kStalled) << report->exports[0].error;
+  EXPECT_NE(report->exports[0].error.find("does not exist"), std::string::npos)
+      << report->exports[0].error;
+}
+
+// The publication's kinds of change narrowed while the source runs (deletes no longer published):
+// the server just stops sending the deletes. The shard must not claim times past the change
+// without them: either it holds every delete, or it errors first.
+TEST(PostgresTablesTest, DeletesUnpublishedWhileRunningNeverDriftSilently) {
+  TestDatabase db("unpublishdelete");
+  ASSERT_TRUE(db.available()) << "needs the postgres fixture";
+  Sql sql(db.url());
+  sql.exec(
+      "CREATE TABLE x (k int); ALTER TABLE x REPLICA IDENTITY FULL;"
+      "CREATE PUBLICATION weir_pub FOR TABLE x;"
+      "INSERT INTO x SELECT g FROM generate_series(1, 100) g;");
+  const auto dir = fresh_dir("pg-unpublish-delete");
+  IngestOptions options;
+  options.location = persist::PersistLocation::in_directory(dir.string());
+  options.upstream = make_postgres_source(source_of(db));
+  options.log = [](const std::string& line) {
+    if (std::getenv("WEIR_TEST_VERBOSE") != nullptr) std::fprintf(stderr, "%s\n", line.c_str());
+  };
+  uint64_t deleted_by = 0;
+  std::thread writing([&] {
+    Sql writer(db.url());
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    writer.exec("ALTER PUBLICATION weir_pub SET (publish = 'insert, update, truncate')");
+    writer.exec("DELETE FROM x WHERE k <= 50");
+    deleted_by = *sources::postgres::parse_lsn(writer.one("SELECT pg_current_wal_lsn()"));
+    writer.exec("INSERT INTO x VALUES (1000)");
+  });
+  auto report = run_for(options, std::chrono::milliseconds(4000));
+  writing.join();
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(report->exports.size(), 1u);
+  const ExportReport& x = report->exports[0];
+  auto client = persist::PersistClient::open(persist::PersistLocation::in_directory(dir.string()));
+  ASSERT_TRUE(client.ok());
+  ASSERT_GT(x.upper, 0u);
+  const auto errors = errors_in(**client, "public.x", x.upper - 1);
+  if (errors.empty() && x.upper > deleted_by) {
+    // No error, and times past the deletes claimed: x's shard must hold them.
+    const auto lines = shard_lines(**client, "pg", "public.x", deleted_by);
+    EXPECT_EQ(std::count(lines.begin(), lines.end(), "1"), 0)
+        << "x's shard passed the deletes the server no longer sent, without an error: upper "
+        << x.upper << " deleted_by " << deleted_by << " health " << static_cast<int>(x.health)
+        << " " << x.error;
+    EXPECT_EQ(lines.size(), 50u);
+  } else if (!errors.empty()) {
+    EXPECT_EQ(x.health, sources::Health::kStalled);
+    EXPECT_LE(errors.begin()->first, deleted_by);
   }
 }
 

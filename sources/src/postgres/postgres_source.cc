@@ -585,9 +585,33 @@ class Replication {
   // the publication's tables; if every export's table is among them, any removal commits after
   // L, and every change before L was sent. If one is missing, the epoch ends with its export
   // below L, and the next plan writes the export's definite error at its upper.
+  // A removal's commit record is in the WAL (and decoded) before other sessions see it: its
+  // backend flushes, waits for synchronous standbys, and only then ends its transaction. It
+  // holds its lock all along (ALTER PUBLICATION and DROP PUBLICATION an AccessExclusiveLock on
+  // the publication, DROP TABLE and ALTER TABLE ... SET SCHEMA one on the table), so between L
+  // and the catalog read a statement looks for such a lock: while one is held, L is not vouched
+  // for (frontiers wait for the next check).
   absl::Status verify_published() {
     WEIR_ASSIGN_OR_RETURN(PgResult at, check_conn_->exec(ctx_, "SELECT pg_current_wal_lsn()"));
     WEIR_ASSIGN_OR_RETURN(const Offset lsn, parse_lsn(value(at.get(), 0, 0)));
+    std::string oids;
+    for (size_t e = 0; e < exports_.size(); ++e) {
+      if (!errored_[e]) absl::StrAppend(&oids, ", ", config_.tables[e].oid);
+    }
+    WEIR_ASSIGN_OR_RETURN(
+        PgResult locked,
+        check_conn_->exec(
+            ctx_,
+            absl::StrCat(
+                "SELECT EXISTS (SELECT 1 FROM pg_locks l WHERE l.granted AND l.mode = "
+                "'AccessExclusiveLock' AND l.pid <> pg_backend_pid() AND ((l.locktype = 'object' "
+                "AND l.classid = 'pg_publication'::regclass AND l.objid IN (SELECT oid FROM "
+                "pg_publication WHERE pubname = ",
+                quote_literal(config_.publication),
+                ")) OR (l.locktype = 'relation' AND l.database = (SELECT oid FROM pg_database "
+                "WHERE datname = current_database()) AND l.relation IN (0",
+                oids, "))))")));
+    const bool removing = value(locked.get(), 0, 0) == "t";
     WEIR_ASSIGN_OR_RETURN(
         PgResult tables,
         check_conn_->exec(
@@ -601,13 +625,25 @@ class Replication {
                             unsigned_value(tables.get(), row, 0, "a table oid"));
       published.insert(static_cast<uint32_t>(oid));
     }
+    // The kinds of change published, narrowed (ALTER PUBLICATION ... SET (publish = ...)): the
+    // server stops sending those left out, and the next plan errors every export.
+    WEIR_ASSIGN_OR_RETURN(
+        PgResult kinds,
+        check_conn_->exec(ctx_, absl::StrCat("SELECT pubinsert AND pubupdate AND pubdelete AND "
+                                             "pubtruncate FROM pg_publication WHERE pubname = ",
+                                             quote_literal(config_.publication))));
+    if (PQntuples(kinds.get()) != 1 || value(kinds.get(), 0, 0) != "t") {
+      return absl::UnavailableError(absl::StrCat(
+          "postgres source: publication ", config_.publication,
+          " no longer publishes every kind of change, or is gone; planning again to record it"));
+    }
     for (size_t e = 0; e < exports_.size(); ++e) {
       if (errored_[e] || published.contains(config_.tables[e].oid)) continue;
       return absl::UnavailableError(absl::StrCat(
           "postgres source: table ", config_.tables[e].name, " is no longer in publication ",
           config_.publication, " (removed or dropped); planning again to record it"));
     }
-    if (lsn > verified_) {
+    if (!removing && lsn > verified_) {
       verified_ = lsn;
       release();
     }

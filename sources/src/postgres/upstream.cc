@@ -47,6 +47,17 @@ absl::Status refuse(const std::string& message) {
   return absl::FailedPreconditionError("postgres source: " + message);
 }
 
+// IDENTIFY_SYSTEM: the server's system identifier and timeline, which every answer carries (a
+// plan compares them with the first run's, also when the source has a definite error).
+absl::Status identify(const std::string& conninfo, UpstreamInfo& info) {
+  WEIR_ASSIGN_OR_RETURN(PgConnection replication,
+                        PgConnection::connect(conninfo, true, "identify system"));
+  WEIR_ASSIGN_OR_RETURN(PgResult system, replication.exec("IDENTIFY_SYSTEM"));
+  info.system_id = std::string(value(system.get(), 0, 0));
+  WEIR_ASSIGN_OR_RETURN(info.timeline, unsigned_value(system.get(), 0, 1, "the timeline"));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo,
@@ -85,6 +96,7 @@ absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo,
         quote_identifier(publication), " FOR TABLE ...; (or FOR ALL TABLES)");
     if (strict) return refuse(message);
     info.source_error = message;  // Dropped while the source ran.
+    WEIR_RETURN_IF_ERROR(identify(conninfo, info));
     return info;
   }
   // The publication must publish every change: a table whose deletes or updates are not
@@ -94,6 +106,19 @@ absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo,
       conn.exec_params("SELECT pubinsert AND pubupdate AND pubdelete AND pubtruncate, pubviaroot "
                        "FROM pg_publication WHERE pubname = $1",
                        {publication}));
+  if (!strict && value(what.get(), 0, 0) != "t") {
+    // Narrowed while the source ran: the changes no longer published since are gone.
+    info.source_error =
+        absl::StrCat("publication ", quote_identifier(publication),
+                     " no longer publishes every kind of change (insert, update, delete, "
+                     "truncate): the changes left out since are gone; restore them (ALTER "
+                     "PUBLICATION ",
+                     quote_identifier(publication),
+                     " SET (publish = 'insert, update, delete, truncate');), drop the shards and "
+                     "start again");
+    WEIR_RETURN_IF_ERROR(identify(conninfo, info));
+    return info;
+  }
   if (strict && value(what.get(), 0, 0) != "t") {
     return refuse(absl::StrCat("publication ", quote_identifier(publication),
                                " does not publish every kind of change: run ALTER PUBLICATION ",
@@ -180,11 +205,7 @@ absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo,
                                          "\" was dropped while the source ran: the changes "
                                          "since are gone; drop the shards and start again");
       }
-      WEIR_ASSIGN_OR_RETURN(PgConnection replication,
-                            PgConnection::connect(conninfo, true, "identify system"));
-      WEIR_ASSIGN_OR_RETURN(PgResult system, replication.exec("IDENTIFY_SYSTEM"));
-      info.system_id = std::string(value(system.get(), 0, 0));
-      WEIR_ASSIGN_OR_RETURN(info.timeline, unsigned_value(system.get(), 0, 1, "the timeline"));
+      WEIR_RETURN_IF_ERROR(identify(conninfo, info));
       return info;
     }
     WEIR_ASSIGN_OR_RETURN(PgConnection replication,
@@ -224,6 +245,7 @@ absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo,
           absl::StrCat("replication slot \"", slot,
                        "\" has been invalidated (wal_status lost: the server removed WAL it "
                        "still needed); drop it and the shards, and start again");
+      WEIR_RETURN_IF_ERROR(identify(conninfo, info));
       return info;
     }
     return refuse(absl::StrCat("replication slot \"", slot,
@@ -235,11 +257,7 @@ absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo,
   }
   WEIR_ASSIGN_OR_RETURN(info.slot_confirmed_lsn, parse_lsn(value(slot_row.get(), 0, 2)));
 
-  WEIR_ASSIGN_OR_RETURN(PgConnection replication,
-                        PgConnection::connect(conninfo, true, "identify system"));
-  WEIR_ASSIGN_OR_RETURN(PgResult system, replication.exec("IDENTIFY_SYSTEM"));
-  info.system_id = std::string(value(system.get(), 0, 0));
-  WEIR_ASSIGN_OR_RETURN(info.timeline, unsigned_value(system.get(), 0, 1, "the timeline"));
+  WEIR_RETURN_IF_ERROR(identify(conninfo, info));
   return info;
 }
 
