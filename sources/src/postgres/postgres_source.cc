@@ -442,6 +442,7 @@ class Replication {
     position_ = start_;
     held_.resize(n);
     rewind_.resize(n);
+    at_.resize(n);
     for (size_t e = 0; e < n; ++e) {
       held_[e].emplace(caps[e].delayed(std::max<Offset>(resume_[e], 1)));
       // A snapshotted export's rewinds are given at time 0.
@@ -466,7 +467,11 @@ class Replication {
     if (std::find(errored_.begin(), errored_.end(), false) == errored_.end()) {
       // Every export is errored: there is nothing to stream (the slot may be gone). Frontiers
       // stay where they are, unless the run has an end.
-      if (!config_.until) ctx_.sleep_for(std::chrono::nanoseconds::max());
+      if (!config_.until) {
+        ctx_.sleep_for(std::chrono::nanoseconds::max());
+        return absl::OkStatus();
+      }
+      verified_ = *config_.until;  // No export claims anything: nothing to vouch for.
       advance(*config_.until);
       ctx_.yield();  // Let the frontier rest at `until` before the outputs close.
       return absl::OkStatus();
@@ -549,8 +554,7 @@ class Replication {
   // A definite error of export `e` at `time`: the error row, and the export gets no more data.
   void error(size_t e, Offset time, const std::string& message) {
     if (errored_[e]) return;
-    if (held_[e]->time() < time) held_[e]->downgrade(time);
-    outputs_[e].give(*held_[e], Change{definite_error(message), 1});
+    outputs_[e].give(cap_at(e, time), Change{definite_error(message), 1});
     rewind_[e].reset();
     errored_[e] = true;
     report(e, Health::kStalled, message);
@@ -565,6 +569,16 @@ class Replication {
     release();
   }
 
+  // A capability of export `e` at `time` (not before its held one) for data given there, which
+  // leaves the export's frontier where release() put it: data at a commit past verified_ must
+  // not vouch for the times before it. Minted from the held one; the last is kept (a
+  // transaction gives many rows at one time).
+  Capability<Offset>& cap_at(size_t e, Offset time) {
+    if (held_[e]->time() >= time) return *held_[e];
+    if (!at_[e] || at_[e]->time() != time) at_[e] = held_[e]->delayed(time);
+    return *at_[e];
+  }
+
   // Moves the frontiers to min(position_, verified_).
   void release() {
     const Offset to = std::min(position_, verified_);
@@ -574,6 +588,7 @@ class Replication {
       // snapshot operator holds every export at 0 until every snapshot is done.)
       if (rewind_[e] && position_ >= snapshot_lsn_) rewind_[e].reset();
       if (held_[e]->time() < to) held_[e]->downgrade(to);
+      if (at_[e] && at_[e]->time() <= to) at_[e].reset();
     }
     if (health_cap_->time() < to) health_cap_->downgrade(to);
   }
@@ -865,8 +880,7 @@ class Replication {
       // In the snapshot already: rewind it to time 0 so that time 0 is the table at the start.
       outputs_[e].give(*rewind_[e], Change{row, -diff});
     }
-    if (held_[e]->time() < commit_lsn_) held_[e]->downgrade(commit_lsn_);
-    outputs_[e].give(*held_[e], Change{row, diff});
+    outputs_[e].give(cap_at(e, commit_lsn_), Change{row, diff});
     ctx_.use_fuel(row.size());
   }
 
@@ -881,6 +895,7 @@ class Replication {
   std::vector<Offset> resume_;
   std::vector<std::optional<Capability<Offset>>> held_;    // Data: at most the position.
   std::vector<std::optional<Capability<Offset>>> rewind_;  // Time 0, until the stream passes C.
+  std::vector<std::optional<Capability<Offset>>> at_;      // See cap_at.
   std::optional<Capability<Offset>> health_cap_;
   Offset start_ = 0;
   Offset position_ = 0;      // Every commit before it has been handled.
