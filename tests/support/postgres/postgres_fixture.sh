@@ -106,6 +106,14 @@ case "$command" in
     as_server touch "$dir/data/recovery.signal"
     as_server "$pgbin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
       -o "$(cat "$state/options") -c restore_command=false" start >/dev/null
+    # It accepts connections (read-only) before recovery ends: wait for the new timeline.
+    for attempt in $(seq 1 600); do
+      [[ $("$pgbin/psql" -X -At -d "$(cat "$state/url")" -c "SELECT pg_is_in_recovery()" \
+        2>/dev/null) == f ]] && exit 0
+      sleep 0.1
+    done
+    echo "postgres fixture: recovery did not end" >&2
+    exit 1
     ;;
   *)
     echo "usage: postgres_fixture.sh start|stop|restart|new-timeline STATE_DIR" >&2
