@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -14,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "postgres/connection.h"
+#include <unistd.h>
 
 #include "weir/operators/concat.h"
 #include "weir/status.h"
@@ -350,8 +352,18 @@ class Streamed {
  public:
   absl::Status open(Xid xid) {
     xid_ = xid;
-    file_.reset(std::tmpfile());
-    if (file_ == nullptr) return failed("creating");
+    // In $TMPDIR (std::tmpfile ignores it), unlinked at once.
+    const char* tmpdir = std::getenv("TMPDIR");
+    const std::string dir = tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp";
+    std::string path = dir + "/weir-streamed-XXXXXX";
+    const int fd = ::mkstemp(path.data());
+    if (fd < 0) return failed(absl::StrCat("creating in ", dir));
+    ::unlink(path.c_str());
+    file_.reset(::fdopen(fd, "w+b"));
+    if (file_ == nullptr) {
+      ::close(fd);
+      return failed("opening");
+    }
     return absl::OkStatus();
   }
 
