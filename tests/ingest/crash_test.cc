@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "../support/postgres/postgres_fixture.h"
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -27,6 +28,8 @@
 
 namespace weir::ingest {
 namespace {
+
+using weir::testing::postgres_fixture;
 
 namespace fs = std::filesystem;
 
@@ -321,13 +324,6 @@ TEST(CrashTest, ADiskThatFillsGivesAClearErrorAndTheRestartResumesExactly) {
   fs::remove(log);
 }
 
-// Runs the throwaway PostgreSQL script (tests/support/postgres) with `args`; true on success.
-bool postgres_fixture(const std::string& args) {
-  const std::string command =
-      std::string("bash ") + WEIR_POSTGRES_FIXTURE + " " + args + " > /dev/null 2>&1";
-  return std::system(command.c_str()) == 0;
-}
-
 // Issue 15: consensus on a PostgreSQL server that is restarted mid-ingest, with a fast and then an
 // immediate shutdown. The writers' calls fail while it is down; they back off, retry and go on,
 // and nothing is lost or doubled: the shards equal the generator's state.
@@ -337,9 +333,10 @@ TEST(CrashTest, APostgresConsensusRestartedMidIngestLosesNothing) {
   fs::remove_all(base);
   fs::create_directories(base);
   const std::string state = (base / "server").string();
-  if (!postgres_fixture("start " + state)) {
+  if (const std::string why = postgres_fixture("start " + state); !why.empty()) {
     GTEST_SKIP() << "could not start a throwaway PostgreSQL (tests/support/postgres): is "
-                    "postgresql-15 installed? scripts/setup.sh installs it";
+                    "postgresql-15 installed? scripts/setup.sh installs it\n"
+                 << why;
   }
   struct Stop {
     std::string state;
@@ -369,9 +366,9 @@ TEST(CrashTest, APostgresConsensusRestartedMidIngestLosesNothing) {
                                          "18446744073709551615"};
   const pid_t pid = spawn_logging(args, log);
   std::this_thread::sleep_for(std::chrono::seconds(2));
-  ASSERT_TRUE(postgres_fixture("restart " + state + " fast 1")) << "fast restart";
+  ASSERT_EQ(postgres_fixture("restart " + state + " fast 1"), "") << "fast restart";
   std::this_thread::sleep_for(std::chrono::seconds(2));
-  ASSERT_TRUE(postgres_fixture("restart " + state + " immediate 1")) << "immediate restart";
+  ASSERT_EQ(postgres_fixture("restart " + state + " immediate 1"), "") << "immediate restart";
   const int status = wait_for_exit(pid, std::chrono::seconds(300));
   const std::string text = read_file(log);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << "\n" << text;

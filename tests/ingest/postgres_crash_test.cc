@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "../support/postgres/postgres_fixture.h"
 #include "ingest_test_util.h"
 #include "postgres_test_util.h"
 #include <fcntl.h>
@@ -29,14 +30,10 @@
 namespace weir::ingest::testing {
 namespace {
 
+using weir::testing::postgres_fixture;
+
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-bool fixture(const std::string& args) {
-  const std::string command =
-      std::string("bash ") + WEIR_POSTGRES_FIXTURE + " " + args + " > /dev/null 2>&1";
-  return std::system(command.c_str()) == 0;
-}
 
 pid_t spawn(const std::vector<std::string>& args, const fs::path& log) {
   const pid_t pid = fork();
@@ -106,10 +103,10 @@ uint64_t upper_of(const fs::path& dir, const std::string& table) {
 TEST(PostgresCrashTest, TwentyKillsAndTwoServerRestartsLoseNothing) {
   const fs::path base = fresh_dir("pg-crash");
   const std::string state = (base / "server").string();
-  ASSERT_TRUE(fixture("start " + state)) << "could not start a PostgreSQL server";
+  ASSERT_EQ(postgres_fixture("start " + state), "") << "could not start a PostgreSQL server";
   struct Stop {
     std::string state;
-    ~Stop() { fixture("stop " + state); }
+    ~Stop() { postgres_fixture("stop " + state); }
   } stop_server{state};
   std::string server;
   std::getline(std::ifstream(fs::path(state) / "url"), server);
@@ -201,10 +198,10 @@ TEST(PostgresCrashTest, TwentyKillsAndTwoServerRestartsLoseNothing) {
                              : 1200 + static_cast<int>(random() % 2000);
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     if (round == 8) {
-      ASSERT_TRUE(fixture("restart " + state + " fast 1")) << "fast restart";
+      ASSERT_EQ(postgres_fixture("restart " + state + " fast 1"), "") << "fast restart";
       std::this_thread::sleep_for(std::chrono::milliseconds(1500));
     } else if (round == 14) {
-      ASSERT_TRUE(fixture("restart " + state + " immediate 1")) << "immediate restart";
+      ASSERT_EQ(postgres_fixture("restart " + state + " immediate 1"), "") << "immediate restart";
       std::this_thread::sleep_for(std::chrono::milliseconds(1500));
     }
     kill(pid, SIGKILL);
@@ -258,10 +255,10 @@ TEST(PostgresCrashTest, TwentyKillsAndTwoServerRestartsLoseNothing) {
 TEST(PostgresTimelineTest, ANewTimelineErrorsEveryExport) {
   const fs::path base = fresh_dir("pg-timeline");
   const std::string state = (base / "server").string();
-  ASSERT_TRUE(fixture("start " + state)) << "could not start a PostgreSQL server";
+  ASSERT_EQ(postgres_fixture("start " + state), "") << "could not start a PostgreSQL server";
   struct Stop {
     std::string state;
-    ~Stop() { fixture("stop " + state); }
+    ~Stop() { postgres_fixture("stop " + state); }
   } stop_server{state};
   std::string url;
   std::getline(std::ifstream(fs::path(state) / "url"), url);
@@ -300,7 +297,8 @@ TEST(PostgresTimelineTest, ANewTimelineErrorsEveryExport) {
   };
   run(/*expect_errors=*/false);
   ASSERT_EQ(timeline(), "1");
-  ASSERT_TRUE(fixture("new-timeline " + state)) << "could not bring the server to a new timeline";
+  ASSERT_EQ(postgres_fixture("new-timeline " + state), "")
+      << "could not bring the server to a new timeline";
   ASSERT_EQ(timeline(), "2");
   Sql(url).exec("INSERT INTO x VALUES (3)");
   run(/*expect_errors=*/true);

@@ -97,8 +97,17 @@ case "$command" in
     dir=$(cat "$state/datadir")
     as_server "$pgbin/pg_ctl" -D "$dir/data" -m "$mode" -w -t 60 stop >/dev/null
     sleep "${4:-0}"
-    as_server "$pgbin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-      -o "$(cat "$state/options")" start >/dev/null
+    # The port can be briefly taken while the server is down: a client retrying in a loop may be
+    # given it as its own ephemeral port (a connection to a local port with no listener can
+    # connect to itself). Such a start fails at once; the client gives the port back soon after.
+    for attempt in $(seq 1 10); do
+      as_server "$pgbin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
+        -o "$(cat "$state/options")" start >/dev/null && exit 0
+      echo "postgres fixture: start $attempt after the $mode stop failed; the server log ends:" >&2
+      tail -n 5 "$dir/server.log" >&2 || true
+      sleep 1
+    done
+    exit 1
     ;;
   new-timeline)
     dir=$(cat "$state/datadir")
