@@ -3,6 +3,8 @@
 //   weir ingest --source loadgen:auction --scale S --persist DIR [-w W] [--until OFFSET]
 //   weir ingest --source postgres --conn CONNINFO --publication P [--slot S] [--tables a,b]
 //               --persist DIR [-w W] [--until-lsn X/Y]
+//   weir ingest --source mysql --conn 'host=H port=P user=U database=D' [--tables a,b]
+//               --persist DIR [-w W] [--until-gtid N]
 
 #include <atomic>
 #include <chrono>
@@ -20,6 +22,7 @@
 #include <unistd.h>
 
 #include "weir/ingest/ingest.h"
+#include "weir/ingest/mysql.h"
 #include "weir/ingest/postgres.h"
 #include "weir/mutex.h"
 #include "weir/persist/faults.h"
@@ -56,7 +59,10 @@ struct IngestFlags {
   uint64_t compaction_window = ingest::IngestOptions{}.compaction_window;
   double inject_faults = 0;
   // --source postgres
-  std::string conn, publication, slot, name = "pg", until_lsn;
+  std::string conn, publication, slot, name, until_lsn;
+  // --source mysql
+  std::optional<uint64_t> until_gtid;
+  uint32_t server_id = 0;
 };
 
 [[noreturn]] void fail(const absl::Status& status) {
@@ -191,7 +197,7 @@ void run(const IngestFlags& flags) {
                   ? ingest::default_slot_name(
                         flags.dir.empty() ? flags.blob_url + " " + flags.consensus_url : flags.dir)
                   : flags.slot;
-    pg.kind = flags.name;
+    pg.kind = flags.name.empty() ? "pg" : flags.name;
     pg.workers = flags.workers;
     pg.mode = *mode;
     if (!flags.until_lsn.empty()) {
@@ -200,12 +206,24 @@ void run(const IngestFlags& flags) {
       pg.until = *lsn;
     }
     options.upstream = ingest::make_postgres_source(std::move(pg));
+  } else if (flags.source == "mysql") {
+    if (flags.conn.empty()) fail(absl::InvalidArgumentError("--source mysql needs --conn"));
+    ingest::MysqlIngestOptions my;
+    my.conninfo = flags.conn;
+    my.kind = flags.name.empty() ? "mysql" : flags.name;
+    my.workers = flags.workers;
+    my.mode = *mode;
+    my.replica_server_id = flags.server_id;
+    my.replica_key = flags.dir.empty() ? flags.blob_url + " " + flags.consensus_url : flags.dir;
+    my.until_seq = flags.until_gtid;
+    options.upstream = ingest::make_mysql_source(std::move(my));
   } else if (flags.source.rfind("loadgen:", 0) != 0) {
-    fail(absl::InvalidArgumentError("unknown source '" + flags.source +
-                                    "': expected loadgen:counter, loadgen:auction or postgres"));
+    fail(absl::InvalidArgumentError(
+        "unknown source '" + flags.source +
+        "': expected loadgen:counter, loadgen:auction, postgres or mysql"));
   }
   auto& g = options.source.generator;
-  g.kind = flags.source.substr(8);
+  g.kind = options.upstream ? "" : flags.source.substr(8);
   g.scale = flags.scale;
   g.seed = flags.seed;
   for (const auto& spec : flags.snapshot_rows) {
@@ -290,7 +308,8 @@ void add_ingest_command(CLI::App& app) {
   auto flags = std::make_shared<IngestFlags>();
   CLI::App* cmd =
       app.add_subcommand("ingest", "ingest a source's tables into persist shards, exactly once");
-  cmd->add_option("--source", flags->source, "loadgen:counter, loadgen:auction or postgres")
+  cmd->add_option("--source", flags->source,
+                  "loadgen:counter, loadgen:auction, postgres or mysql (MariaDB)")
       ->capture_default_str();
   cmd->add_option("--scale", flags->scale, "snapshot size multiplier")->capture_default_str();
   cmd->add_option("--persist", flags->dir,
@@ -320,15 +339,22 @@ void add_ingest_command(CLI::App& app) {
                   "soak runs: blob and consensus calls fail at this rate (0..1), and half as many "
                   "writes report a failure after going through");
   cmd->add_option("--conn", flags->conn,
-                  "postgres: libpq connection string or URL of the upstream database");
+                  "postgres: libpq connection string or URL of the upstream database; mysql: "
+                  "'host=H port=P user=U password=W database=D'");
   cmd->add_option("--publication", flags->publication, "postgres: the publication to ingest");
   cmd->add_option("--slot", flags->slot,
                   "postgres: the logical replication slot (default: weir_ and a hash of the "
                   "persist location; created if missing)");
-  cmd->add_option("--name", flags->name, "postgres: the shards' name prefix")
-      ->capture_default_str();
+  cmd->add_option("--name", flags->name,
+                  "postgres, mysql: the shards' name prefix (default: pg, mysql)");
   cmd->add_option("--until-lsn", flags->until_lsn,
                   "postgres: stop once every table is complete up to this LSN (X/Y)");
+  cmd->add_option("--until-gtid", flags->until_gtid,
+                  "mysql: stop once every table holds every transaction up to this GTID "
+                  "sequence number");
+  cmd->add_option("--server-id", flags->server_id,
+                  "mysql: the binlog dump's server id, unique among the server's replicas "
+                  "(default: a hash of the persist location)");
   cmd->add_flag("--quiet", flags->quiet, "print only the summary");
   cmd->callback([flags] { run(*flags); });
 }

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include <errmsg.h>
+#include <ma_pvio.h>
 #include <mysqld_error.h>
 
 #include "weir/status.h"
@@ -231,6 +232,77 @@ absl::StatusOr<MysqlResult> MysqlConnection::stream(std::string_view sql) {
 absl::Status MysqlConnection::fetch_error() {
   if (mysql_errno(conn_.get()) != 0) return error("reading rows");
   return absl::OkStatus();
+}
+
+absl::Status MysqlConnection::await_data(AsyncContext& ctx) {
+  MYSQL* mysql = conn_.get();
+  const MARIADB_PVIO* pvio = mysql->net.pvio;
+  if (pvio == nullptr) return error("reading");
+  if (pvio->cache != nullptr && pvio->cache + pvio->cache_size > pvio->cache_pos) {
+    return absl::OkStatus();  // Read ahead already.
+  }
+  if (mysql_get_ssl_cipher(mysql) != nullptr) return absl::OkStatus();  // See the header.
+  return ctx.await_readable(static_cast<int>(mysql_get_socket(mysql)));
+}
+
+absl::Status MysqlConnection::send_and_await(AsyncContext& ctx, std::string_view sql) {
+  if (mysql_send_query(conn_.get(), sql.data(), static_cast<unsigned long>(sql.size())) != 0) {
+    return error(absl::StrCat("sending ", std::string(sql.substr(0, 200))));
+  }
+  WEIR_RETURN_IF_ERROR(await_data(ctx));
+  if (mysql_read_query_result(conn_.get()) != 0) {
+    return error(absl::StrCat("running ", std::string(sql.substr(0, 200))));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MysqlConnection::exec(AsyncContext& ctx, std::string_view sql) {
+  WEIR_RETURN_IF_ERROR(send_and_await(ctx, sql));
+  if (MYSQL_RES* result = mysql_store_result(conn_.get()); result != nullptr) {
+    mysql_free_result(result);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::vector<std::optional<std::string>>>> MysqlConnection::rows(
+    AsyncContext& ctx, std::string_view sql) {
+  WEIR_RETURN_IF_ERROR(send_and_await(ctx, sql));
+  MysqlResult result(mysql_use_result(conn_.get()));
+  if (!result) {
+    return error(absl::StrCat("reading the result of ", std::string(sql.substr(0, 200))));
+  }
+  std::vector<std::vector<std::optional<std::string>>> rows;
+  const unsigned fields = mysql_num_fields(result.get());
+  for (;;) {
+    WEIR_ASSIGN_OR_RETURN(MYSQL_ROW row, fetch_row(ctx, result.get()));
+    if (row == nullptr) break;
+    const unsigned long* lengths = mysql_fetch_lengths(result.get());
+    auto& out = rows.emplace_back();
+    for (unsigned f = 0; f < fields; ++f) {
+      if (row[f] == nullptr) {
+        out.emplace_back(std::nullopt);
+      } else {
+        out.emplace_back(std::string(row[f], lengths[f]));
+      }
+    }
+  }
+  return rows;
+}
+
+absl::StatusOr<MysqlResult> MysqlConnection::stream(AsyncContext& ctx, std::string_view sql) {
+  WEIR_RETURN_IF_ERROR(send_and_await(ctx, sql));
+  MysqlResult result(mysql_use_result(conn_.get()));
+  if (!result) {
+    return error(absl::StrCat("reading the result of ", std::string(sql.substr(0, 200))));
+  }
+  return result;
+}
+
+absl::StatusOr<MYSQL_ROW> MysqlConnection::fetch_row(AsyncContext& ctx, MYSQL_RES* result) {
+  WEIR_RETURN_IF_ERROR(await_data(ctx));
+  MYSQL_ROW row = mysql_fetch_row(result);
+  if (row == nullptr) WEIR_RETURN_IF_ERROR(fetch_error());
+  return row;
 }
 
 bool MysqlConnection::is_mariadb() const { return mariadb_connection(conn_.get()) != 0; }

@@ -25,6 +25,8 @@
 #include "absl/status/statusor.h"
 #include <mysql.h>
 
+#include "weir/async/context.h"
+
 namespace weir::sources::mysql {
 
 struct ConnInfo {
@@ -68,6 +70,19 @@ class MysqlConnection {
   // After mysql_fetch_row returned null on a streamed result: ok, or the error that ended it.
   absl::Status fetch_error();
 
+  // Fiber-friendly forms for operators: they await the socket on `ctx` rather than block the
+  // worker while the server works. (Over TLS, the library may hold decrypted bytes the socket
+  // does not show: those connections block in the library instead.)
+  absl::Status exec(AsyncContext& ctx, std::string_view sql);
+  absl::StatusOr<std::vector<std::vector<std::optional<std::string>>>> rows(AsyncContext& ctx,
+                                                                            std::string_view sql);
+  absl::StatusOr<MysqlResult> stream(AsyncContext& ctx, std::string_view sql);
+  // The next row of a streamed result; nullptr at its end (an error if it ended early).
+  absl::StatusOr<MYSQL_ROW> fetch_row(AsyncContext& ctx, MYSQL_RES* result);
+  // Waits until a read on the connection will find data: buffered in the library already, or
+  // readable on the socket.
+  absl::Status await_data(AsyncContext& ctx);
+
   // An error for the connection's last failure, classified as above.
   absl::Status error(std::string_view doing) const;
   const std::string& what() const { return what_; }
@@ -82,6 +97,9 @@ class MysqlConnection {
   };
   MysqlConnection(std::unique_ptr<MYSQL, Closer> conn, std::string what)
       : conn_(std::move(conn)), what_(std::move(what)) {}
+
+  // Sends `sql` and waits for its result's header.
+  absl::Status send_and_await(AsyncContext& ctx, std::string_view sql);
 
   std::unique_ptr<MYSQL, Closer> conn_;
   std::string what_;

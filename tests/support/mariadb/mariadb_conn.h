@@ -21,7 +21,8 @@ inline std::string mariadb_test_conn() {
     std::ifstream in(file);
     std::string conn;
     if (std::getline(in, conn) && !conn.empty()) return conn;
-    ADD_FAILURE() << "no MariaDB connection string in " << file << ": did the mariadb fixture start?";
+    ADD_FAILURE() << "no MariaDB connection string in " << file
+                  << ": did the mariadb fixture start?";
     return "";
   }
   ADD_FAILURE() << "this test needs MariaDB: run it through ctest (the `mariadb` fixture starts "

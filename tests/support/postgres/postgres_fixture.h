@@ -18,7 +18,8 @@ inline std::string postgres_fixture(const std::string& args) {
   if (pipe == nullptr) return "could not run " + command;
   std::string output;
   char buffer[4096];
-  for (size_t n = 0; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) output.append(buffer, n);
+  for (size_t n = 0; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;)
+    output.append(buffer, n);
   const int status = ::pclose(pipe);
   if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
   return command + " ended with status " + std::to_string(status) + ":\n" + output;

@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -186,6 +187,11 @@ class IngestMonitor {
   std::vector<std::shared_ptr<sinks::SinkStats>> sinks_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> snapshotting_ ABSL_GUARDED_BY(mu_);
 };
+
+// The relation descriptions a typed source (PostgreSQL, MySQL) recorded in `<kind>.schemas`:
+// table -> postgres::RelationDesc::encode(). Empty when there are none.
+absl::StatusOr<std::map<std::string, std::string>> read_schemas(persist::PersistClient& client,
+                                                                const std::string& kind);
 
 absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options,
                                         IngestMonitor* monitor = nullptr);

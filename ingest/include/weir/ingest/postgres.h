@@ -42,8 +42,4 @@ std::string default_slot_name(const std::string& persist_location);
 
 std::shared_ptr<IngestSource> make_postgres_source(PostgresIngestOptions options);
 
-// The relation descriptions recorded in `<kind>.schemas`: table -> RelationDesc::encode().
-absl::StatusOr<std::map<std::string, std::string>> read_schemas(persist::PersistClient& client,
-                                                                const std::string& kind);
-
 }  // namespace weir::ingest

@@ -1,0 +1,1055 @@
+// The MySQL-family source: upstream checks, the snapshot operator, the binlog operator (see
+// mysql_source.h).
+
+#include "weir/sources/mysql/mysql_source.h"
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+#include "mysql/catalog.h"
+#include "mysql/connection.h"
+#include "weir/sources/mysql/binlog.h"
+#include "weir/async/async_operator.h"
+#include "weir/operators/concat.h"
+#include "weir/status.h"
+
+namespace weir::sources::mysql {
+
+using postgres::RowEncoder;
+using postgres::TextField;
+using Change = Update;
+using Clock = std::chrono::steady_clock;
+
+// ---------------------------------------------------------------------------------------------
+// GTID positions.
+
+std::string GtidPosition::to_string() const {
+  if (seq == 0) return "";
+  return absl::StrCat(domain, "-", server, "-", seq);
+}
+
+namespace {
+
+template <typename T>
+bool parse_decimal(std::string_view text, T& out) {
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return ec == std::errc() && end == text.data() + text.size() && !text.empty();
+}
+
+}  // namespace
+
+absl::StatusOr<GtidPosition> parse_gtid_position(std::string_view text) {
+  GtidPosition position;
+  if (text.empty()) return position;
+  if (text.find(',') != std::string_view::npos) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the server's binlog has GTIDs of more than one replication domain (", std::string(text),
+        "): weir maps one domain's sequence numbers onto its times, and cannot order two"));
+  }
+  const size_t first = text.find('-');
+  const size_t second = first == std::string_view::npos ? first : text.find('-', first + 1);
+  if (second == std::string_view::npos ||
+      !parse_decimal(text.substr(0, first), position.domain) ||
+      !parse_decimal(text.substr(first + 1, second - first - 1), position.server) ||
+      !parse_decimal(text.substr(second + 1), position.seq)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", std::string(text), "' is not a GTID position (domain-server-seq)"));
+  }
+  return position;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Upstream checks.
+
+namespace {
+
+absl::Status precondition(std::string_view what) {
+  return absl::FailedPreconditionError(absl::StrCat("mysql source: ", std::string(what)));
+}
+
+// A value of a one-row result.
+std::string field(const std::vector<std::vector<std::optional<std::string>>>& rows, size_t col) {
+  if (rows.empty() || rows[0].size() <= col || !rows[0][col]) return "";
+  return *rows[0][col];
+}
+
+std::string upper(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return text;
+}
+
+}  // namespace
+
+absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo) {
+  WEIR_ASSIGN_OR_RETURN(const ConnInfo info, parse_conninfo(conninfo));
+  if (info.database.empty()) {
+    return absl::InvalidArgumentError(
+        "mysql source: the connection string names no database (database=...): the source "
+        "ingests that database's tables");
+  }
+  WEIR_ASSIGN_OR_RETURN(MysqlConnection conn, MysqlConnection::connect(info, "upstream check"));
+  UpstreamInfo upstream;
+  upstream.server_version = conn.server_version();
+  if (!conn.is_mariadb()) {
+    return absl::UnimplementedError(
+        "mysql source: the server is MySQL, not MariaDB: weir reads MariaDB's GTIDs and binlog "
+        "(MySQL's GTID format is not supported yet)");
+  }
+  WEIR_ASSIGN_OR_RETURN(
+      auto settings,
+      conn.rows("SELECT @@log_bin, @@binlog_format, @@binlog_row_image, @@gtid_binlog_pos, "
+                "@@binlog_expire_logs_seconds, @@gtid_domain_id, @@server_id"));
+  if (field(settings, 0) != "1") {
+    return precondition(
+        "the server does not write a binlog (log_bin is off): start it with --log-bin");
+  }
+  if (upper(field(settings, 1)) != "ROW") {
+    return precondition(absl::StrCat("binlog_format is ", field(settings, 1),
+                                     ", not ROW: set binlog_format=ROW (in the server's "
+                                     "configuration, and SET GLOBAL binlog_format=ROW)"));
+  }
+  if (upper(field(settings, 2)) != "FULL") {
+    return precondition(absl::StrCat(
+        "binlog_row_image is ", field(settings, 2),
+        ", not FULL: updates and deletes would come without their whole old row; set "
+        "binlog_row_image=FULL"));
+  }
+  WEIR_ASSIGN_OR_RETURN(upstream.position, parse_gtid_position(field(settings, 3)));
+  upstream.database = info.database;
+  if (!parse_decimal(field(settings, 5), upstream.server.domain) ||
+      !parse_decimal(field(settings, 6), upstream.server.server)) {
+    return absl::InternalError("mysql source: could not read @@gtid_domain_id and @@server_id");
+  }
+  uint64_t expire = 0;
+  if (parse_decimal(field(settings, 4), expire) && expire != 0 && expire < 3600) {
+    return precondition(absl::StrCat(
+        "binlog_expire_logs_seconds is ", expire,
+        ": binlogs are purged within the hour, so a replica that stops for longer loses its "
+        "place; keep them at least a day (binlog_expire_logs_seconds=86400 or more, or 0)"));
+  }
+  // Privileges: the dump needs REPLICATION SLAVE, the position BINLOG MONITOR (REPLICATION
+  // CLIENT), the snapshot's lock RELOAD.
+  WEIR_ASSIGN_OR_RETURN(auto grants, conn.rows("SHOW GRANTS"));
+  std::string all;
+  for (const auto& row : grants) {
+    if (!row.empty() && row[0]) absl::StrAppend(&all, upper(*row[0]), "\n");
+  }
+  const bool global_all = all.find("GRANT ALL PRIVILEGES ON *.*") != std::string::npos;
+  for (const auto& [privilege, alternative] :
+       std::vector<std::pair<std::string, std::string>>{{"REPLICATION SLAVE", "REPLICATION SLAVE"},
+                                                        {"BINLOG MONITOR", "REPLICATION CLIENT"},
+                                                        {"RELOAD", "RELOAD"}}) {
+    if (!global_all && all.find(privilege) == std::string::npos &&
+        all.find(alternative) == std::string::npos && all.find("SUPER") == std::string::npos) {
+      return precondition(absl::StrCat(
+          "user ", info.user, " lacks the ", privilege,
+          " privilege (the binlog dump needs REPLICATION SLAVE, reading its position BINLOG "
+          "MONITOR, the snapshot's brief lock RELOAD): GRANT RELOAD, REPLICATION SLAVE, BINLOG "
+          "MONITOR ON *.* TO ",
+          info.user));
+    }
+  }
+  WEIR_ASSIGN_OR_RETURN(upstream.tables, list_base_tables(conn, info.database));
+  WEIR_ASSIGN_OR_RETURN(
+      auto keyed,
+      conn.rows(absl::StrCat("SELECT DISTINCT TABLE_NAME FROM information_schema.STATISTICS "
+                             "WHERE TABLE_SCHEMA = ",
+                             quote_literal(info.database), " AND INDEX_NAME = 'PRIMARY'")));
+  for (const auto& table : upstream.tables) {
+    const bool has_key = std::any_of(keyed.begin(), keyed.end(), [&](const auto& row) {
+      return !row.empty() && row[0] && *row[0] == table;
+    });
+    if (!has_key) upstream.without_primary_key.push_back(table);
+    // SELECT on every table: refused now rather than mid-snapshot.
+    WEIR_RETURN_IF_ERROR(conn.exec(absl::StrCat("SELECT 1 FROM ", quote_identifier(info.database),
+                                                ".", quote_identifier(table), " LIMIT 0")));
+  }
+  return upstream;
+}
+
+absl::StatusOr<TableDesc> load_table(const std::string& conninfo, const std::string& table) {
+  WEIR_ASSIGN_OR_RETURN(const ConnInfo info, parse_conninfo(conninfo));
+  WEIR_ASSIGN_OR_RETURN(MysqlConnection conn, MysqlConnection::connect(info, "catalog"));
+  TableDesc desc;
+  WEIR_ASSIGN_OR_RETURN(desc.columns, load_columns(conn, info.database, table));
+  WEIR_ASSIGN_OR_RETURN(desc.desc, relation_desc(info.database, table, desc.columns));
+  return desc;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Recorded columns.
+
+namespace {
+constexpr char kColumnsVersion = 1;
+}  // namespace
+
+std::string encode_columns(const std::vector<MysqlColumn>& columns) {
+  std::string out(1, kColumnsVersion);
+  Codec<uint32_t>::encode(static_cast<uint32_t>(columns.size()), out);
+  for (const auto& c : columns) {
+    for (const std::string* text : {&c.name, &c.data_type, &c.column_type, &c.charset}) {
+      Codec<std::string>::encode(*text, out);
+    }
+    out.push_back(static_cast<char>((c.is_unsigned ? 1 : 0) | (c.nullable ? 2 : 0) |
+                                    (c.is_json ? 4 : 0) | (c.primary_key ? 8 : 0)));
+    for (uint32_t n : {c.length, c.precision, c.scale}) Codec<uint32_t>::encode(n, out);
+    Codec<uint32_t>::encode(static_cast<uint32_t>(c.elements.size()), out);
+    for (const auto& element : c.elements) Codec<std::string>::encode(element, out);
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<MysqlColumn>> decode_columns(std::string_view bytes) {
+  const auto damaged = [] {
+    return absl::DataLossError("the recorded columns of a MySQL table are damaged");
+  };
+  if (bytes.empty() || bytes.front() != kColumnsVersion) return damaged();
+  bytes.remove_prefix(1);
+  uint32_t count = 0;
+  if (!Codec<uint32_t>::decode(bytes, count) || count > bytes.size()) return damaged();
+  std::vector<MysqlColumn> columns(count);
+  for (auto& c : columns) {
+    for (std::string* text : {&c.name, &c.data_type, &c.column_type, &c.charset}) {
+      if (!Codec<std::string>::decode(bytes, *text)) return damaged();
+    }
+    if (bytes.empty()) return damaged();
+    const auto flags = static_cast<uint8_t>(bytes.front());
+    bytes.remove_prefix(1);
+    if (flags > 15) return damaged();
+    c.is_unsigned = (flags & 1) != 0;
+    c.nullable = (flags & 2) != 0;
+    c.is_json = (flags & 4) != 0;
+    c.primary_key = (flags & 8) != 0;
+    for (uint32_t* n : {&c.length, &c.precision, &c.scale}) {
+      if (!Codec<uint32_t>::decode(bytes, *n)) return damaged();
+    }
+    uint32_t elements = 0;
+    if (!Codec<uint32_t>::decode(bytes, elements) || elements > bytes.size()) return damaged();
+    c.elements.resize(elements);
+    for (auto& element : c.elements) {
+      if (!Codec<std::string>::decode(bytes, element)) return damaged();
+    }
+  }
+  if (!bytes.empty()) return damaged();
+  return columns;
+}
+
+// ---------------------------------------------------------------------------------------------
+// MysqlShared.
+
+void MysqlShared::locked(absl::Status status) {
+  weir::MutexLock lock(mu_);
+  locked_ = std::move(status);
+}
+
+std::optional<absl::Status> MysqlShared::lock_state() const {
+  weir::MutexLock lock(mu_);
+  return locked_;
+}
+
+void MysqlShared::publish(absl::StatusOr<Snapshot> snapshot) {
+  weir::MutexLock lock(mu_);
+  snapshot_ = std::move(snapshot);
+}
+
+std::optional<absl::StatusOr<MysqlShared::Snapshot>> MysqlShared::snapshot() const {
+  weir::MutexLock lock(mu_);
+  return snapshot_;
+}
+
+void MysqlShared::opened() {
+  weir::MutexLock lock(mu_);
+  ++opened_;
+}
+
+bool MysqlShared::all_opened() const {
+  weir::MutexLock lock(mu_);
+  return opened_ == workers_;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The snapshot.
+
+namespace {
+
+// Waits (polling: the leader is another operator, perhaps on another worker) until `get` gives
+// a value.
+template <typename Get>
+auto await_shared(AsyncContext& ctx, Get&& get) {
+  for (;;) {
+    auto value = get();
+    if (value) return *std::move(value);
+    ctx.sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+std::string qualified(const MysqlSourceConfig& config, const ExportTable& table) {
+  return absl::StrCat(quote_identifier(config.database), ".", quote_identifier(table.name));
+}
+
+// Whether export `e` snapshots in this epoch.
+bool snapshots(const MysqlSourceConfig& config, const std::vector<ExportSpec>& exports, size_t e) {
+  return exports[e].needs_snapshot() && exports[e].definite_error.empty() &&
+         config.tables[e].error_to_write.empty();
+}
+
+// The leader's part: lock the tables, wait for every worker's snapshot, read the position and
+// the key ranges from its own, unlock.
+absl::StatusOr<MysqlShared::Snapshot> lead_snapshot(AsyncContext& ctx,
+                                                    const MysqlSourceConfig& config,
+                                                    const std::vector<size_t>& snapshotting,
+                                                    const ConnInfo& info,
+                                                    MysqlConnection& own) {
+  (void)info;
+  MysqlShared::Snapshot snapshot;
+  WEIR_ASSIGN_OR_RETURN(auto status, own.rows(ctx, "SHOW STATUS LIKE 'binlog_snapshot_%'"));
+  std::string file, position;
+  for (const auto& row : status) {
+    if (row.size() < 2 || !row[0] || !row[1]) continue;
+    if (*row[0] == "Binlog_snapshot_file") file = *row[1];
+    if (*row[0] == "Binlog_snapshot_position") position = *row[1];
+  }
+  if (file.empty() || position.empty()) {
+    return absl::FailedPreconditionError(
+        "mysql source: the server gave no binlog_snapshot_file/position for the snapshot (is "
+        "the binlog on?)");
+  }
+  WEIR_ASSIGN_OR_RETURN(auto gtid, own.rows(ctx, absl::StrCat("SELECT BINLOG_GTID_POS(",
+                                                              quote_literal(file), ", ",
+                                                              position, ")")));
+  WEIR_ASSIGN_OR_RETURN(snapshot.position, parse_gtid_position(field(gtid, 0)));
+  if (snapshot.position.seq != 0 &&
+      (snapshot.position.domain != config.domain || snapshot.position.server != config.server)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "mysql source: the snapshot's GTID position ", snapshot.position.to_string(),
+        " is not of domain ", config.domain, " and server ", config.server));
+  }
+  snapshot.key_range.resize(config.tables.size());
+  snapshot.rows.resize(config.tables.size());
+  for (size_t e : snapshotting) {
+    const ExportTable& table = config.tables[e];
+    if (table.int_key) {
+      const std::string key = quote_identifier(table.columns[*table.int_key].name);
+      WEIR_ASSIGN_OR_RETURN(auto range, own.rows(ctx, absl::StrCat("SELECT MIN(", key, "), MAX(",
+                                                                   key, ") FROM ",
+                                                                   qualified(config, table))));
+      int64_t lo = 0, hi = 0;
+      if (parse_decimal(field(range, 0), lo) && parse_decimal(field(range, 1), hi)) {
+        snapshot.key_range[e] = {lo, hi};
+      }
+    }
+    WEIR_ASSIGN_OR_RETURN(
+        auto estimate,
+        own.rows(ctx, absl::StrCat("SELECT TABLE_ROWS FROM information_schema.TABLES WHERE "
+                                   "TABLE_SCHEMA = ",
+                                   quote_literal(config.database),
+                                   " AND TABLE_NAME = ", quote_literal(table.name))));
+    uint64_t rows = 0;
+    if (parse_decimal(field(estimate, 0), rows)) snapshot.rows[e] = rows;
+  }
+  return snapshot;
+}
+
+// The WHERE clause of worker `worker`'s share of a table whose integer key spans [lo, hi].
+std::string key_share(const std::string& key, int64_t lo, int64_t hi, size_t worker,
+                      size_t peers) {
+  // hi - lo + 1, modulo 2^64 (0 for the whole range of int64, which then splits as 2^64 would).
+  const uint64_t span = static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo) + 1;
+  const auto bound = [&](size_t w) {
+    const uint64_t whole = span == 0 ? (~uint64_t{0} / peers) : span / peers;
+    const uint64_t rest = span == 0 ? (~uint64_t{0} % peers + 1) : span % peers;
+    return static_cast<int64_t>(static_cast<uint64_t>(lo) + whole * w + rest * w / peers);
+  };
+  std::string where;
+  if (worker > 0) absl::StrAppend(&where, key, " >= ", bound(worker));
+  if (worker + 1 < peers) {
+    absl::StrAppend(&where, where.empty() ? "" : " AND ", key, " < ", bound(worker + 1));
+  }
+  return where;
+}
+
+void render_snapshot(Scope<Offset>& scope, const MysqlSourceConfig& config,
+                     const std::vector<ExportSpec>& exports,
+                     std::vector<Stream<Offset, Change>>& outs,
+                     std::vector<Stream<Offset, HealthUpdate>>& health,
+                     std::vector<Stream<Offset, AsyncError>>& errors,
+                     std::vector<ShutdownButton>& buttons) {
+  AsyncOperatorBuilder<Offset> builder("MysqlSnapshot", scope);
+  auto [outputs, health_out] = add_source_outputs(builder, exports.size(), outs, health);
+  const size_t worker = scope.index(), peers = scope.peers();
+  const bool leader = worker == config.leader % peers;
+  auto built = builder.build([=](AsyncContext& ctx,
+                                 std::span<CapabilitySet<Offset>> caps) mutable -> absl::Status {
+    const size_t n = exports.size();
+    std::optional<Capability<Offset>> health_cap(caps[n].first());
+    caps[n].clear();
+    auto report = [&](size_t e, Health status, std::string error = "") {
+      HealthUpdate update{static_cast<uint32_t>(e), static_cast<uint32_t>(worker), status,
+                          std::move(error)};
+      update.snapshot = true;
+      health_out.give(*health_cap, std::move(update));
+    };
+    std::vector<size_t> snapshotting;
+    for (size_t e = 0; e < n; ++e) {
+      if (snapshots(config, exports, e)) {
+        snapshotting.push_back(e);
+        report(e, Health::kStarting);
+      } else {
+        report(e, Health::kRunning);
+        if (config.mode == ProgressMode::kConcurrent) caps[e].clear();
+      }
+    }
+    if (snapshotting.empty()) {
+      for (size_t e = 0; e < n; ++e) caps[e].clear();
+      return absl::OkStatus();
+    }
+    WEIR_ASSIGN_OR_RETURN(const ConnInfo info, parse_conninfo(config.conninfo));
+    // The leader's lock: writes to the snapshotted tables wait while every worker opens its
+    // snapshot, so that all of them see the same rows.
+    std::optional<MysqlConnection> locker;
+    if (leader) {
+      auto locked = [&]() -> absl::Status {
+        auto connected = ctx.run_blocking(
+            [&] { return MysqlConnection::connect(info, "snapshot lock"); });
+        WEIR_RETURN_IF_ERROR(connected.status());
+        locker.emplace(*std::move(connected));
+        std::vector<std::string> names;
+        for (size_t e : snapshotting) names.push_back(qualified(config, config.tables[e]));
+        return locker->exec(ctx,
+                            absl::StrCat("FLUSH TABLES ", absl::StrJoin(names, ", "),
+                                         " WITH READ LOCK"));
+      }();
+      config.shared->locked(locked);
+      if (!locked.ok()) return locked;
+    }
+    const absl::Status lock =
+        await_shared(ctx, [&] { return config.shared->lock_state(); });
+    if (!lock.ok()) {
+      return absl::Status(lock.code(), absl::StrCat("the snapshot leader failed: ", lock.message()));
+    }
+    auto connected = ctx.run_blocking([&] {
+      return MysqlConnection::connect(info, absl::StrCat("snapshot worker ", worker));
+    });
+    WEIR_RETURN_IF_ERROR(connected.status());
+    MysqlConnection conn = *std::move(connected);
+    WEIR_RETURN_IF_ERROR(conn.exec(ctx,
+                                   "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ; "
+                                   "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"));
+    config.shared->opened();
+    if (leader) {
+      while (!config.shared->all_opened()) ctx.sleep_for(std::chrono::milliseconds(1));
+      auto taken = lead_snapshot(ctx, config, snapshotting, info, conn);
+      (void)locker->exec(ctx, "UNLOCK TABLES");
+      locker.reset();
+      config.shared->publish(taken);
+      if (!taken.ok()) return taken.status();
+    }
+    const absl::StatusOr<MysqlShared::Snapshot> published =
+        await_shared(ctx, [&] { return config.shared->snapshot(); });
+    if (!published.ok()) {
+      return absl::Status(published.status().code(),
+                          absl::StrCat("the snapshot leader failed: ", published.status().message()));
+    }
+    const MysqlShared::Snapshot& snapshot = *published;
+    if (config.stats && leader) {
+      for (size_t e : snapshotting) config.stats->set_snapshot_total(e, snapshot.rows[e]);
+    }
+    std::string row, arena;
+    std::vector<size_t> ends;
+    std::vector<TextField> fields;
+    for (size_t e : snapshotting) {
+      const ExportTable& table = config.tables[e];
+      // A table with an integer key is shared by key ranges; any other by one worker.
+      const auto& range = snapshot.key_range[e];
+      const bool mine = range ? true : e % peers == worker;
+      Capability<Offset> cap = caps[e].first();
+      bool errored = false;
+      if (mine && !table.columns.empty()) {
+        std::vector<std::string> select;
+        for (const auto& column : table.columns) select.push_back(select_expression(column));
+        std::string sql = absl::StrCat("SELECT ", absl::StrJoin(select, ", "), " FROM ",
+                                       qualified(config, table));
+        if (range && peers > 1) {
+          const std::string where =
+              key_share(quote_identifier(table.columns[*table.int_key].name), range->first,
+                        range->second, worker, peers);
+          if (!where.empty()) absl::StrAppend(&sql, " WHERE ", where);
+        }
+        WEIR_ASSIGN_OR_RETURN(MysqlResult result, conn.stream(ctx, sql));
+        RowEncoder encoder(table.desc);
+        const size_t columns = table.columns.size();
+        fields.resize(columns);
+        ends.resize(columns);
+        auto session = outputs[e].session(cap);
+        uint64_t given = 0;
+        for (;;) {
+          WEIR_ASSIGN_OR_RETURN(MYSQL_ROW values, conn.fetch_row(ctx, result.get()));
+          if (values == nullptr) break;
+          if (errored) continue;
+          const unsigned long* lengths = mysql_fetch_lengths(result.get());
+          arena.clear();
+          absl::Status encoded;
+          for (size_t c = 0; c < columns && encoded.ok(); ++c) {
+            if (values[c] != nullptr) {
+              encoded = canonical_from_select(table.columns[c],
+                                              std::string_view(values[c], lengths[c]), arena);
+            }
+            ends[c] = arena.size();
+          }
+          if (encoded.ok()) {
+            size_t start = 0;
+            for (size_t c = 0; c < columns; ++c) {
+              fields[c] = values[c] == nullptr
+                              ? TextField{{}, true}
+                              : TextField{std::string_view(arena).substr(start, ends[c] - start),
+                                          false};
+              start = ends[c];
+            }
+            row.clear();
+            encoded = encoder.encode(fields, row);
+          }
+          if (!encoded.ok()) {
+            // Undecodable data is a definite error of the export at time 0.
+            const std::string message =
+                absl::StrCat("table ", table.name, ": snapshot: ", encoded.message());
+            session.give(Change{definite_error(message), 1});
+            report(e, Health::kStalled, message);
+            errored = true;
+            continue;
+          }
+          session.give(Change{row, 1});
+          ctx.use_fuel(row.size());
+          if (++given == 4096) {
+            if (config.stats) config.stats->add_snapshot_rows(e, given);
+            given = 0;
+          }
+        }
+        if (config.stats) config.stats->add_snapshot_rows(e, given);
+      }
+      if (!errored) report(e, Health::kRunning);
+      if (config.mode == ProgressMode::kConcurrent) caps[e].clear();
+    }
+    (void)conn.exec(ctx, "COMMIT");
+    for (size_t e = 0; e < n; ++e) caps[e].clear();
+    return absl::OkStatus();
+  });
+  errors.push_back(built.errors);
+  buttons.push_back(built.button);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// The binlog.
+
+namespace {
+
+// The lower-case, whitespace-collapsed start of a statement, comments skipped: to tell DDL apart.
+std::string statement_head(std::string_view query, size_t words) {
+  std::string head;
+  size_t i = 0, taken = 0;
+  while (i < query.size() && taken < words) {
+    const char c = query[i];
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      ++i;
+      continue;
+    }
+    if (query.substr(i, 2) == "/*") {
+      const size_t end = query.find("*/", i + 2);
+      i = end == std::string_view::npos ? query.size() : end + 2;
+      continue;
+    }
+    if (query.substr(i, 2) == "--" || c == '#') {
+      const size_t end = query.find('\n', i);
+      i = end == std::string_view::npos ? query.size() : end + 1;
+      continue;
+    }
+    if (!head.empty()) head.push_back(' ');
+    while (i < query.size() && !std::isspace(static_cast<unsigned char>(query[i]))) {
+      head.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(query[i++]))));
+    }
+    ++taken;
+  }
+  return head;
+}
+
+// Whether `query` names table `table` (as a word, quoted or not; case-insensitively: MariaDB's
+// table names are case-sensitive on Linux, so this may also match another table, which only
+// costs a catalog check).
+bool mentions(std::string_view query, std::string_view table) {
+  const auto lower = [](char c) {
+    return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  };
+  const auto word = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$' ||
+           static_cast<unsigned char>(c) >= 0x80;
+  };
+  if (table.empty() || query.size() < table.size()) return false;
+  for (size_t i = 0; i + table.size() <= query.size(); ++i) {
+    bool equal = true;
+    for (size_t j = 0; j < table.size() && equal; ++j) equal = lower(query[i + j]) == lower(table[j]);
+    if (!equal) continue;
+    const bool before = i == 0 || !word(query[i - 1]);
+    const bool after = i + table.size() == query.size() || !word(query[i + table.size()]);
+    if (before && after) return true;
+  }
+  return false;
+}
+
+// The binlog stream's state on the streaming worker.
+class Replication {
+ public:
+  Replication(AsyncContext& ctx, const MysqlSourceConfig& config,
+              const std::vector<ExportSpec>& exports,
+              std::vector<AsyncOutput<Offset, Change>>& outputs,
+              AsyncOutput<Offset, HealthUpdate>& health_out, std::span<CapabilitySet<Offset>> caps,
+              uint32_t worker)
+      : ctx_(ctx),
+        config_(config),
+        exports_(exports),
+        outputs_(outputs),
+        health_out_(health_out),
+        worker_(worker) {
+    const size_t n = exports.size();
+    errored_.assign(n, false);
+    snapshotting_.assign(n, false);
+    resume_.assign(n, 0);
+    Offset start = std::numeric_limits<Offset>::max();
+    for (size_t e = 0; e < n; ++e) {
+      errored_[e] = !exports[e].definite_error.empty();
+      snapshotting_[e] = snapshots(config, exports, e);
+      resume_[e] = exports[e].resume_upper;
+      if (!snapshotting_[e]) start = std::min(start, std::max<Offset>(resume_[e], 1));
+      exports_of_[config.tables[e].name].push_back(e);
+      encoders_.emplace_back(config.tables[e].desc);
+    }
+    start_ = start == std::numeric_limits<Offset>::max() ? 0 : start;
+    position_ = start_;
+    held_.resize(n);
+    rewind_.resize(n);
+    at_.resize(n);
+    for (size_t e = 0; e < n; ++e) {
+      held_[e].emplace(caps[e].delayed(std::max<Offset>(resume_[e], 1)));
+      if (snapshotting_[e]) rewind_[e].emplace(caps[e].first());
+      caps[e].clear();
+    }
+    health_cap_.emplace(caps[n].first());
+    caps[n].clear();
+    for (size_t e = 0; e < n; ++e) {
+      if (errored_[e]) {
+        report(e, Health::kStalled, exports[e].definite_error);
+      } else if (!config.tables[e].error_to_write.empty()) {
+        error(e, held_[e]->time(), config.tables[e].error_to_write);
+      } else {
+        report(e, Health::kRunning);
+      }
+    }
+  }
+
+  absl::Status run() {
+    if (std::find(errored_.begin(), errored_.end(), false) == errored_.end()) return idle();
+    const bool any_snapshot =
+        std::find(snapshotting_.begin(), snapshotting_.end(), true) != snapshotting_.end();
+    if (any_snapshot) {
+      const absl::StatusOr<MysqlShared::Snapshot> published =
+          await_shared(ctx_, [&] { return config_.shared->snapshot(); });
+      if (!published.ok()) return published.status();
+      snapshot_end_ = published->position.seq + 1;
+      if (start_ == 0) {
+        // Every export snapshots: the stream starts where the snapshot is.
+        start_ = snapshot_end_;
+        position_ = start_;
+      }
+    }
+    WEIR_ASSIGN_OR_RETURN(const ConnInfo info, parse_conninfo(config_.conninfo));
+    auto connected = ctx_.run_blocking([&] { return MysqlConnection::connect(info, "binlog"); });
+    WEIR_RETURN_IF_ERROR(connected.status());
+    conn_.emplace(*std::move(connected));
+    WEIR_RETURN_IF_ERROR(open_dump());
+    release();
+    for (;;) {
+      const bool rewinding = std::any_of(rewind_.begin(), rewind_.end(),
+                                         [](const auto& cap) { return cap.has_value(); });
+      if (config_.until && position_ >= *config_.until && !in_transaction_ && !rewinding) {
+        return finish();
+      }
+      WEIR_ASSIGN_OR_RETURN(std::optional<std::string_view> event, next_event());
+      if (!event) return idle();  // A definite error of the whole source.
+      WEIR_RETURN_IF_ERROR(handle(*event));
+    }
+  }
+
+ private:
+  // Every export errored: frontiers stay where they are, unless the run has an end.
+  absl::Status idle() {
+    if (!config_.until) {
+      ctx_.sleep_for(std::chrono::nanoseconds::max());
+      return absl::OkStatus();
+    }
+    position_ = std::max(position_, *config_.until);
+    for (auto& cap : rewind_) cap.reset();
+    release();
+    ctx_.yield();
+    return absl::OkStatus();
+  }
+
+  absl::Status finish() {
+    for (size_t e = 0; e < exports_.size(); ++e) {
+      if (!errored_[e]) report(e, Health::kCeased);
+    }
+    ctx_.yield();
+    return absl::OkStatus();
+  }
+
+  // Asks the server for its binlog from the GTID before start_ on.
+  absl::Status open_dump() {
+    WEIR_ASSIGN_OR_RETURN(auto checksum, conn_->rows(ctx_, "SELECT @@global.binlog_checksum"));
+    const bool crc = upper(field(checksum, 0)) == "CRC32";
+    decoder_.emplace(crc ? ChecksumAlg::kCrc32 : ChecksumAlg::kOff);
+    GtidPosition from{config_.domain, config_.server, start_ > 0 ? start_ - 1 : 0};
+    const uint64_t heartbeat_ns =
+        static_cast<uint64_t>(std::max<int64_t>(config_.heartbeat.count(), 1)) * 1000000;
+    WEIR_RETURN_IF_ERROR(conn_->exec(
+        ctx_, absl::StrCat("SET @master_binlog_checksum = @@global.binlog_checksum, "
+                           "@mariadb_slave_capability = 4, @slave_connect_state = ",
+                           quote_literal(from.to_string()),
+                           ", @slave_gtid_strict_mode = 1, @slave_gtid_ignore_duplicates = 0, "
+                           "@master_heartbeat_period = ",
+                           heartbeat_ns)));
+    // COM_BINLOG_DUMP: position 4, flags 0, the replica's server id, no file name (the GTID
+    // state says where).
+    std::string command(10, '\0');
+    const auto put32 = [&](size_t at, uint32_t v) {
+      for (int i = 0; i < 4; ++i) command[at + i] = static_cast<char>((v >> (8 * i)) & 0xff);
+    };
+    put32(0, 4);
+    put32(6, config_.replica_server_id);
+    MYSQL* mysql = conn_->raw();
+    if (mysql->methods->db_command(mysql, COM_BINLOG_DUMP, command.data(), command.size(), 1,
+                                   nullptr) != 0) {
+      return conn_->error("asking for the binlog");
+    }
+    return absl::OkStatus();
+  }
+
+  // The next event's bytes (valid until the next call); nullopt when the server refused the
+  // dump for good (the errors are written).
+  absl::StatusOr<std::optional<std::string_view>> next_event() {
+    WEIR_RETURN_IF_ERROR(conn_->await_data(ctx_));
+    MYSQL* mysql = conn_->raw();
+    const unsigned long length = mysql_net_read_packet(mysql);
+    if (length == static_cast<unsigned long>(~0ul) || length == 0) {
+      const unsigned code = mysql_errno(mysql);
+      if (code == 1236) {  // ER_MASTER_FATAL_ERROR_READING_BINLOG: purged, or not there.
+        const std::string message = absl::StrCat(
+            "the server cannot send its binlog from GTID ",
+            GtidPosition{config_.domain, config_.server, start_ > 0 ? start_ - 1 : 0}.to_string(),
+            " on: ", mysql_error(mysql),
+            " (the binlog was purged past where the shards stand, or it holds another history); "
+            "drop the shards to snapshot again");
+        for (size_t e = 0; e < exports_.size(); ++e) error(e, held_[e]->time(), message);
+        return std::nullopt;
+      }
+      return conn_->error("reading the binlog");
+    }
+    const auto* data = reinterpret_cast<const char*>(mysql->net.read_pos);
+    if (static_cast<unsigned char>(data[0]) == 0xfe && length < 9) {
+      return absl::UnavailableError("mysql source: the server ended the binlog dump");
+    }
+    if (data[0] != 0) {
+      return absl::DataLossError(absl::StrCat("mysql source: a binlog packet starts with byte ",
+                                              static_cast<int>(static_cast<unsigned char>(data[0])),
+                                              ", not 0"));
+    }
+    return std::optional<std::string_view>(std::string_view(data + 1, length - 1));
+  }
+
+  absl::Status handle(std::string_view bytes) {
+    WEIR_ASSIGN_OR_RETURN(Event event, decoder_->decode(bytes));
+    if (const auto* gtid = std::get_if<GtidEvent>(&event.body)) {
+      if (gtid->domain_id != config_.domain || event.header.server_id != config_.server) {
+        const std::string message = absl::StrCat(
+            "the binlog has GTID ",
+            format_gtid({gtid->domain_id, event.header.server_id, gtid->seq_no}),
+            ", not of domain ", config_.domain, " and server ", config_.server,
+            " whose sequence numbers the shards' times are: another server's history (a "
+            "failover) or a second domain cannot be ordered with them; drop the shards to "
+            "snapshot again");
+        for (size_t e = 0; e < exports_.size(); ++e) {
+          error(e, std::max(held_[e]->time(), gtid->seq_no), message);
+        }
+        return absl::OkStatus();
+      }
+      seq_ = gtid->seq_no;
+      in_transaction_ = true;
+      standalone_ = gtid->is_standalone();
+      if ((gtid->flags & (GtidEvent::kPreparedXa | GtidEvent::kCompletedXa)) != 0) {
+        const std::string message = absl::StrCat(
+            "GTID ", format_gtid({gtid->domain_id, event.header.server_id, gtid->seq_no}),
+            " is an XA transaction's PREPARE or COMMIT: XA transactions are not supported");
+        for (size_t e = 0; e < exports_.size(); ++e) error(e, std::max(held_[e]->time(), seq_), message);
+      }
+      return absl::OkStatus();
+    }
+    if (auto* map = std::get_if<TableMapEvent>(&event.body)) {
+      const uint64_t id = map->table_id;
+      tables_[id] = std::move(*map);
+      return absl::OkStatus();
+    }
+    if (const auto* rows = std::get_if<RowsEvent>(&event.body)) return change(*rows);
+    if (std::get_if<XidEvent>(&event.body) != nullptr) {
+      committed();
+      return absl::OkStatus();
+    }
+    if (const auto* query = std::get_if<QueryEvent>(&event.body)) {
+      const std::string head = statement_head(query->query, 1);
+      if (head == "commit") {
+        committed();
+      } else if (standalone_ && in_transaction_) {
+        WEIR_RETURN_IF_ERROR(ddl(*query));
+        committed();
+      }
+      return absl::OkStatus();
+    }
+    if (std::get_if<HeartbeatEvent>(&event.body) != nullptr && !in_transaction_ &&
+        config_.stats) {
+      config_.stats->record_upstream(position_, Clock::now());
+    }
+    return absl::OkStatus();
+  }
+
+  void committed() {
+    if (!in_transaction_) return;
+    in_transaction_ = false;
+    standalone_ = false;
+    if (seq_ + 1 > position_) {
+      position_ = seq_ + 1;
+      if (config_.stats) config_.stats->record_upstream(position_, Clock::now());
+    }
+    release();
+  }
+
+  absl::Status change(const RowsEvent& rows) {
+    auto map = tables_.find(rows.table_id);
+    if (map == tables_.end()) {
+      return absl::DataLossError(absl::StrCat("mysql source: a row event of table id ",
+                                              rows.table_id, " without its TABLE_MAP"));
+    }
+    const TableMapEvent& table = map->second;
+    if (table.database != config_.database) return absl::OkStatus();
+    auto it = exports_of_.find(table.table);
+    if (it == exports_of_.end()) return absl::OkStatus();
+    for (size_t e : it->second) {
+      if (errored_[e] || seq_ < resume_[e]) continue;
+      const ExportTable& export_table = config_.tables[e];
+      if (table.column_count() != export_table.columns.size()) {
+        error(e, seq_,
+              absl::StrCat("table ", export_table.name, " has ", table.column_count(),
+                           " columns in the binlog at GTID ",
+                           format_gtid({config_.domain, config_.server, seq_}), ", not the ",
+                           export_table.columns.size(),
+                           " it was ingested with (its columns changed); drop its shard to "
+                           "snapshot it again"));
+        continue;
+      }
+      absl::Status decoded = row_decoder_.decode(
+          table, rows, export_table.columns,
+          [&](std::span<const TextField> before, std::span<const TextField> after) {
+            if (!before.empty()) {
+              old_row_.clear();
+              WEIR_RETURN_IF_ERROR(encoders_[e].encode(before, old_row_));
+            }
+            if (!after.empty()) {
+              new_row_.clear();
+              WEIR_RETURN_IF_ERROR(encoders_[e].encode(after, new_row_));
+            }
+            if (!before.empty()) give(e, old_row_, -1);
+            if (!after.empty()) give(e, new_row_, 1);
+            return absl::OkStatus();
+          });
+      if (!decoded.ok()) {
+        error(e, seq_,
+              absl::StrCat("table ", export_table.name, ": a row at GTID ",
+                           format_gtid({config_.domain, config_.server, seq_}),
+                           " does not decode: ", decoded.message()));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // A statement of its own (DDL) at seq_: TRUNCATE, or a change of a table's columns, or its
+  // drop or rename, is a definite error of its export.
+  absl::Status ddl(const QueryEvent& query) {
+    const std::string head = statement_head(query.query, 2);
+    for (auto& [name, list] : exports_of_) {
+      if (!mentions(query.query, name)) continue;
+      std::string why;
+      if (head.rfind("truncate", 0) == 0) {
+        why = "was truncated";
+      } else {
+        if (!check_conn_) {
+          WEIR_ASSIGN_OR_RETURN(const ConnInfo info, parse_conninfo(config_.conninfo));
+          auto connected =
+              ctx_.run_blocking([&] { return MysqlConnection::connect(info, "catalog check"); });
+          WEIR_RETURN_IF_ERROR(connected.status());
+          check_conn_.emplace(*std::move(connected));
+        }
+        auto columns = ctx_.run_blocking(
+            [&] { return load_columns(*check_conn_, config_.database, name); });
+        if (columns.status().code() == absl::StatusCode::kNotFound) {
+          why = "was dropped or renamed";
+        } else if (!columns.ok()) {
+          return columns.status();
+        } else if (*columns != config_.tables[list.front()].columns) {
+          why = "changed its columns";
+        }
+      }
+      if (why.empty()) continue;
+      for (size_t e : list) {
+        if (seq_ < resume_[e]) continue;
+        error(e, seq_,
+              absl::StrCat("table ", name, " ", why, " at GTID ",
+                           format_gtid({config_.domain, config_.server, seq_}), " (",
+                           std::string(query.query.substr(0, 200)),
+                           "); drop its shard to snapshot it again"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  void report(size_t e, Health status, std::string error = "") {
+    health_out_.give(*health_cap_,
+                     HealthUpdate{static_cast<uint32_t>(e), worker_, status, std::move(error)});
+  }
+
+  // A definite error of export `e` at `time`: the error row, and the export gets no more data.
+  void error(size_t e, Offset time, const std::string& message) {
+    if (errored_[e]) return;
+    outputs_[e].give(cap_at(e, time), Change{definite_error(message), 1});
+    rewind_[e].reset();
+    errored_[e] = true;
+    report(e, Health::kStalled, message);
+  }
+
+  Capability<Offset>& cap_at(size_t e, Offset time) {
+    if (held_[e]->time() >= time) return *held_[e];
+    if (!at_[e] || at_[e]->time() != time) at_[e] = held_[e]->delayed(time);
+    return *at_[e];
+  }
+
+  // Moves the frontiers to position_.
+  void release() {
+    for (size_t e = 0; e < exports_.size(); ++e) {
+      // A snapshotted export holds time 0 for its rewinds until the stream has passed the
+      // snapshot's position.
+      if (rewind_[e] && position_ >= snapshot_end_) rewind_[e].reset();
+      if (held_[e]->time() < position_) held_[e]->downgrade(position_);
+      if (at_[e] && at_[e]->time() <= position_) at_[e].reset();
+    }
+    if (health_cap_->time() < position_) health_cap_->downgrade(position_);
+  }
+
+  void give(size_t e, const std::string& row, int64_t diff) {
+    if (rewind_[e] && seq_ < snapshot_end_) {
+      // In the snapshot already: rewind it to time 0 so that time 0 is the table at the start.
+      outputs_[e].give(*rewind_[e], Change{row, -diff});
+    }
+    outputs_[e].give(cap_at(e, seq_), Change{row, diff});
+    ctx_.use_fuel(row.size());
+  }
+
+  AsyncContext& ctx_;
+  const MysqlSourceConfig& config_;
+  const std::vector<ExportSpec>& exports_;
+  std::vector<AsyncOutput<Offset, Change>>& outputs_;
+  AsyncOutput<Offset, HealthUpdate>& health_out_;
+  const uint32_t worker_;
+  std::map<std::string, std::vector<size_t>> exports_of_;  // Table name -> exports.
+  std::vector<bool> errored_, snapshotting_;
+  std::vector<Offset> resume_;
+  std::vector<std::optional<Capability<Offset>>> held_;
+  std::vector<std::optional<Capability<Offset>>> rewind_;
+  std::vector<std::optional<Capability<Offset>>> at_;
+  std::optional<Capability<Offset>> health_cap_;
+  Offset start_ = 0;
+  Offset position_ = 0;      // Every transaction before it has been handled.
+  Offset snapshot_end_ = 0;  // Transactions before it are in the snapshot.
+  Offset seq_ = 0;           // Of the transaction being received.
+  bool in_transaction_ = false;
+  bool standalone_ = false;
+  std::optional<MysqlConnection> conn_;
+  std::optional<MysqlConnection> check_conn_;
+  std::optional<BinlogDecoder> decoder_;
+  RowDecoder row_decoder_;
+  std::map<uint64_t, TableMapEvent> tables_;  // By table id.
+  std::string old_row_, new_row_;
+  std::vector<RowEncoder> encoders_;  // Per export.
+};
+
+void render_replication(Scope<Offset>& scope, const MysqlSourceConfig& config,
+                        const std::vector<ExportSpec>& exports,
+                        std::vector<Stream<Offset, Change>>& outs,
+                        std::vector<Stream<Offset, HealthUpdate>>& health,
+                        std::vector<Stream<Offset, AsyncError>>& errors,
+                        std::vector<ShutdownButton>& buttons) {
+  AsyncOperatorBuilder<Offset> builder("MysqlBinlog", scope);
+  auto [outputs, health_out] = add_source_outputs(builder, exports.size(), outs, health);
+  const uint32_t worker = static_cast<uint32_t>(scope.index());
+  const bool leader = worker == config.leader % scope.peers();
+  auto built = builder.build(
+      [=](AsyncContext& ctx, std::span<CapabilitySet<Offset>> caps) mutable -> absl::Status {
+        const size_t n = exports.size();
+        if (!leader) {
+          std::optional<Capability<Offset>> health_cap(caps[n].first());
+          for (size_t e = 0; e < n; ++e) {
+            const bool errored = !exports[e].definite_error.empty();
+            health_out.give(*health_cap, HealthUpdate{static_cast<uint32_t>(e), worker,
+                                                      errored ? Health::kStalled : Health::kCeased,
+                                                      exports[e].definite_error});
+            caps[e].clear();
+          }
+          caps[n].clear();
+          return absl::OkStatus();
+        }
+        Replication replication(ctx, config, exports, outputs, health_out, caps, worker);
+        return replication.run();
+      });
+  errors.push_back(built.errors);
+  buttons.push_back(built.button);
+}
+
+}  // namespace
+
+absl::StatusOr<RenderedSource> render_mysql(Scope<Offset>& scope, const MysqlSourceConfig& config,
+                                            const std::vector<ExportSpec>& exports) {
+  if (config.tables.size() != exports.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mysql source: ", exports.size(), " exports but ", config.tables.size(), " tables"));
+  }
+  if (!config.shared) {
+    return absl::InvalidArgumentError("mysql source: MysqlSourceConfig::shared is unset");
+  }
+  if (config.shared->workers() != scope.peers()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("mysql source: MysqlShared is for ", config.shared->workers(),
+                     " workers, the dataflow has ", scope.peers()));
+  }
+  std::vector<Stream<Offset, Change>> snapshot, replication;
+  std::vector<Stream<Offset, HealthUpdate>> health;
+  std::vector<Stream<Offset, AsyncError>> errors;
+  std::vector<ShutdownButton> buttons;
+  render_snapshot(scope, config, exports, snapshot, health, errors, buttons);
+  render_replication(scope, config, exports, replication, health, errors, buttons);
+  std::vector<Stream<Offset, Change>> streams;
+  for (size_t e = 0; e < exports.size(); ++e) {
+    streams.push_back(concat(snapshot[e], replication[e]));
+  }
+  return RenderedSource{std::move(streams), concat(health[0], health[1]), std::move(errors),
+                        std::move(buttons)};
+}
+
+}  // namespace weir::sources::mysql
