@@ -258,10 +258,17 @@ absl::Status MysqlConnection::send_and_await(AsyncContext& ctx, std::string_view
 
 absl::Status MysqlConnection::exec(AsyncContext& ctx, std::string_view sql) {
   WEIR_RETURN_IF_ERROR(send_and_await(ctx, sql));
-  if (MYSQL_RES* result = mysql_store_result(conn_.get()); result != nullptr) {
-    mysql_free_result(result);
+  // Every result of a multi-statement string, read and dropped.
+  for (;;) {
+    if (MYSQL_RES* result = mysql_store_result(conn_.get()); result != nullptr) {
+      mysql_free_result(result);
+    }
+    if (!mysql_more_results(conn_.get())) return absl::OkStatus();
+    WEIR_RETURN_IF_ERROR(await_data(ctx));
+    if (mysql_next_result(conn_.get()) > 0) {
+      return error(absl::StrCat("running ", std::string(sql.substr(0, 200))));
+    }
   }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<std::vector<std::optional<std::string>>>> MysqlConnection::rows(
