@@ -22,21 +22,30 @@
 //   json (longtext + json_valid)  json (114)                     the document's text
 //   binary(n), varbinary, *blob   bytea (17)                     "\x" + lowercase hex; binary(n)
 //                                                                padded with 0 bytes to n
-//   date                          date (1082)                    "YYYY-MM-DD"
+//   date                          date (1082)                    "YYYY-MM-DD"; MySQL's year 0 is
+//                                                                PostgreSQL's 1 BC: "0001-MM-DD BC"
 //   time(f)                       interval (1186)                "[-]H:MM:SS[.ffffff]" (hours up
 //                                                                to 838)
 //   datetime(f)                   timestamp(f) (1114)            "YYYY-MM-DD HH:MM:SS[.f]" with
-//                                                                f fraction digits
+//                                                                f fraction digits (year 0: as
+//                                                                for date, then " BC")
 //   timestamp(f)                  timestamptz(f) (1184)          the same in UTC, then "+00"
 //   enum(...)                     text (kind text)               the element; index 0 (the
 //                                                                invalid value) is ""
 //   set(...)                      text (kind text)               the elements present, in
 //                                                                definition order, joined by ','
 //
-// Zero dates and datetimes ("0000-00-00", a zero month or day) have no weir value: an error that
-// names the column. Character data in utf8mb4, utf8mb3 (utf8), ascii and latin1 (MySQL's latin1
-// is Windows-1252) becomes UTF-8; other character sets, spatial types and every type not above
-// are refused with an error naming the column and its type.
+// Zero dates and datetimes ("0000-00-00", a zero month or day) and invalid ones ("2024-02-30",
+// stored under ALLOW_INVALID_DATES) have no weir value: an error that names the column and quotes
+// the value. Character data in utf8mb4, utf8mb3 (utf8), ascii and latin1 (MySQL's latin1 is
+// Windows-1252) becomes UTF-8; a NUL character (which PostgreSQL's text cannot hold) is an error
+// like a zero date. Other character sets, spatial types and every type not above (uuid, inet4,
+// inet6 included) are refused with an error naming the column and its type. Text types in the
+// binary character set hold bytes: bytea. Float and double canonical text is the shortest that
+// reads back exactly ("-0" for a negative zero, which an underflow can store).
+//
+// Enum and set elements come from information_schema, which shows a character outside the BMP
+// (an emoji) as '?': such an element differs there from what SELECT returns.
 //
 // Thread safety: values and free functions.
 
@@ -97,11 +106,11 @@ struct MysqlColumn {
   std::string column_type;  // COLUMN_TYPE: "int(10) unsigned", "enum('a','b')", ...
   bool is_unsigned = false;
   bool nullable = true;
-  bool is_json = false;      // A longtext with a json_valid(...) check (MariaDB's JSON).
-  std::string charset;       // CHARACTER_SET_NAME ("utf8mb4", "latin1", ...); "" if none
-  uint32_t length = 0;       // char/varchar/binary/varbinary: the declared length; bit: width
-  uint32_t precision = 0;    // decimal: NUMERIC_PRECISION
-  uint32_t scale = 0;        // decimal: NUMERIC_SCALE; time/datetime/timestamp: fraction digits
+  bool is_json = false;    // A longtext with a json_valid(...) check (MariaDB's JSON).
+  std::string charset;     // CHARACTER_SET_NAME ("utf8mb4", "latin1", ...); "" if none
+  uint32_t length = 0;     // char/varchar/binary/varbinary: the declared length; bit: width
+  uint32_t precision = 0;  // decimal: NUMERIC_PRECISION
+  uint32_t scale = 0;      // decimal: NUMERIC_SCALE; time/datetime/timestamp: fraction digits
   std::vector<std::string> elements;  // enum and set: the values, in definition order
   bool primary_key = false;
 
@@ -122,7 +131,8 @@ std::string quote_identifier(std::string_view name);
 
 // The expression the snapshot's SELECT reads `column` with (in a session with time_zone
 // '+00:00' and character set utf8mb4): the quoted column, or an expression of it where the
-// plain text would lose something (float: as a double; bit: as '0'/'1' digits).
+// plain text would lose something (float: as a double; float and double: a negative zero's sign;
+// bit: as '0'/'1' digits, without leading zeros).
 std::string select_expression(const MysqlColumn& column);
 
 // Appends the canonical text of one non-NULL value, as the text protocol gives
