@@ -3,26 +3,16 @@
 
 #pragma once
 
-#include <cstdio>
 #include <string>
 
-#include <sys/wait.h>
+#include "../fixture_script.h"
 
 namespace weir::testing {
 
 // Runs `postgres_fixture.sh <args>`. Empty on success; otherwise what the script printed and how
 // it ended, for the test's failure message.
 inline std::string postgres_fixture(const std::string& args) {
-  const std::string command = std::string("bash ") + WEIR_POSTGRES_FIXTURE + " " + args + " 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return "could not run " + command;
-  std::string output;
-  char buffer[4096];
-  for (size_t n = 0; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;)
-    output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
-  return command + " ended with status " + std::to_string(status) + ":\n" + output;
+  return run_fixture_script(WEIR_POSTGRES_FIXTURE, args);
 }
 
 }  // namespace weir::testing
