@@ -5,6 +5,7 @@
 // WEIR_BINLOG_SEED_DIR=dir makes the Mariadb tests write every event they read to dir (one file
 // each): the seeds of sources/fuzz/binlog.
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -14,8 +15,10 @@
 
 #include "../support/mariadb/mariadb_conn.h"
 #include "mysql/binlog_dump.h"
+#include "mysql/catalog.h"
 #include "mysql/connection.h"
 #include <gtest/gtest.h>
+#include <mariadb_rpl.h>
 
 #include "weir/sources/mysql/binlog.h"
 
@@ -770,6 +773,9 @@ class MariadbBinlogTest : public ::testing::Test {
     std::vector<std::string> event_types;
     std::vector<std::string> errors;
     std::vector<GtidEvent> gtids;
+    // Per table, per first column's text: the row as the binlog left it.
+    std::map<std::string, std::map<std::string, std::vector<std::optional<std::string>>>> state;
+    std::string stream;  // Every event's bytes, concatenated.
   };
 
   Dump dump(const std::string& gtid_start,
@@ -806,6 +812,7 @@ class MariadbBinlogTest : public ::testing::Test {
                       std::ios::binary)
             << **bytes;
       }
+      out.stream += **bytes;
       auto event = decoder.decode(**bytes);
       if (!event.ok()) {
         out.errors.push_back(std::string(event.status().message()));
@@ -834,12 +841,59 @@ class MariadbBinlogTest : public ::testing::Test {
             table, *change, columns->second,
             [&](std::span<const TextField> before, std::span<const TextField> after) {
               out.rows.push_back(table.table + ": " + render(before) + " -> " + render(after));
+              auto& state = out.state[table.table];
+              if (!before.empty()) {
+                state.erase(std::string(before[0].text));
+              }
+              if (!after.empty()) {
+                auto& row = state[std::string(after[0].text)];
+                for (const TextField& f : after) {
+                  row.push_back(f.is_null ? std::nullopt
+                                          : std::optional<std::string>(std::string(f.text)));
+                }
+              }
               return absl::OkStatus();
             });
         if (!status.ok()) {
           out.errors.push_back(std::string(status.message()));
         }
       }
+    }
+    if (seed_dir != nullptr) {
+      std::ofstream(absl::StrCat(seed_dir, "/", seed_prefix, "-stream"), std::ios::binary)
+          << out.stream;
+    }
+    return out;
+  }
+
+  // `table` through the snapshot's path: SELECT select_expression(...) and canonical_from_select,
+  // by first column's text.
+  std::map<std::string, std::vector<std::optional<std::string>>> select_canonical(
+      const std::string& table, const std::vector<MysqlColumn>& columns) {
+    std::map<std::string, std::vector<std::optional<std::string>>> out;
+    std::string sql = "SELECT ";
+    for (size_t i = 0; i < columns.size(); ++i) {
+      sql += (i == 0 ? "" : ", ") + select_expression(columns[i]);
+    }
+    sql += " FROM " + quote_identifier(table);
+    auto rows = conn_->rows(sql);
+    EXPECT_TRUE(rows.ok()) << rows.status();
+    if (!rows.ok()) {
+      return out;
+    }
+    for (const auto& row : *rows) {
+      std::vector<std::optional<std::string>> values;
+      for (size_t i = 0; i < row.size(); ++i) {
+        if (!row[i]) {
+          values.emplace_back();
+          continue;
+        }
+        std::string text;
+        absl::Status status = canonical_from_select(columns[i], *row[i], text);
+        EXPECT_TRUE(status.ok()) << status;
+        values.emplace_back(text);
+      }
+      out[values[0].value_or("")] = values;
     }
     return out;
   }
@@ -943,6 +997,24 @@ TEST_F(MariadbBinlogTest, MariadbDecodesEveryTypeFromAGtidDump) {
                          col("dt", "datetime"),  dt6,
                          col("ts", "timestamp"), ts2};
 
+  // The catalog's view agrees with the hand-made one where the decoder looks.
+  for (auto& [table, columns] : catalog) {
+    auto loaded = load_columns(*conn_, info_.database, table);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    ASSERT_EQ(loaded->size(), columns.size()) << table;
+    for (size_t i = 0; i < columns.size(); ++i) {
+      EXPECT_EQ((*loaded)[i].name, columns[i].name);
+      EXPECT_EQ((*loaded)[i].data_type, columns[i].data_type) << columns[i].name;
+      EXPECT_EQ((*loaded)[i].is_unsigned, columns[i].is_unsigned) << columns[i].name;
+      EXPECT_EQ((*loaded)[i].elements, columns[i].elements) << columns[i].name;
+      EXPECT_EQ((*loaded)[i].is_json, columns[i].is_json) << columns[i].name;
+      if (!columns[i].charset.empty()) {
+        EXPECT_EQ((*loaded)[i].charset, columns[i].charset) << columns[i].name;
+      }
+    }
+    columns = *loaded;
+  }
+
   Dump result = dump(start, catalog, "EveryType");
   EXPECT_TRUE(result.errors.empty()) << result.errors[0];
   const std::string n17 =
@@ -977,6 +1049,101 @@ TEST_F(MariadbBinlogTest, MariadbDecodesEveryTypeFromAGtidDump) {
   }
   EXPECT_EQ(result.event_types.front(), "ROTATE");
   EXPECT_EQ(result.event_types[1], "FORMAT_DESCRIPTION");
+
+  // The binlog's last images are what the snapshot's SELECT reads, text for text.
+  for (const auto& [table, columns] : catalog) {
+    EXPECT_EQ(result.state[table], select_canonical(table, columns)) << table;
+  }
+}
+
+}  // namespace
+}  // namespace weir::sources::mysql
+
+namespace weir::sources::mysql {
+namespace {
+
+TEST_F(MariadbBinlogTest, MariadbDdlRotationAndGtidPositions) {
+  exec("DROP TABLE IF EXISTS bl_ddl");
+  const std::string start = scalar("SELECT @@gtid_binlog_pos");
+  exec("CREATE TABLE bl_ddl (id int PRIMARY KEY, v varchar(10))");
+  exec("INSERT INTO bl_ddl VALUES (1, 'a')");
+  exec("FLUSH BINARY LOGS");
+  exec("INSERT INTO bl_ddl VALUES (2, 'b')");
+  const std::string end = scalar("SELECT @@gtid_binlog_pos");
+
+  std::map<std::string, std::vector<MysqlColumn>> catalog;
+  catalog["bl_ddl"] = {col("id", "int"), col("v", "varchar", "utf8mb4")};
+  Dump result = dump(start, catalog, "DdlRotation");
+  EXPECT_TRUE(result.errors.empty()) << result.errors[0];
+  EXPECT_EQ(result.rows, (std::vector<std::string>{"bl_ddl:  -> 1|a|", "bl_ddl:  -> 2|b|"}));
+  // CREATE TABLE: a standalone GTID (no XID follows), then its QUERY.
+  ASSERT_EQ(result.gtids.size(), 3u);
+  EXPECT_TRUE(result.gtids[0].is_standalone());
+  EXPECT_FALSE(result.gtids[1].is_standalone());
+  EXPECT_NE(std::find(result.event_types.begin(), result.event_types.end(), "QUERY"),
+            result.event_types.end());
+  // The rotation: a ROTATE at the end of the old file, the new file's FORMAT_DESCRIPTION.
+  EXPECT_GE(std::count(result.event_types.begin(), result.event_types.end(), "ROTATE"), 2);
+  EXPECT_GE(std::count(result.event_types.begin(), result.event_types.end(), "FORMAT_DESCRIPTION"),
+            2);
+
+  // From the end: nothing.
+  Dump none = dump(end, catalog, "FromTheEnd");
+  EXPECT_TRUE(none.errors.empty());
+  EXPECT_TRUE(none.rows.empty());
+
+  // A position ahead of the server is an error (strict mode), from open or the first fetch.
+  auto conn = MysqlConnection::connect(info_, "binlog dump");
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  BinlogDumpOptions options;
+  options.gtid_start = "0-1-999999999";
+  options.server_id = 4243;
+  options.non_blocking = true;
+  auto ahead = BinlogDump::open(*conn, options);
+  absl::Status status = ahead.status();
+  if (ahead.ok()) {
+    auto first = ahead->fetch();
+    status = first.status();
+  }
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("binlog"), std::string::npos) << status;
+}
+
+// A client that does not announce checksum awareness (@master_binlog_checksum) is refused by a
+// server with binlog_checksum=CRC32: recorded in binlog_dump.h.
+TEST_F(MariadbBinlogTest, MariadbRefusesADumpWithoutChecksumAnnouncement) {
+  auto conn = MysqlConnection::connect(info_, "binlog dump");
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  ASSERT_EQ(scalar("SELECT @@global.binlog_checksum"), "CRC32");
+  ASSERT_TRUE(conn->exec("SET @mariadb_slave_capability = 4, @slave_connect_state = " +
+                         quote_literal(scalar("SELECT @@gtid_binlog_pos")))
+                  .ok());
+  MARIADB_RPL* rpl = mariadb_rpl_init(conn->raw());
+  ASSERT_NE(rpl, nullptr);
+  mariadb_rpl_optionsv(rpl, MARIADB_RPL_SERVER_ID, 4244);
+  mariadb_rpl_optionsv(rpl, MARIADB_RPL_FLAGS, MARIADB_RPL_BINLOG_DUMP_NON_BLOCK);
+  mariadb_rpl_optionsv(rpl, MARIADB_RPL_START, 4UL);
+  mariadb_rpl_optionsv(rpl, MARIADB_RPL_FILENAME, "", static_cast<size_t>(0));
+  ASSERT_EQ(mariadb_rpl_open(rpl), 0) << mysql_error(conn->raw());
+  // The artificial ROTATE comes first (without a checksum), then the error.
+  std::vector<std::string> before_error;
+  MARIADB_RPL_EVENT* event = nullptr;
+  BinlogDecoder decoder(ChecksumAlg::kOff);
+  while ((event = mariadb_rpl_fetch(rpl, event)) != nullptr) {
+    auto decoded = decoder.decode(
+        std::string_view(reinterpret_cast<const char*>(event->raw_data) + event->raw_data_ofs,
+                         event->raw_data_size - event->raw_data_ofs));
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    before_error.push_back(event_type_name(decoded->header.type));
+  }
+  EXPECT_EQ(before_error, std::vector<std::string>{"ROTATE"});
+  EXPECT_EQ(mysql_errno(conn->raw()), 1236u);
+  EXPECT_NE(std::string(mysql_error(conn->raw()))
+                .find("can not handle replication events with "
+                      "the checksum"),
+            std::string::npos)
+      << mysql_error(conn->raw());
+  mariadb_rpl_close(rpl);
 }
 
 }  // namespace

@@ -6,15 +6,19 @@
 //
 //   SET @master_binlog_checksum = @@global.binlog_checksum
 //       -- announces that the client understands checksums. Without it a MariaDB 10.11 server
-//       -- with binlog_checksum=CRC32 still sends the dump, but removes each event's checksum and
-//       -- rewrites FORMAT_DESCRIPTION's algorithm to OFF; with it every event (the artificial
-//       -- ROTATE and HEARTBEATs too) carries its CRC32, which BinlogDecoder verifies.
+//       -- with binlog_checksum=CRC32 accepts COM_BINLOG_DUMP, sends the artificial ROTATE
+//       -- (without a checksum), then error 1236
+//       -- "Slave can not handle replication events with the checksum that master is configured
+//       -- to log". With it every event (the artificial ROTATE too) carries its CRC32, which
+//       -- BinlogDecoder verifies. (libmariadb does not set it; mariadb_rpl_init only reads
+//       -- @@binlog_checksum.)
 //   SET @mariadb_slave_capability = 4
 //       -- MARIA_SLAVE_CAPABILITY_GTID. Below it, the server rewrites GTID events into
 //       -- "BEGIN" QUERY events and GTID_LIST into nothing useful for us.
 //   SET @slave_connect_state = '0-1-42,1-2-7'
 //       -- the GTID position: the last GTID applied in each replication domain; the dump starts
-//       -- after them. '' starts at the oldest binlog file the server still has.
+//       -- after them. ('' should start at the oldest binlog file the server still has: not
+//       -- tested here.)
 //   SET @slave_gtid_strict_mode = 1, @slave_gtid_ignore_duplicates = 0
 //       -- a position the server's binlogs no longer hold (purged), or one ahead of the server,
 //       -- is an error (ER_MASTER_FATAL_ERROR_READING_BINLOG, 1236) rather than a silent skip.
