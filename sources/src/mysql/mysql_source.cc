@@ -9,12 +9,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-
+#include "mysql/binlog_dump.h"
 #include "mysql/catalog.h"
 #include "mysql/connection.h"
-#include "weir/sources/mysql/binlog.h"
+
 #include "weir/async/async_operator.h"
 #include "weir/operators/concat.h"
+#include "weir/sources/mysql/binlog.h"
 #include "weir/status.h"
 
 namespace weir::sources::mysql {
@@ -52,8 +53,7 @@ absl::StatusOr<GtidPosition> parse_gtid_position(std::string_view text) {
   }
   const size_t first = text.find('-');
   const size_t second = first == std::string_view::npos ? first : text.find('-', first + 1);
-  if (second == std::string_view::npos ||
-      !parse_decimal(text.substr(0, first), position.domain) ||
+  if (second == std::string_view::npos || !parse_decimal(text.substr(0, first), position.domain) ||
       !parse_decimal(text.substr(first + 1, second - first - 1), position.server) ||
       !parse_decimal(text.substr(second + 1), position.seq)) {
     return absl::InvalidArgumentError(
@@ -113,10 +113,10 @@ absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo) {
                                      "configuration, and SET GLOBAL binlog_format=ROW)"));
   }
   if (upper(field(settings, 2)) != "FULL") {
-    return precondition(absl::StrCat(
-        "binlog_row_image is ", field(settings, 2),
-        ", not FULL: updates and deletes would come without their whole old row; set "
-        "binlog_row_image=FULL"));
+    return precondition(
+        absl::StrCat("binlog_row_image is ", field(settings, 2),
+                     ", not FULL: updates and deletes would come without their whole old row; set "
+                     "binlog_row_image=FULL"));
   }
   WEIR_ASSIGN_OR_RETURN(upstream.position, parse_gtid_position(field(settings, 3)));
   upstream.database = info.database;
@@ -302,8 +302,7 @@ bool snapshots(const MysqlSourceConfig& config, const std::vector<ExportSpec>& e
 absl::StatusOr<MysqlShared::Snapshot> lead_snapshot(AsyncContext& ctx,
                                                     const MysqlSourceConfig& config,
                                                     const std::vector<size_t>& snapshotting,
-                                                    const ConnInfo& info,
-                                                    MysqlConnection& own) {
+                                                    const ConnInfo& info, MysqlConnection& own) {
   (void)info;
   MysqlShared::Snapshot snapshot;
   WEIR_ASSIGN_OR_RETURN(auto status, own.rows(ctx, "SHOW STATUS LIKE 'binlog_snapshot_%'"));
@@ -318,15 +317,15 @@ absl::StatusOr<MysqlShared::Snapshot> lead_snapshot(AsyncContext& ctx,
         "mysql source: the server gave no binlog_snapshot_file/position for the snapshot (is "
         "the binlog on?)");
   }
-  WEIR_ASSIGN_OR_RETURN(auto gtid, own.rows(ctx, absl::StrCat("SELECT BINLOG_GTID_POS(",
-                                                              quote_literal(file), ", ",
-                                                              position, ")")));
+  WEIR_ASSIGN_OR_RETURN(
+      auto gtid, own.rows(ctx, absl::StrCat("SELECT BINLOG_GTID_POS(", quote_literal(file), ", ",
+                                            position, ")")));
   WEIR_ASSIGN_OR_RETURN(snapshot.position, parse_gtid_position(field(gtid, 0)));
   if (snapshot.position.seq != 0 &&
       (snapshot.position.domain != config.domain || snapshot.position.server != config.server)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "mysql source: the snapshot's GTID position ", snapshot.position.to_string(),
-        " is not of domain ", config.domain, " and server ", config.server));
+    return absl::FailedPreconditionError(
+        absl::StrCat("mysql source: the snapshot's GTID position ", snapshot.position.to_string(),
+                     " is not of domain ", config.domain, " and server ", config.server));
   }
   snapshot.key_range.resize(config.tables.size());
   snapshot.rows.resize(config.tables.size());
@@ -334,9 +333,9 @@ absl::StatusOr<MysqlShared::Snapshot> lead_snapshot(AsyncContext& ctx,
     const ExportTable& table = config.tables[e];
     if (table.int_key) {
       const std::string key = quote_identifier(table.columns[*table.int_key].name);
-      WEIR_ASSIGN_OR_RETURN(auto range, own.rows(ctx, absl::StrCat("SELECT MIN(", key, "), MAX(",
-                                                                   key, ") FROM ",
-                                                                   qualified(config, table))));
+      WEIR_ASSIGN_OR_RETURN(
+          auto range, own.rows(ctx, absl::StrCat("SELECT MIN(", key, "), MAX(", key, ") FROM ",
+                                                 qualified(config, table))));
       int64_t lo = 0, hi = 0;
       if (parse_decimal(field(range, 0), lo) && parse_decimal(field(range, 1), hi)) {
         snapshot.key_range[e] = {lo, hi};
@@ -355,8 +354,7 @@ absl::StatusOr<MysqlShared::Snapshot> lead_snapshot(AsyncContext& ctx,
 }
 
 // The WHERE clause of worker `worker`'s share of a table whose integer key spans [lo, hi].
-std::string key_share(const std::string& key, int64_t lo, int64_t hi, size_t worker,
-                      size_t peers) {
+std::string key_share(const std::string& key, int64_t lo, int64_t hi, size_t worker, size_t peers) {
   // hi - lo + 1, modulo 2^64 (0 for the whole range of int64, which then splits as 2^64 would).
   const uint64_t span = static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo) + 1;
   const auto bound = [&](size_t w) {
@@ -413,27 +411,25 @@ void render_snapshot(Scope<Offset>& scope, const MysqlSourceConfig& config,
     std::optional<MysqlConnection> locker;
     if (leader) {
       auto locked = [&]() -> absl::Status {
-        auto connected = ctx.run_blocking(
-            [&] { return MysqlConnection::connect(info, "snapshot lock"); });
+        auto connected =
+            ctx.run_blocking([&] { return MysqlConnection::connect(info, "snapshot lock"); });
         WEIR_RETURN_IF_ERROR(connected.status());
         locker.emplace(*std::move(connected));
         std::vector<std::string> names;
         for (size_t e : snapshotting) names.push_back(qualified(config, config.tables[e]));
-        return locker->exec(ctx,
-                            absl::StrCat("FLUSH TABLES ", absl::StrJoin(names, ", "),
-                                         " WITH READ LOCK"));
+        return locker->exec(
+            ctx, absl::StrCat("FLUSH TABLES ", absl::StrJoin(names, ", "), " WITH READ LOCK"));
       }();
       config.shared->locked(locked);
       if (!locked.ok()) return locked;
     }
-    const absl::Status lock =
-        await_shared(ctx, [&] { return config.shared->lock_state(); });
+    const absl::Status lock = await_shared(ctx, [&] { return config.shared->lock_state(); });
     if (!lock.ok()) {
-      return absl::Status(lock.code(), absl::StrCat("the snapshot leader failed: ", lock.message()));
+      return absl::Status(lock.code(),
+                          absl::StrCat("the snapshot leader failed: ", lock.message()));
     }
-    auto connected = ctx.run_blocking([&] {
-      return MysqlConnection::connect(info, absl::StrCat("snapshot worker ", worker));
-    });
+    auto connected = ctx.run_blocking(
+        [&] { return MysqlConnection::connect(info, absl::StrCat("snapshot worker ", worker)); });
     WEIR_RETURN_IF_ERROR(connected.status());
     MysqlConnection conn = *std::move(connected);
     WEIR_RETURN_IF_ERROR(conn.exec(ctx,
@@ -451,8 +447,8 @@ void render_snapshot(Scope<Offset>& scope, const MysqlSourceConfig& config,
     const absl::StatusOr<MysqlShared::Snapshot> published =
         await_shared(ctx, [&] { return config.shared->snapshot(); });
     if (!published.ok()) {
-      return absl::Status(published.status().code(),
-                          absl::StrCat("the snapshot leader failed: ", published.status().message()));
+      return absl::Status(published.status().code(), absl::StrCat("the snapshot leader failed: ",
+                                                                  published.status().message()));
     }
     const MysqlShared::Snapshot& snapshot = *published;
     if (config.stats && leader) {
@@ -474,9 +470,8 @@ void render_snapshot(Scope<Offset>& scope, const MysqlSourceConfig& config,
         std::string sql = absl::StrCat("SELECT ", absl::StrJoin(select, ", "), " FROM ",
                                        qualified(config, table));
         if (range && peers > 1) {
-          const std::string where =
-              key_share(quote_identifier(table.columns[*table.int_key].name), range->first,
-                        range->second, worker, peers);
+          const std::string where = key_share(quote_identifier(table.columns[*table.int_key].name),
+                                              range->first, range->second, worker, peers);
           if (!where.empty()) absl::StrAppend(&sql, " WHERE ", where);
         }
         WEIR_ASSIGN_OR_RETURN(MysqlResult result, conn.stream(ctx, sql));
@@ -503,10 +498,10 @@ void render_snapshot(Scope<Offset>& scope, const MysqlSourceConfig& config,
           if (encoded.ok()) {
             size_t start = 0;
             for (size_t c = 0; c < columns; ++c) {
-              fields[c] = values[c] == nullptr
-                              ? TextField{{}, true}
-                              : TextField{std::string_view(arena).substr(start, ends[c] - start),
-                                          false};
+              fields[c] =
+                  values[c] == nullptr
+                      ? TextField{{}, true}
+                      : TextField{std::string_view(arena).substr(start, ends[c] - start), false};
               start = ends[c];
             }
             row.clear();
@@ -591,7 +586,8 @@ bool mentions(std::string_view query, std::string_view table) {
   if (table.empty() || query.size() < table.size()) return false;
   for (size_t i = 0; i + table.size() <= query.size(); ++i) {
     bool equal = true;
-    for (size_t j = 0; j < table.size() && equal; ++j) equal = lower(query[i + j]) == lower(table[j]);
+    for (size_t j = 0; j < table.size() && equal; ++j)
+      equal = lower(query[i + j]) == lower(table[j]);
     if (!equal) continue;
     const bool before = i == 0 || !word(query[i - 1]);
     const bool after = i + table.size() == query.size() || !word(query[i + table.size()]);
@@ -707,65 +703,35 @@ class Replication {
 
   // Asks the server for its binlog from the GTID before start_ on.
   absl::Status open_dump() {
-    WEIR_ASSIGN_OR_RETURN(auto checksum, conn_->rows(ctx_, "SELECT @@global.binlog_checksum"));
-    const bool crc = upper(field(checksum, 0)) == "CRC32";
-    decoder_.emplace(crc ? ChecksumAlg::kCrc32 : ChecksumAlg::kOff);
-    GtidPosition from{config_.domain, config_.server, start_ > 0 ? start_ - 1 : 0};
-    const uint64_t heartbeat_ns =
-        static_cast<uint64_t>(std::max<int64_t>(config_.heartbeat.count(), 1)) * 1000000;
-    WEIR_RETURN_IF_ERROR(conn_->exec(
-        ctx_, absl::StrCat("SET @master_binlog_checksum = @@global.binlog_checksum, "
-                           "@mariadb_slave_capability = 4, @slave_connect_state = ",
-                           quote_literal(from.to_string()),
-                           ", @slave_gtid_strict_mode = 1, @slave_gtid_ignore_duplicates = 0, "
-                           "@master_heartbeat_period = ",
-                           heartbeat_ns)));
-    // COM_BINLOG_DUMP: position 4, flags 0, the replica's server id, no file name (the GTID
-    // state says where).
-    std::string command(10, '\0');
-    const auto put32 = [&](size_t at, uint32_t v) {
-      for (int i = 0; i < 4; ++i) command[at + i] = static_cast<char>((v >> (8 * i)) & 0xff);
-    };
-    put32(0, 4);
-    put32(6, config_.replica_server_id);
-    MYSQL* mysql = conn_->raw();
-    if (mysql->methods->db_command(mysql, COM_BINLOG_DUMP, command.data(), command.size(), 1,
-                                   nullptr) != 0) {
-      return conn_->error("asking for the binlog");
-    }
+    BinlogDumpOptions options;
+    options.gtid_start =
+        GtidPosition{config_.domain, config_.server, start_ > 0 ? start_ - 1 : 0}.to_string();
+    options.server_id = config_.replica_server_id;
+    options.heartbeat_period = config_.heartbeat;
+    WEIR_ASSIGN_OR_RETURN(BinlogDump dump, BinlogDump::open(*conn_, options, &ctx_));
+    decoder_.emplace(dump.checksum());
+    dump_.emplace(std::move(dump));
     return absl::OkStatus();
   }
 
   // The next event's bytes (valid until the next call); nullopt when the server refused the
-  // dump for good (the errors are written).
+  // dump's start for good (the errors are written).
   absl::StatusOr<std::optional<std::string_view>> next_event() {
-    WEIR_RETURN_IF_ERROR(conn_->await_data(ctx_));
-    MYSQL* mysql = conn_->raw();
-    const unsigned long length = mysql_net_read_packet(mysql);
-    if (length == static_cast<unsigned long>(~0ul) || length == 0) {
-      const unsigned code = mysql_errno(mysql);
-      if (code == 1236) {  // ER_MASTER_FATAL_ERROR_READING_BINLOG: purged, or not there.
-        const std::string message = absl::StrCat(
-            "the server cannot send its binlog from GTID ",
-            GtidPosition{config_.domain, config_.server, start_ > 0 ? start_ - 1 : 0}.to_string(),
-            " on: ", mysql_error(mysql),
-            " (the binlog was purged past where the shards stand, or it holds another history); "
-            "drop the shards to snapshot again");
-        for (size_t e = 0; e < exports_.size(); ++e) error(e, held_[e]->time(), message);
-        return std::nullopt;
-      }
-      return conn_->error("reading the binlog");
-    }
-    const auto* data = reinterpret_cast<const char*>(mysql->net.read_pos);
-    if (static_cast<unsigned char>(data[0]) == 0xfe && length < 9) {
+    auto event = dump_->fetch(&ctx_);
+    if (event.ok() && !event->has_value()) {
       return absl::UnavailableError("mysql source: the server ended the binlog dump");
     }
-    if (data[0] != 0) {
-      return absl::DataLossError(absl::StrCat("mysql source: a binlog packet starts with byte ",
-                                              static_cast<int>(static_cast<unsigned char>(data[0])),
-                                              ", not 0"));
+    if (!event.ok() && dump_->position_lost()) {
+      const std::string message = absl::StrCat(
+          "the server cannot send its binlog from GTID ",
+          GtidPosition{config_.domain, config_.server, start_ > 0 ? start_ - 1 : 0}.to_string(),
+          " on (", event.status().message(),
+          "): the binlog was purged past where the shards stand, or holds another history; "
+          "drop the shards to snapshot again");
+      for (size_t e = 0; e < exports_.size(); ++e) error(e, held_[e]->time(), message);
+      return std::nullopt;
     }
-    return std::optional<std::string_view>(std::string_view(data + 1, length - 1));
+    return event;
   }
 
   absl::Status handle(std::string_view bytes) {
@@ -791,7 +757,8 @@ class Replication {
         const std::string message = absl::StrCat(
             "GTID ", format_gtid({gtid->domain_id, event.header.server_id, gtid->seq_no}),
             " is an XA transaction's PREPARE or COMMIT: XA transactions are not supported");
-        for (size_t e = 0; e < exports_.size(); ++e) error(e, std::max(held_[e]->time(), seq_), message);
+        for (size_t e = 0; e < exports_.size(); ++e)
+          error(e, std::max(held_[e]->time(), seq_), message);
       }
       return absl::OkStatus();
     }
@@ -815,8 +782,7 @@ class Replication {
       }
       return absl::OkStatus();
     }
-    if (std::get_if<HeartbeatEvent>(&event.body) != nullptr && !in_transaction_ &&
-        config_.stats) {
+    if (std::get_if<HeartbeatEvent>(&event.body) != nullptr && !in_transaction_ && config_.stats) {
       config_.stats->record_upstream(position_, Clock::now());
     }
     return absl::OkStatus();
@@ -898,8 +864,8 @@ class Replication {
           WEIR_RETURN_IF_ERROR(connected.status());
           check_conn_.emplace(*std::move(connected));
         }
-        auto columns = ctx_.run_blocking(
-            [&] { return load_columns(*check_conn_, config_.database, name); });
+        auto columns =
+            ctx_.run_blocking([&] { return load_columns(*check_conn_, config_.database, name); });
         if (columns.status().code() == absl::StatusCode::kNotFound) {
           why = "was dropped or renamed";
         } else if (!columns.ok()) {
@@ -983,6 +949,7 @@ class Replication {
   bool standalone_ = false;
   std::optional<MysqlConnection> conn_;
   std::optional<MysqlConnection> check_conn_;
+  std::optional<BinlogDump> dump_;  // On conn_.
   std::optional<BinlogDecoder> decoder_;
   RowDecoder row_decoder_;
   std::map<uint64_t, TableMapEvent> tables_;  // By table id.
@@ -1034,9 +1001,9 @@ absl::StatusOr<RenderedSource> render_mysql(Scope<Offset>& scope, const MysqlSou
     return absl::InvalidArgumentError("mysql source: MysqlSourceConfig::shared is unset");
   }
   if (config.shared->workers() != scope.peers()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("mysql source: MysqlShared is for ", config.shared->workers(),
-                     " workers, the dataflow has ", scope.peers()));
+    return absl::InvalidArgumentError(absl::StrCat("mysql source: MysqlShared is for ",
+                                                   config.shared->workers(),
+                                                   " workers, the dataflow has ", scope.peers()));
   }
   std::vector<Stream<Offset, Change>> snapshot, replication;
   std::vector<Stream<Offset, HealthUpdate>> health;

@@ -1,0 +1,772 @@
+// The MySQL-family source end to end, against the real MariaDB of the `mariadb` fixture:
+// snapshot and stream equal the upstream tables, for 1, 2 and 4 workers, with every supported
+// type, NULLs and a concurrent writer; a transaction spanning three tables lands at one time; a
+// table added later is snapshotted while the others stream; DDL and TRUNCATE stop only their
+// export and stay after a restart; a purged binlog is a definite error of every export; the
+// checks at start name what is wrong.
+//
+// The tests share the fixture's database `weir` (user weir may create only there): each uses
+// tables of its own prefix, and ingests only those (IngestOptions::tables).
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../support/mariadb/mariadb_conn.h"
+#include "../support/mariadb/mariadb_fixture.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "ingest_test_util.h"
+#include "mysql/connection.h"
+#include "typed_shard_util.h"
+#include <gtest/gtest.h>
+
+#include "weir/ingest/mysql.h"
+#include "weir/sources/mysql/mysql_source.h"
+#include "weir/sources/mysql/types.h"
+
+namespace weir::ingest::testing {
+namespace {
+
+namespace fs = std::filesystem;
+namespace my = sources::mysql;
+using Clock = std::chrono::steady_clock;
+
+bool verbose() { return std::getenv("WEIR_TEST_VERBOSE") != nullptr; }
+
+// A connection for the test's own SQL (through the source's connection class, so that its
+// session prints values as the source's does). Every statement must succeed.
+class Sql {
+ public:
+  explicit Sql(const std::string& conninfo) {
+    auto info = my::parse_conninfo(conninfo);
+    EXPECT_TRUE(info.ok()) << info.status();
+    if (!info.ok()) return;
+    auto conn = my::MysqlConnection::connect(*info, "test");
+    EXPECT_TRUE(conn.ok()) << conn.status();
+    if (conn.ok()) conn_.emplace(*std::move(conn));
+  }
+  bool ok() const { return conn_.has_value(); }
+  void exec(const std::string& sql) {
+    ASSERT_TRUE(conn_);
+    const absl::Status status = conn_->exec(sql);
+    EXPECT_TRUE(status.ok()) << sql.substr(0, 300) << ": " << status;
+  }
+  absl::Status try_exec(const std::string& sql) {
+    if (!conn_) return absl::UnavailableError("no connection");
+    return conn_->exec(sql);
+  }
+  // The first column of the first row ("" if none, or NULL).
+  std::string one(const std::string& sql) {
+    if (!conn_) return "";
+    auto rows = conn_->rows(sql);
+    EXPECT_TRUE(rows.ok()) << sql << ": " << rows.status();
+    if (!rows.ok() || rows->empty() || (*rows)[0].empty() || !(*rows)[0][0]) return "";
+    return *(*rows)[0][0];
+  }
+  // The sequence number of the last GTID in the server's binlog.
+  uint64_t binlog_seq() {
+    const std::string position = one("SELECT @@gtid_binlog_pos");
+    return position.empty() ? 0 : std::stoull(position.substr(position.rfind('-') + 1));
+  }
+  // The sequence number of this session's last transaction.
+  uint64_t last_seq() {
+    const std::string gtid = one("SELECT @@last_gtid");
+    return gtid.empty() ? 0 : std::stoull(gtid.substr(gtid.rfind('-') + 1));
+  }
+  my::MysqlConnection& conn() { return *conn_; }
+
+ private:
+  std::optional<my::MysqlConnection> conn_;
+};
+
+std::string conninfo() { return weir::testing::mariadb_test_conn(); }
+
+// The table `table` now, as the shard of it should print: read by SELECT with the source's own
+// expressions and canonical text, encoded and printed as the shard's rows are (sorted).
+std::vector<std::string> table_lines(const std::string& conn_string, const std::string& table) {
+  std::vector<std::string> lines;
+  auto desc = my::load_table(conn_string, table);
+  EXPECT_TRUE(desc.ok()) << desc.status();
+  if (!desc.ok()) return lines;
+  std::vector<std::string> select;
+  for (const auto& column : desc->columns) select.push_back(my::select_expression(column));
+  Sql sql(conn_string);
+  if (!sql.ok()) return lines;
+  auto result = sql.conn().query(
+      absl::StrCat("SELECT ", absl::StrJoin(select, ", "), " FROM ", my::quote_identifier(table)));
+  EXPECT_TRUE(result.ok()) << result.status();
+  if (!result.ok()) return lines;
+  sources::postgres::RowEncoder encoder(desc->desc);
+  const size_t columns = desc->columns.size();
+  while (MYSQL_ROW values = mysql_fetch_row(result->get())) {
+    const unsigned long* lengths = mysql_fetch_lengths(result->get());
+    std::vector<std::string> texts(columns);
+    std::vector<sources::postgres::TextField> fields(columns);
+    for (size_t c = 0; c < columns; ++c) {
+      if (values[c] == nullptr) {
+        fields[c] = {{}, true};
+        continue;
+      }
+      const absl::Status canonical = my::canonical_from_select(
+          desc->columns[c], std::string_view(values[c], lengths[c]), texts[c]);
+      EXPECT_TRUE(canonical.ok()) << canonical;
+      fields[c] = {texts[c], false};
+    }
+    std::string row, line;
+    const absl::Status encoded = encoder.encode(fields, row);
+    EXPECT_TRUE(encoded.ok()) << encoded;
+    const absl::Status printed = sources::postgres::print_row(desc->desc, row, line);
+    EXPECT_TRUE(printed.ok()) << printed;
+    lines.push_back(std::move(line));
+  }
+  std::sort(lines.begin(), lines.end());
+  return lines;
+}
+
+// The source on the fixture's server (or `conn_string`), with a dump server id of its own.
+MysqlIngestOptions source_of(const std::string& key, size_t workers,
+                             const std::string& conn_string = "") {
+  MysqlIngestOptions my;
+  my.conninfo = conn_string.empty() ? conninfo() : conn_string;
+  my.workers = workers;
+  my.replica_key = key;
+  my.heartbeat = std::chrono::milliseconds(200);
+  return my;
+}
+
+IngestOptions ingest_options(const fs::path& dir, size_t workers,
+                             const std::vector<std::string>& tables) {
+  IngestOptions options;
+  options.location = persist::PersistLocation::in_directory(dir.string());
+  options.workers.workers = workers;
+  options.compaction_window = std::numeric_limits<uint64_t>::max();
+  options.tables = tables;
+  const auto t0 = Clock::now();
+  options.log = [t0](const std::string& line) {
+    if (verbose()) {
+      std::fprintf(stderr, "%8.3f %s\n", std::chrono::duration<double>(Clock::now() - t0).count(),
+                   line.c_str());
+    }
+  };
+  return options;
+}
+
+// Ingests `tables` while `write` runs (from the start, or once every snapshot is durable), until
+// every shard holds every transaction up to the binlog's last GTID after `write` returns; then
+// stops. Returns the report and that GTID's sequence number (the shards are complete there).
+std::pair<absl::StatusOr<IngestReport>, uint64_t> ingest_while(
+    const std::vector<std::string>& tables, const fs::path& dir, size_t workers,
+    const std::function<void()>& write, bool after_snapshot = false) {
+  IngestOptions options = ingest_options(dir, workers, tables);
+  options.stop = std::make_shared<std::atomic<bool>>(false);
+  options.upstream = make_mysql_source(source_of(dir.string(), workers));
+  IngestMonitor monitor;
+  absl::StatusOr<IngestReport> report = absl::UnknownError("not run");
+  std::thread ingest([&] { report = run_ingest(options, &monitor); });
+  if (after_snapshot) {
+    const auto deadline = Clock::now() + std::chrono::seconds(60);
+    for (;;) {
+      auto views = monitor.exports();
+      bool done = !views.empty();
+      for (const auto& v : views) done &= v.persisted_upper > 0;
+      if (done || Clock::now() > deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  write();
+  const uint64_t seq = Sql(conninfo()).binlog_seq();
+  if (verbose()) options.log(absl::StrCat("written up to ", seq));
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  for (;;) {
+    auto views = monitor.exports();
+    bool done = !views.empty();
+    for (const auto& v : views) done &= v.persisted_upper > seq;
+    if (verbose()) {
+      std::string line = absl::StrCat("waiting for ", seq + 1, ":");
+      for (const auto& v : views) absl::StrAppend(&line, " ", v.table, "=", v.persisted_upper);
+      options.log(line);
+    }
+    if (done || Clock::now() > deadline) {
+      EXPECT_TRUE(done) << "the shards did not reach " << seq + 1;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  options.stop->store(true);
+  ingest.join();
+  return {std::move(report), seq};
+}
+
+// Ingests `tables` until the binlog's last GTID now (the source's own end: until_seq), with a
+// limit of `limit` after which the run is stopped (a failure).
+std::pair<absl::StatusOr<IngestReport>, uint64_t> ingest_until_now(
+    const std::vector<std::string>& tables, const fs::path& dir, size_t workers,
+    const std::string& conn_string = "", std::chrono::seconds limit = std::chrono::seconds(60)) {
+  const std::string conn = conn_string.empty() ? conninfo() : conn_string;
+  const uint64_t seq = Sql(conn).binlog_seq();
+  IngestOptions options = ingest_options(dir, workers, tables);
+  options.stop = std::make_shared<std::atomic<bool>>(false);
+  MysqlIngestOptions my = source_of(dir.string(), workers, conn);
+  my.until_seq = seq;
+  options.upstream = make_mysql_source(my);
+  absl::StatusOr<IngestReport> report = absl::UnknownError("not run");
+  std::atomic<bool> ended = false;
+  std::thread ingest([&] {
+    report = run_ingest(options);
+    ended = true;
+  });
+  const auto deadline = Clock::now() + limit;
+  while (!ended && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_TRUE(ended.load()) << "the run did not end at GTID sequence number " << seq;
+  options.stop->store(true);
+  ingest.join();
+  return {std::move(report), seq};
+}
+
+// Every update of shard mysql.`table` at times in [0, until] (a listen from 0: the snapshot gives
+// every update at its as_of).
+std::vector<persist::Update> history(persist::PersistClient& client, const std::string& table,
+                                     uint64_t until) {
+  std::vector<persist::Update> updates;
+  auto reader = client.open_reader(shard_name("mysql", table));
+  EXPECT_TRUE(reader.ok()) << reader.status();
+  if (!reader.ok()) return updates;
+  auto listen = reader->listen(0);
+  EXPECT_TRUE(listen.ok()) << listen.status();
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  while (listen.ok() && !listen->frontier().is_empty() && listen->frontier().time() <= until) {
+    auto event = listen->next();
+    EXPECT_TRUE(event.ok()) << event.status();
+    if (!event.ok() || Clock::now() > deadline) break;
+    if (!event->has_value()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      continue;
+    }
+    for (auto& u : (*event)->updates) {
+      if (u.time <= until) updates.push_back(std::move(u));
+    }
+  }
+  (void)reader->expire();
+  return updates;
+}
+
+// The definite errors in shard mysql.`table` up to `as_of`: time -> row.
+std::map<uint64_t, std::string> errors_in(persist::PersistClient& client, const std::string& table,
+                                          uint64_t as_of) {
+  std::map<uint64_t, std::string> errors;
+  for (const auto& u : history(client, table, as_of)) {
+    if (!u.data.empty() && u.data.front() == '!') errors[u.time] = u.data;
+  }
+  return errors;
+}
+
+std::map<std::string, ExportReport> by_table(const IngestReport& report) {
+  std::map<std::string, ExportReport> out;
+  for (const auto& e : report.exports) out[e.table] = e;
+  return out;
+}
+
+std::unique_ptr<persist::PersistClient> open_client(const fs::path& dir) {
+  auto client = persist::PersistClient::open(persist::PersistLocation::in_directory(dir.string()));
+  EXPECT_TRUE(client.ok()) << client.status();
+  return client.ok() ? *std::move(client) : nullptr;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Snapshot and stream.
+
+constexpr const char* kTypedColumns = R"sql(
+  id int PRIMARY KEY,
+  ti tinyint, tu tinyint unsigned, si smallint, su smallint unsigned, mi mediumint,
+  mu mediumint unsigned, i int, iu int unsigned, bi bigint, bu bigint unsigned,
+  de decimal(12,3), fl float, db double,
+  vc varchar(40) CHARACTER SET utf8mb4, lt text CHARACTER SET latin1, bl blob,
+  d date, dt datetime(6), ts timestamp(3) NULL, tm time, yr year,
+  en enum('sad','ok','happy'), st set('a','b','c'), bt bit(5), js json, ch char(5)
+)sql";
+
+// A row of the typed table for key `k` (every column NULL but the key in one of seven).
+std::string typed_row(int64_t k) {
+  const bool nulls = k % 7 == 3;
+  auto maybe = [&](const std::string& v) { return nulls ? std::string("NULL") : v; };
+  const uint64_t u = static_cast<uint64_t>(k);
+  return absl::StrCat(
+      "(", k, ", ", maybe(std::to_string(static_cast<int>(u % 256) - 128)), ", ",
+      maybe(std::to_string(u % 256)), ", ",
+      maybe(std::to_string(static_cast<int>(u % 65536) - 32768)), ", ",
+      maybe(std::to_string((u * 7) % 65536)), ", ",
+      maybe(std::to_string(static_cast<int64_t>((u * 37) % 16777216) - 8388608)), ", ",
+      maybe(std::to_string((u * 101) % 16777216)), ", ",
+      maybe(std::to_string(static_cast<int64_t>((u * 1000003) % 4294967296) - 2147483648LL)), ", ",
+      maybe(std::to_string((u * 2654435761ULL) % 4294967296ULL)), ", ",
+      maybe(std::to_string(k * 1000000007LL - (1LL << 40))), ", ",
+      maybe(std::to_string(18446744073709551615ULL - u * 3)), ", ",
+      maybe(absl::StrCat(k % 2 ? "-" : "", k, ".", k % 1000)), ", ",
+      maybe(absl::StrCat(k, " + 0.25")), ", ", maybe(absl::StrCat(k, " / 7e0")), ", ",
+      maybe(absl::StrCat("'vc", k, " \xF0\x9F\x98\x80 \xC3\xA9'")), ", ",
+      maybe(absl::StrCat("'latin1 \xC3\xA9 \xE2\x82\xAC\\t", k, "\\\\'")), ", ",
+      maybe(absl::StrCat("UNHEX(CONCAT('00ff', LPAD(HEX(", k, "), 6, '0')))")), ", ",
+      maybe(absl::StrCat("DATE_ADD('2024-02-29', INTERVAL ", k - 1000, " DAY)")), ", ",
+      maybe(absl::StrCat("TIMESTAMP'1999-12-31 23:59:59.123456' + INTERVAL ", k, " HOUR")), ", ",
+      maybe(absl::StrCat("TIMESTAMP'2020-06-01 00:00:00.5' + INTERVAL ", k, " MINUTE")), ", ",
+      maybe(absl::StrCat("SEC_TO_TIME(", k * 37 - 20000, ")")), ", ",
+      maybe(std::to_string(1901 + k % 255)), ", ",
+      maybe(absl::StrCat("ELT(", k % 3 + 1, ", 'sad', 'ok', 'happy')")), ", ",
+      maybe(absl::StrCat("ELT(", k % 4 + 1, ", '', 'a', 'a,c', 'b,c')")), ", ",
+      maybe(std::to_string(k % 32)), ", ",
+      maybe(absl::StrCat("'{\"k\": ", k, ", \"a\": [1, \"x\"]}'")), ", ", maybe("'ab'"), ")");
+}
+
+// A row of edge values, and how its shard's row must print (as PostgreSQL's COPY would print the
+// mapped types; written out by hand, not through types.cc).
+constexpr const char* kEdgeValues =
+    "-128, 255, -32768, 65535, -8388608, 16777215, -2147483648, 4294967295, "
+    "-9223372036854775808, 18446744073709551615, -123456789.125, 1.5, -0.1, "
+    "'\xC3\xA9\xF0\x9F\x98\x80 \"q\"', '\xE2\x82\xAC\xC3\xBC\\tx\\\\y', X'00FF0A5C', "
+    "'2024-02-29', '1999-12-31 23:59:59.000001', '2038-01-19 03:14:07.999', '-838:59:59', 2155, "
+    "'happy', 'a,c', b'10101', '{\"a\": [1, \"x\"]}', 'ab'";
+constexpr const char* kEdgePrinted =
+    "\t-128\t255\t-32768\t65535\t-8388608\t16777215\t-2147483648\t4294967295\t"
+    "-9223372036854775808\t18446744073709551615\t-123456789.125\t1.5\t-0.1\t"
+    "\xC3\xA9\xF0\x9F\x98\x80 \"q\"\t\xE2\x82\xAC\xC3\xBC\\tx\\\\y\t\\\\x00ff0a5c\t"
+    "2024-02-29\t1999-12-31 23:59:59.000001\t2038-01-19 03:14:07.999+00\t-838:59:59\t2155\t"
+    "happy\ta,c\t10101\t{\"a\": [1, \"x\"]}\tab";
+
+// Writes `transactions` random transactions to `p`typed (inserts, updates, updates of the key,
+// NULLing, deletes) and inserts of one key into `p`a, `p`b and `p`c together.
+void write_changes(const std::string& p, int first_key, int transactions, uint64_t seed) {
+  Sql sql(conninfo());
+  std::mt19937_64 random(seed);
+  int next = first_key;
+  for (int i = 0; i < transactions; ++i) {
+    std::this_thread::sleep_for(std::chrono::microseconds(random() % 1500));
+    switch (random() % 6) {
+      case 0:
+        sql.exec(absl::StrCat("INSERT INTO ", p, "typed VALUES ", typed_row(next++)));
+        break;
+      case 1:
+        sql.exec(absl::StrCat("UPDATE ", p,
+                              "typed SET db = db + 1, vc = 'upd \xF0\x9F\x98\x80', en = 'ok', "
+                              "st = 'b', dt = dt + INTERVAL 1 SECOND WHERE id % 13 = ",
+                              random() % 13));
+        break;
+      case 2:
+        sql.exec(absl::StrCat("DELETE FROM ", p, "typed WHERE id = ", random() % next));
+        break;
+      case 3:  // The key changes: the row moves to another worker's key range.
+        sql.exec(absl::StrCat("UPDATE IGNORE ", p,
+                              "typed SET id = id + 100000 WHERE id = ", random() % next));
+        break;
+      case 4:
+        sql.exec(absl::StrCat("UPDATE ", p,
+                              "typed SET fl = NULL, js = NULL, bt = NULL, bl = NULL, "
+                              "ts = NULL WHERE id % 17 = ",
+                              random() % 17));
+        break;
+      default: {
+        const int k = next++;
+        sql.exec(absl::StrCat("BEGIN; INSERT INTO ", p, "a VALUES (", k, ", 'x'); INSERT INTO ", p,
+                              "b VALUES (", k, ", 'y'); INSERT INTO ", p, "c VALUES (", k,
+                              ", 'z'); COMMIT"));
+        break;
+      }
+    }
+  }
+}
+
+class MariadbIngestTest : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(MariadbIngestTest, SnapshotAndStreamEqualTheTables) {
+  const size_t workers = GetParam();
+  const std::string p = absl::StrCat("eq", workers, "_");
+  const std::vector<std::string> tables = {p + "typed", p + "a", p + "b", p + "c"};
+  {
+    Sql sql(conninfo());
+    ASSERT_TRUE(sql.ok());
+    for (const auto& t : tables) sql.exec("DROP TABLE IF EXISTS " + t);
+    sql.exec(absl::StrCat("CREATE TABLE ", p, "typed (", kTypedColumns, ")"));
+    for (const char* t : {"a", "b", "c"}) {
+      sql.exec(absl::StrCat("CREATE TABLE ", p, t, " (k int PRIMARY KEY, note varchar(10))"));
+    }
+    std::string rows;
+    for (int k = 0; k < 2000; ++k) absl::StrAppend(&rows, k ? ", " : "", typed_row(k));
+    sql.exec(absl::StrCat("INSERT INTO ", p, "typed VALUES ", rows));
+    sql.exec(absl::StrCat("INSERT INTO ", p, "typed (id) VALUES (-1)"));
+    sql.exec(absl::StrCat("INSERT INTO ", p, "typed VALUES (-2, ", kEdgeValues, ")"));
+    sql.exec(absl::StrCat("INSERT INTO ", p, "a SELECT seq, 'snap' FROM seq_1_to_50"));
+  }
+  const auto dir = fresh_dir(absl::StrCat("mysql-equal-", workers));
+  auto [report, seq] = ingest_while(tables, dir, workers, [&] {
+    // A concurrent writer, during the snapshot and after it; the edge row again, from the binlog.
+    write_changes(p, 5000, 400, workers);
+    Sql(conninfo()).exec(absl::StrCat("INSERT INTO ", p, "typed VALUES (-3, ", kEdgeValues, ")"));
+    write_changes(p, 8000, 50, workers + 100);
+  });
+  ASSERT_TRUE(report.ok()) << report.status();
+  for (const auto& e : report->exports) {
+    EXPECT_EQ(e.health, sources::Health::kRunning) << e.table << ": " << e.error;
+  }
+  auto client = open_client(dir);
+  ASSERT_TRUE(client);
+  for (const auto& table : tables) {
+    const auto expected = table_lines(conninfo(), table);
+    const auto got = shard_lines(*client, "mysql", table, seq);
+    EXPECT_EQ(got.size(), expected.size()) << table;
+    EXPECT_EQ(got, expected) << table;
+  }
+  // The edge rows print as written out by hand: -2 from the snapshot, -3 from the binlog.
+  const auto typed = shard_lines(*client, "mysql", p + "typed", seq);
+  for (const std::string key : {"-2", "-3"}) {
+    auto it = std::find_if(typed.begin(), typed.end(),
+                           [&](const std::string& line) { return line.rfind(key + "\t", 0) == 0; });
+    ASSERT_NE(it, typed.end()) << key;
+    EXPECT_EQ(*it, key + kEdgePrinted);
+  }
+  std::string all_null = "-1";
+  for (int c = 0; c < 26; ++c) all_null += "\t\\N";
+  EXPECT_NE(std::find(typed.begin(), typed.end(), all_null), typed.end());
+
+  // The transaction that wrote key k to a, b and c is at one time in all three shards.
+  std::map<std::string, std::set<uint64_t>> times;  // Key -> times, over a, b and c.
+  auto schemas = read_schemas(*client, "mysql");
+  ASSERT_TRUE(schemas.ok()) << schemas.status();
+  for (const char* t : {"a", "b", "c"}) {
+    auto desc = sources::postgres::RelationDesc::decode(schemas->at(p + t));
+    ASSERT_TRUE(desc.ok());
+    for (const auto& u : history(*client, p + t, seq)) {
+      if (u.diff < 0 || u.time == 0) continue;  // The snapshot, and a rewind's retractions.
+      std::string line;
+      ASSERT_TRUE(sources::postgres::print_row(*desc, u.data, line).ok());
+      times[line.substr(0, line.find('\t'))].insert(u.time);
+    }
+  }
+  size_t keys = 0;
+  for (const auto& [key, at] : times) {
+    EXPECT_EQ(at.size(), 1u) << "key " << key << " is at several times";
+    ++keys;
+  }
+  EXPECT_GT(keys, 10u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Workers, MariadbIngestTest, ::testing::Values(1, 2, 4));
+
+// ---------------------------------------------------------------------------------------------
+// A table added later.
+
+TEST(MariadbAddTableTest, ATableAddedLaterIsSnapshottedWhileTheOthersStream) {
+  const std::vector<std::string> first_tables = {"add_a", "add_b"};
+  const std::vector<std::string> tables = {"add_a", "add_b", "add_c"};
+  Sql sql(conninfo());
+  ASSERT_TRUE(sql.ok());
+  for (const auto& t : tables) sql.exec("DROP TABLE IF EXISTS " + t);
+  for (const auto& t : tables) {
+    sql.exec(absl::StrCat("CREATE TABLE ", t, " (k int PRIMARY KEY, v varchar(20))"));
+  }
+  sql.exec("INSERT INTO add_a SELECT seq, 'a' FROM seq_1_to_1000");
+  sql.exec("INSERT INTO add_b SELECT seq, 'b' FROM seq_1_to_1000");
+  sql.exec("INSERT INTO add_c SELECT seq, 'c' FROM seq_1_to_20000");
+  const auto dir = fresh_dir("mysql-addtable");
+  auto [first, seq1] = ingest_while(first_tables, dir, 2, [&] {
+    sql.exec("INSERT INTO add_a VALUES (50000, 'stream'); INSERT INTO add_c VALUES (50000, 'x')");
+  });
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->exports.size(), 2u);
+  // Changes to c while it is not ingested; then a run with c: it snapshots while a and b resume
+  // from their upper, and a writer changes all three meanwhile (so the stream, which starts at
+  // a's and b's upper, carries changes of c that its snapshot already has: rewinds).
+  for (int i = 0; i < 30; ++i) {
+    sql.exec(absl::StrCat("BEGIN; UPDATE add_c SET v = 'before' WHERE k % 31 = ", i,
+                          "; INSERT INTO add_a VALUES (", 60000 + i, ", 'gap'); COMMIT"));
+  }
+  const uint64_t seq_before = sql.binlog_seq();
+  auto [second, seq2] = ingest_while(tables, dir, 2, [&] {
+    Sql writer(conninfo());
+    for (int i = 0; i < 200; ++i) {
+      writer.exec(absl::StrCat("BEGIN; UPDATE add_c SET v = 'w", i, "' WHERE k % 97 = ", i % 97,
+                               "; DELETE FROM add_c WHERE k = ", i * 50,
+                               "; INSERT INTO add_a VALUES (", 70000 + i,
+                               ", 'w'); UPDATE add_b SET v = 'w' WHERE k = ", i, "; COMMIT"));
+    }
+  });
+  ASSERT_TRUE(second.ok()) << second.status();
+  auto client = open_client(dir);
+  ASSERT_TRUE(client);
+  for (const auto& t : tables) {
+    EXPECT_EQ(shard_lines(*client, "mysql", t, seq2), table_lines(conninfo(), t)) << t;
+  }
+  // a's history before the restart is untouched.
+  EXPECT_EQ(shard_lines(*client, "mysql", "add_a", seq1).size(), 1001u);
+  // The rewinds: c's snapshot is after the 30 updates, yet c at a's resume point is c before
+  // them (time 0 is c where the stream started), and each update is at its own time after it.
+  const auto c_at_resume = shard_lines(*client, "mysql", "add_c", seq1);
+  EXPECT_EQ(c_at_resume.size(), 20001u);
+  EXPECT_EQ(std::count_if(c_at_resume.begin(), c_at_resume.end(),
+                          [](const std::string& line) { return line.ends_with("\tbefore"); }),
+            0);
+  const auto c_before_run = shard_lines(*client, "mysql", "add_c", seq_before);
+  EXPECT_EQ(std::count_if(c_before_run.begin(), c_before_run.end(),
+                          [](const std::string& line) { return line.ends_with("\tbefore"); }),
+            19356);  // Every row but the 645 keys k % 31 = 30.
+}
+
+// ---------------------------------------------------------------------------------------------
+// Definite errors.
+
+TEST(MariadbErrorsTest, AnAlterAndATruncateStopOnlyTheirExportsAndStayAfterARestart) {
+  const std::vector<std::string> tables = {"err_x", "err_y", "err_z"};
+  Sql sql(conninfo());
+  ASSERT_TRUE(sql.ok());
+  for (const auto& t : tables) sql.exec("DROP TABLE IF EXISTS " + t);
+  sql.exec(
+      "CREATE TABLE err_x (k int PRIMARY KEY, note varchar(10));"
+      "CREATE TABLE err_y (k int PRIMARY KEY); CREATE TABLE err_z (k int PRIMARY KEY);"
+      "INSERT INTO err_x SELECT seq, 'n' FROM seq_1_to_100;"
+      "INSERT INTO err_y SELECT seq FROM seq_1_to_100;"
+      "INSERT INTO err_z SELECT seq FROM seq_1_to_100;");
+  const auto dir = fresh_dir("mysql-errors");
+  uint64_t alter_seq = 0, truncate_seq = 0;
+  auto [first, seq1] = ingest_while(
+      tables, dir, 2,
+      [&] {
+        Sql writer(conninfo());
+        for (int i = 0; i < 50; ++i) {
+          writer.exec(absl::StrCat("INSERT INTO err_x VALUES (", 1000 + i,
+                                   ", 'm'); INSERT INTO err_y VALUES (", 1000 + i,
+                                   "); INSERT INTO err_z VALUES (", 1000 + i, ")"));
+        }
+        writer.exec("ALTER TABLE err_x ADD COLUMN extra int");
+        alter_seq = writer.last_seq();
+        writer.exec("TRUNCATE err_z");
+        truncate_seq = writer.last_seq();
+        for (int i = 0; i < 50; ++i) {
+          writer.exec(absl::StrCat("INSERT INTO err_x VALUES (", 2000 + i,
+                                   ", 'm', 1); INSERT INTO err_y VALUES (", 2000 + i,
+                                   "); INSERT INTO err_z VALUES (", 2000 + i, ")"));
+        }
+      },
+      /*after_snapshot=*/true);
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto reports = by_table(*first);
+  EXPECT_EQ(reports["err_x"].health, sources::Health::kStalled);
+  EXPECT_NE(reports["err_x"].error.find("changed its columns"), std::string::npos)
+      << reports["err_x"].error;
+  EXPECT_EQ(reports["err_z"].health, sources::Health::kStalled);
+  EXPECT_NE(reports["err_z"].error.find("truncated"), std::string::npos) << reports["err_z"].error;
+  EXPECT_EQ(reports["err_y"].health, sources::Health::kRunning) << reports["err_y"].error;
+
+  auto client = open_client(dir);
+  ASSERT_TRUE(client);
+  const auto x_errors = errors_in(*client, "err_x", seq1);
+  const auto z_errors = errors_in(*client, "err_z", seq1);
+  ASSERT_EQ(x_errors.size(), 1u);
+  ASSERT_EQ(z_errors.size(), 1u);
+  EXPECT_EQ(x_errors.begin()->first, alter_seq);
+  EXPECT_EQ(z_errors.begin()->first, truncate_seq);
+  EXPECT_EQ(shard_lines(*client, "mysql", "err_y", seq1), table_lines(conninfo(), "err_y"));
+  // Before its error, x holds every change before the ALTER: its 150 rows.
+  EXPECT_EQ(shard_lines(*client, "mysql", "err_x", alter_seq - 1).size(), 150u);
+  const auto x_before = shard_lines(*client, "mysql", "err_x", seq1);
+  const auto z_before = shard_lines(*client, "mysql", "err_z", seq1);
+
+  // More writes while nothing runs, then a restart (to the source's own end): the errors stay
+  // where they were, nothing more is written to x and z, y goes on.
+  for (int i = 0; i < 20; ++i) {
+    sql.exec(absl::StrCat("INSERT INTO err_x VALUES (", 3000 + i, ", 'r', 2); INSERT INTO err_y ",
+                          "VALUES (", 3000 + i, "); INSERT INTO err_z VALUES (", 3000 + i, ")"));
+  }
+  auto [second, seq2] = ingest_until_now(tables, dir, 2);
+  ASSERT_TRUE(second.ok()) << second.status();
+  reports = by_table(*second);
+  EXPECT_EQ(reports["err_x"].health, sources::Health::kStalled);
+  EXPECT_EQ(reports["err_z"].health, sources::Health::kStalled);
+  EXPECT_NE(reports["err_x"].error.find("changed its columns"), std::string::npos)
+      << reports["err_x"].error;
+  EXPECT_EQ(reports["err_x"].updates, 0u);
+  EXPECT_EQ(reports["err_z"].updates, 0u);
+  EXPECT_EQ(errors_in(*client, "err_x", seq2), x_errors);
+  EXPECT_EQ(errors_in(*client, "err_z", seq2), z_errors);
+  EXPECT_EQ(shard_lines(*client, "mysql", "err_x", seq2), x_before);
+  EXPECT_EQ(shard_lines(*client, "mysql", "err_z", seq2), z_before);
+  EXPECT_EQ(shard_lines(*client, "mysql", "err_y", seq2), table_lines(conninfo(), "err_y"));
+}
+
+// A server of this test's own (the purge would take binlogs from under the other tests).
+class OwnServer {
+ public:
+  explicit OwnServer(const std::string& name)
+      : state_(fs::temp_directory_path() /
+               ("weir-mariadb-" + name + "-" + std::to_string(::getpid()))) {
+    error_ = weir::testing::mariadb_fixture("start " + state_.string());
+    if (!error_.empty()) return;
+    std::ifstream in(state_ / "conn");
+    std::getline(in, conn_);
+  }
+  ~OwnServer() { (void)weir::testing::mariadb_fixture("stop " + state_.string()); }
+  const std::string& error() const { return error_; }
+  const std::string& conn() const { return conn_; }
+  // Runs `sql` as root (no double quotes in it).
+  std::string root(const std::string& sql) {
+    return weir::testing::mariadb_fixture("sql " + state_.string() + " \"" + sql + "\"");
+  }
+
+ private:
+  fs::path state_;
+  std::string error_, conn_;
+};
+
+TEST(MariadbErrorsTest, APurgedBinlogIsADefiniteErrorOfEveryExport) {
+  OwnServer server("purge");
+  ASSERT_EQ(server.error(), "");
+  Sql sql(server.conn());
+  ASSERT_TRUE(sql.ok());
+  sql.exec(
+      "CREATE TABLE pu_x (k int PRIMARY KEY); CREATE TABLE pu_y (k int PRIMARY KEY);"
+      "INSERT INTO pu_x VALUES (1); INSERT INTO pu_y VALUES (1)");
+  const std::vector<std::string> tables = {"pu_x", "pu_y"};
+  const auto dir = fresh_dir("mysql-purge");
+  auto [first, seq1] = ingest_until_now(tables, dir, 2, server.conn());
+  ASSERT_TRUE(first.ok()) << first.status();
+  // Changes the shards never saw, in a binlog file that is then purged.
+  sql.exec("FLUSH BINARY LOGS");
+  sql.exec("INSERT INTO pu_x VALUES (2); INSERT INTO pu_y VALUES (2)");
+  sql.exec("FLUSH BINARY LOGS");
+  sql.exec("INSERT INTO pu_x VALUES (3)");
+  std::string newest;
+  {
+    auto rows = sql.conn().rows("SHOW BINARY LOGS");
+    ASSERT_TRUE(rows.ok()) << rows.status();
+    ASSERT_FALSE(rows->empty());
+    newest = *rows->back()[0];
+  }
+  // The purge keeps a file until InnoDB's checkpoint has passed it (with no warning): retried.
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  for (;;) {
+    ASSERT_EQ(server.root("PURGE BINARY LOGS TO '" + newest + "'"), "");
+    auto rows = sql.conn().rows("SHOW BINARY LOGS");
+    ASSERT_TRUE(rows.ok()) << rows.status();
+    if (rows->size() == 1) break;
+    ASSERT_LT(Clock::now(), deadline) << "the server keeps its old binlogs";
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  auto [second, seq2] = ingest_until_now(tables, dir, 2, server.conn(), std::chrono::seconds(30));
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_EQ(second->exports.size(), 2u);
+  for (const auto& e : second->exports) {
+    EXPECT_EQ(e.health, sources::Health::kStalled) << e.table;
+    EXPECT_NE(e.error.find("binlog"), std::string::npos) << e.table << ": " << e.error;
+  }
+  auto client = open_client(dir);
+  ASSERT_TRUE(client);
+  for (const auto& t : tables) {
+    const auto errors = errors_in(*client, t, seq2);
+    EXPECT_EQ(errors.size(), 1u) << t;
+    // The error is where the shard stood: no change it missed is claimed.
+    if (!errors.empty()) {
+      EXPECT_LE(errors.begin()->first, seq1 + 1) << t;
+    }
+    EXPECT_EQ(shard_lines(*client, "mysql", t, seq1).size(), 1u) << t;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checks at start.
+
+absl::Status ingest_error(const std::string& conn_string, const std::string& name,
+                          const std::vector<std::string>& tables = {}) {
+  IngestOptions options = ingest_options(fresh_dir("mysql-checks-" + name), 1, tables);
+  options.upstream = make_mysql_source(source_of(name, 1, conn_string));
+  options.stop = std::make_shared<std::atomic<bool>>(false);
+  absl::StatusOr<IngestReport> report = absl::UnknownError("not run");
+  std::atomic<bool> ended = false;
+  std::thread ingest([&] {
+    report = run_ingest(options);
+    ended = true;
+  });
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  while (!ended && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_TRUE(ended.load()) << name << ": the run did not end with an error";
+  options.stop->store(true);
+  ingest.join();
+  EXPECT_FALSE(report.ok()) << name;
+  return report.status();
+}
+
+// Replaces (or removes, with an empty value) `key` in a connection string.
+std::string with_key(const std::string& conn_string, const std::string& key,
+                     const std::string& value) {
+  std::vector<std::string> parts;
+  for (const auto& part : absl::StrSplit(conn_string, ' ', absl::SkipEmpty())) {
+    if (absl::StartsWith(part, key + "=")) continue;
+    parts.emplace_back(part);
+  }
+  if (!value.empty()) parts.push_back(key + "=" + value);
+  return absl::StrJoin(parts, " ");
+}
+
+TEST(MariadbChecksTest, EachProblemAtStartIsNamed) {
+  const std::string conn = conninfo();
+  Sql sql(conn);
+  ASSERT_TRUE(sql.ok());
+  sql.exec("DROP TABLE IF EXISTS chk_nokey");
+  sql.exec(
+      "CREATE TABLE chk_nokey (a int, b varchar(10));"
+      "INSERT INTO chk_nokey SELECT seq % 10, 'v' FROM seq_1_to_300;");
+  // A table without a primary key is read by one worker, duplicates and all.
+  const auto dir = fresh_dir("mysql-checks-nokey");
+  auto [report, seq] = ingest_while({"chk_nokey"}, dir, 4, [&] {
+    Sql writer(conn);
+    writer.exec("INSERT INTO chk_nokey VALUES (1, 'v'), (NULL, NULL)");
+    writer.exec("DELETE FROM chk_nokey WHERE a = 2 LIMIT 1");
+    writer.exec("UPDATE chk_nokey SET b = 'u' WHERE a = 3");
+  });
+  ASSERT_TRUE(report.ok()) << report.status();
+  {
+    auto client = open_client(dir);
+    ASSERT_TRUE(client);
+    const auto got = shard_lines(*client, "mysql", "chk_nokey", seq);
+    EXPECT_EQ(got.size(), 301u);
+    EXPECT_EQ(got, table_lines(conn, "chk_nokey"));
+  }
+
+  absl::Status key = ingest_error(conn + " colour=blue", "key");
+  EXPECT_NE(key.message().find("colour"), std::string::npos) << key;
+  absl::Status no_database = ingest_error(with_key(conn, "database", ""), "nodb");
+  EXPECT_NE(no_database.message().find("database"), std::string::npos) << no_database;
+  absl::Status unknown = ingest_error(with_key(conn, "database", "nowhere"), "unknowndb");
+  EXPECT_NE(unknown.message().find("nowhere"), std::string::npos) << unknown;
+  absl::Status missing = ingest_error(conn, "missing", {"chk_not_there"});
+  EXPECT_NE(missing.message().find("chk_not_there"), std::string::npos) << missing;
+
+  // A user without the replication privileges (root SQL through the fixture's script).
+  const char* conn_file = std::getenv("WEIR_TEST_MARIADB_CONN_FILE");
+  if (conn_file == nullptr) GTEST_SKIP() << "the privileges check needs the fixture's state dir";
+  const std::string state = fs::path(conn_file).parent_path().string();
+  const auto root = [&](const std::string& statement) {
+    return weir::testing::mariadb_fixture("sql " + state + " \"" + statement + "\"");
+  };
+  ASSERT_EQ(root("DROP USER IF EXISTS weak@'127.0.0.1'; CREATE USER weak@'127.0.0.1'; "
+                 "GRANT SELECT ON weir.* TO weak@'127.0.0.1'"),
+            "");
+  absl::Status weak = ingest_error(with_key(conn, "user", "weak"), "weak", {"chk_nokey"});
+  EXPECT_NE(weak.message().find("REPLICATION SLAVE"), std::string::npos) << weak;
+  EXPECT_NE(weak.message().find("weak"), std::string::npos) << weak;
+  EXPECT_EQ(root("DROP USER weak@'127.0.0.1'"), "");
+}
+
+}  // namespace
+}  // namespace weir::ingest::testing
