@@ -4,19 +4,20 @@
 
 #include "absl/strings/str_cat.h"
 #include <errmsg.h>
-#include <mariadb_rpl.h>
 #include <mysql.h>
 
 #include "weir/status.h"
 
 namespace weir::sources::mysql {
 
-absl::StatusOr<BinlogDump> BinlogDump::open(MysqlConnection& conn,
-                                            const BinlogDumpOptions& options) {
+absl::StatusOr<BinlogDump> BinlogDump::open(MysqlConnection& conn, const BinlogDumpOptions& options,
+                                            AsyncContext* ctx) {
   if (options.server_id == 0) {
     return absl::InvalidArgumentError("binlog dump: server_id 0 (a replica needs its own id)");
   }
-  WEIR_ASSIGN_OR_RETURN(auto rows, conn.rows("SELECT @@global.binlog_checksum"));
+  WEIR_ASSIGN_OR_RETURN(auto rows, ctx != nullptr
+                                       ? conn.rows(*ctx, "SELECT @@global.binlog_checksum")
+                                       : conn.rows("SELECT @@global.binlog_checksum"));
   if (rows.size() != 1 || rows[0].size() != 1 || !rows[0][0].has_value()) {
     return absl::FailedPreconditionError(
         "binlog dump: SELECT @@global.binlog_checksum gave no row");
@@ -36,70 +37,49 @@ absl::StatusOr<BinlogDump> BinlogDump::open(MysqlConnection& conn,
     absl::StrAppend(&set, ", @master_heartbeat_period = ",
                     static_cast<int64_t>(options.heartbeat_period.count()) * 1000000);
   }
-  WEIR_RETURN_IF_ERROR(conn.exec(set));
+  WEIR_RETURN_IF_ERROR(ctx != nullptr ? conn.exec(*ctx, set) : conn.exec(set));
 
-  MARIADB_RPL* rpl = mariadb_rpl_init(conn.raw());
-  if (rpl == nullptr) {
-    return conn.error("binlog dump: mariadb_rpl_init");
+  // COM_BINLOG_DUMP: position 4, flags, the replica's server id, no file name (the GTID state
+  // says where).
+  std::string command(10, '\0');
+  const auto put = [&](size_t at, uint32_t value, size_t bytes) {
+    for (size_t i = 0; i < bytes; ++i)
+      command[at + i] = static_cast<char>((value >> (8 * i)) & 0xff);
+  };
+  put(0, 4, 4);
+  put(4, options.non_blocking ? 1 : 0, 2);  // BINLOG_DUMP_NON_BLOCK
+  put(6, options.server_id, 4);
+  MYSQL* mysql = conn.raw();
+  if (mysql->methods->db_command(mysql, COM_BINLOG_DUMP, command.data(), command.size(), 1,
+                                 nullptr) != 0) {
+    return conn.error("binlog dump: COM_BINLOG_DUMP");
   }
-  const unsigned int flags = options.non_blocking ? MARIADB_RPL_BINLOG_DUMP_NON_BLOCK : 0;
-  if (mariadb_rpl_optionsv(rpl, MARIADB_RPL_SERVER_ID, options.server_id) != 0 ||
-      mariadb_rpl_optionsv(rpl, MARIADB_RPL_FLAGS, flags) != 0 ||
-      mariadb_rpl_optionsv(rpl, MARIADB_RPL_START, static_cast<unsigned long>(4)) != 0 ||
-      mariadb_rpl_optionsv(rpl, MARIADB_RPL_FILENAME, "", static_cast<size_t>(0)) != 0 ||
-      // BinlogDecoder checks the checksums.
-      mariadb_rpl_optionsv(rpl, MARIADB_RPL_VERIFY_CHECKSUM, static_cast<uint32_t>(0)) != 0) {
-    mariadb_rpl_close(rpl);
-    return absl::InternalError("binlog dump: mariadb_rpl_optionsv failed");
-  }
-  if (mariadb_rpl_open(rpl) != 0) {
-    absl::Status status = conn.error("binlog dump: COM_BINLOG_DUMP");
-    mariadb_rpl_close(rpl);
-    return status;
-  }
-  return BinlogDump(conn, rpl, checksum);
+  return BinlogDump(conn, checksum);
 }
 
-BinlogDump::BinlogDump(BinlogDump&& other) noexcept
-    : conn_(other.conn_),
-      rpl_(std::exchange(other.rpl_, nullptr)),
-      event_(std::exchange(other.event_, nullptr)),
-      checksum_(other.checksum_),
-      ended_(other.ended_) {}
-
-BinlogDump::~BinlogDump() {
-  if (event_ != nullptr) {
-    mariadb_free_rpl_event(event_);
-  }
-  if (rpl_ != nullptr) {
-    mariadb_rpl_close(rpl_);
-  }
-}
-
-absl::StatusOr<std::optional<std::string_view>> BinlogDump::fetch() {
-  if (ended_) {
-    return std::nullopt;
-  }
-  MARIADB_RPL_EVENT* event = mariadb_rpl_fetch(rpl_, event_);
-  if (event == nullptr) {
-    // mariadb_rpl_fetch freed the event it was given.
-    event_ = nullptr;
-    if (mariadb_rpl_errno(rpl_) != 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "binlog dump: libmariadb could not read an event: ", mariadb_rpl_error(rpl_)));
+absl::StatusOr<std::optional<std::string_view>> BinlogDump::fetch(AsyncContext* ctx) {
+  if (ended_) return std::nullopt;
+  if (ctx != nullptr) WEIR_RETURN_IF_ERROR(conn_->await_data(*ctx));
+  MYSQL* mysql = conn_->raw();
+  const unsigned long length = mysql_net_read_packet(mysql);
+  if (length == static_cast<unsigned long>(~0ul) || length == 0) {
+    if (mysql_errno(mysql) == 1236) position_lost_ = true;  // ER_MASTER_FATAL_ERROR_READING_BINLOG
+    if (mysql_errno(mysql) == 0) {
+      return absl::DataLossError("binlog dump: the server sent an empty packet");
     }
-    if (mysql_errno(conn_->raw()) != 0) {
-      return conn_->error("binlog dump: reading the binlog");
-    }
+    return conn_->error("binlog dump: reading the binlog");
+  }
+  const auto* data = reinterpret_cast<const char*>(mysql->net.read_pos);
+  if (static_cast<unsigned char>(data[0]) == 0xfe && length < 9) {
     ended_ = true;
     return std::nullopt;
   }
-  event_ = event;
-  if (event->raw_data_ofs > event->raw_data_size) {
-    return absl::InternalError("binlog dump: libmariadb's event offset is past its data");
+  if (data[0] != 0) {
+    return absl::DataLossError(absl::StrCat("binlog dump: a packet starts with byte ",
+                                            static_cast<int>(static_cast<unsigned char>(data[0])),
+                                            ", not 0 (OK)"));
   }
-  return std::string_view(reinterpret_cast<const char*>(event->raw_data) + event->raw_data_ofs,
-                          event->raw_data_size - event->raw_data_ofs);
+  return std::optional<std::string_view>(std::string_view(data + 1, length - 1));
 }
 
 }  // namespace weir::sources::mysql

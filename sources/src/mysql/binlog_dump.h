@@ -49,9 +49,6 @@
 
 #include "weir/sources/mysql/binlog.h"
 
-struct st_mariadb_rpl;
-struct st_mariadb_rpl_event;
-
 namespace weir::sources::mysql {
 
 struct BinlogDumpOptions {
@@ -61,34 +58,41 @@ struct BinlogDumpOptions {
   std::chrono::milliseconds heartbeat_period{0};  // 0: no heartbeats.
 };
 
+// The dump reads the server's packets itself (libmariadb's mariadb_rpl_fetch would parse every
+// event first, with its own parser, before weir's decoder sees it): each is an OK byte and one
+// event, an EOF packet (a non-blocking dump's end) or an error packet.
 class BinlogDump {
  public:
   // Sets up the session and sends COM_BINLOG_DUMP on `conn`, which the dump then occupies (until
-  // it is destroyed, the connection can do nothing else). `conn` must outlive the dump.
-  static absl::StatusOr<BinlogDump> open(MysqlConnection& conn, const BinlogDumpOptions& options);
+  // it is destroyed, the connection can do nothing else). `conn` must outlive the dump. With
+  // `ctx`, waits on its fiber rather than block.
+  static absl::StatusOr<BinlogDump> open(MysqlConnection& conn, const BinlogDumpOptions& options,
+                                         AsyncContext* ctx = nullptr);
 
-  BinlogDump(BinlogDump&& other) noexcept;
+  BinlogDump(BinlogDump&&) = default;
   BinlogDump& operator=(BinlogDump&&) = delete;
-  ~BinlogDump();
 
   // The checksum algorithm of the events before the first FORMAT_DESCRIPTION: construct the
   // BinlogDecoder with it.
   ChecksumAlg checksum() const { return checksum_; }
 
   // The next event's bytes (header to checksum), valid until the next fetch; nullopt when a
-  // non-blocking dump reached the end of the binlog. Errors: the server's (a purged GTID
-  // position: FailedPrecondition; a lost connection: Unavailable).
-  absl::StatusOr<std::optional<std::string_view>> fetch();
+  // non-blocking dump reached the end of the binlog. With `ctx`, waits on its fiber for the
+  // server. Errors: the server's (FailedPrecondition; position_lost() tells the binlog no longer
+  // holds the start position), a lost connection (Unavailable), a malformed packet (DataLoss).
+  absl::StatusOr<std::optional<std::string_view>> fetch(AsyncContext* ctx = nullptr);
+
+  // The server refused the dump's start position (ER_MASTER_FATAL_ERROR_READING_BINLOG): the
+  // binlog was purged past it, or holds another history.
+  bool position_lost() const { return position_lost_; }
 
  private:
-  BinlogDump(MysqlConnection& conn, st_mariadb_rpl* rpl, ChecksumAlg checksum)
-      : conn_(&conn), rpl_(rpl), checksum_(checksum) {}
+  BinlogDump(MysqlConnection& conn, ChecksumAlg checksum) : conn_(&conn), checksum_(checksum) {}
 
   MysqlConnection* conn_;
-  st_mariadb_rpl* rpl_;
-  st_mariadb_rpl_event* event_ = nullptr;
   ChecksumAlg checksum_;
   bool ended_ = false;
+  bool position_lost_ = false;
 };
 
 }  // namespace weir::sources::mysql
