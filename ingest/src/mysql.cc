@@ -5,8 +5,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-
 #include "schemas.h"
+
 #include "weir/persist/client.h"
 #include "weir/sources/mysql/mysql_source.h"
 #include "weir/status.h"
@@ -88,21 +88,20 @@ class MysqlIngestSource final : public IngestSource {
     if (origin.seq == 0) origin = now.server;
     const std::string origin_text = absl::StrCat(origin.domain, "-", origin.server);
     if (auto it = facts.find(kOriginKey); it == facts.end()) {
-      WEIR_RETURN_IF_ERROR(
-          internal::record_schema(client, options_.kind, kOriginKey, origin_text));
+      WEIR_RETURN_IF_ERROR(internal::record_schema(client, options_.kind, kOriginKey, origin_text));
     } else {
       const size_t dash = it->second.find('-');
       my::GtidPosition recorded;
       if (dash == std::string::npos ||
           !absl::SimpleAtoi(it->second.substr(0, dash), &recorded.domain) ||
           !absl::SimpleAtoi(it->second.substr(dash + 1), &recorded.server)) {
-        return absl::DataLossError(absl::StrCat(options_.kind, ".schemas: its ", kOriginKey,
-                                                " '", it->second, "' is damaged"));
+        return absl::DataLossError(absl::StrCat(options_.kind, ".schemas: its ", kOriginKey, " '",
+                                                it->second, "' is damaged"));
       }
       origin.domain = recorded.domain;
       origin.server = recorded.server;
-      if (now.position.seq != 0 && (now.position.domain != recorded.domain ||
-                                    now.position.server != recorded.server)) {
+      if (now.position.seq != 0 &&
+          (now.position.domain != recorded.domain || now.position.server != recorded.server)) {
         source_error = absl::StrCat(
             "the server's binlog is now at GTID ", now.position.to_string(), ", of domain ",
             now.position.domain, " and server ", now.position.server, ", not ", it->second,
@@ -126,16 +125,14 @@ class MysqlIngestSource final : public IngestSource {
       }
       if (spec.needs_snapshot()) {
         if (std::find(now.tables.begin(), now.tables.end(), spec.table) == now.tables.end()) {
-          return absl::FailedPreconditionError(
-              absl::StrCat("mysql source: table ", spec.table, " is not a base table of ",
-                           database_));
+          return absl::FailedPreconditionError(absl::StrCat("mysql source: table ", spec.table,
+                                                            " is not a base table of ", database_));
         }
         WEIR_ASSIGN_OR_RETURN(my::TableDesc desc, my::load_table(options_.conninfo, spec.table));
         table.columns = std::move(desc.columns);
         table.desc = std::move(desc.desc);
         // Recorded first: what the snapshot's and the binlog's rows are decoded with.
-        WEIR_RETURN_IF_ERROR(internal::record_schema(client, options_.kind,
-                                                     columns_key(spec.table),
+        WEIR_RETURN_IF_ERROR(internal::record_schema(client, options_.kind, columns_key(spec.table),
                                                      my::encode_columns(table.columns)));
         WEIR_RETURN_IF_ERROR(
             internal::record_schema(client, options_.kind, spec.table, table.desc.encode()));
@@ -143,8 +140,8 @@ class MysqlIngestSource final : public IngestSource {
         auto desc = facts.find(spec.table);
         auto columns = facts.find(columns_key(spec.table));
         if (desc == facts.end() || columns == facts.end()) {
-          table.error_to_write = absl::StrCat("table ", spec.table, ": no description is recorded in ",
-                                              options_.kind, ".schemas");
+          table.error_to_write = absl::StrCat(
+              "table ", spec.table, ": no description is recorded in ", options_.kind, ".schemas");
         } else {
           auto decoded = sources::postgres::RelationDesc::decode(desc->second);
           auto decoded_columns = my::decode_columns(columns->second);

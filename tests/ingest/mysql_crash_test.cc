@@ -162,19 +162,10 @@ TEST(MariadbCrashTest, TwentyKillsAndTwoServerCrashesLoseNothing) {
     mysql_close(conn);
   }
   const fs::path dir = base / "persist";
-  const std::vector<std::string> args = {WEIR_TOOL_PATH,
-                                         "ingest",
-                                         "--source",
-                                         "mysql",
-                                         "--conn",
-                                         conninfo,
-                                         "--persist",
-                                         dir.string(),
-                                         "-w",
-                                         "2",
-                                         "--quiet",
-                                         "--compaction-window",
-                                         "18446744073709551615"};
+  const std::vector<std::string> args = {
+      WEIR_TOOL_PATH,        "ingest",     "--source", "mysql", "--conn",  conninfo,
+      "--persist",           dir.string(), "-w",       "2",     "--quiet", "--compaction-window",
+      "18446744073709551615"};
 
   std::atomic<bool> stop_writer{false};
   std::thread writer([&] { write_until(port, stop_writer); });

@@ -69,8 +69,8 @@ absl::StatusOr<GtidPosition> parse_gtid_position(std::string_view text);
 
 struct UpstreamInfo {
   unsigned long server_version = 0;
-  std::string database;             // The connection string's.
-  GtidPosition position;            // @@gtid_binlog_pos now.
+  std::string database;   // The connection string's.
+  GtidPosition position;  // @@gtid_binlog_pos now.
   // The server's own domain and id (@@gtid_domain_id, @@server_id): the origin of the GTIDs it
   // will write.
   GtidPosition server;
