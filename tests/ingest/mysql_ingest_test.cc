@@ -604,6 +604,83 @@ TEST(MariadbErrorsTest, AnAlterAndATruncateStopOnlyTheirExportsAndStayAfterARest
   EXPECT_EQ(shard_lines(*client, "mysql", "err_y", seq2), table_lines(conninfo(), "err_y"));
 }
 
+// DDL that leaves the columns as they were (an index, a table option) stops nothing; a rename
+// and a drop are definite errors; a killed dump connection is transient (the run goes on, and
+// loses nothing); a table whose name needs quoting, and a 1 MB value, stream as any other.
+TEST(MariadbErrorsTest, RenamesDropsHarmlessDdlAndAKilledDumpConnection) {
+  const std::vector<std::string> tables = {"ddl_keep", "ddl_ren", "ddl_drop", "ddl odd`name"};
+  Sql sql(conninfo());
+  ASSERT_TRUE(sql.ok());
+  for (const std::string t : {"ddl_keep", "ddl_ren", "ddl_ren2", "ddl_drop", "ddl odd`name"}) {
+    sql.exec("DROP TABLE IF EXISTS " + my::quote_identifier(t));
+  }
+  sql.exec(
+      "CREATE TABLE ddl_keep (k int PRIMARY KEY, v varchar(10), b longblob);"
+      "CREATE TABLE ddl_ren (k int PRIMARY KEY); CREATE TABLE ddl_drop (k int PRIMARY KEY);"
+      "CREATE TABLE `ddl odd``name` (k int PRIMARY KEY, v varchar(10));"
+      "INSERT INTO ddl_keep SELECT seq, 'k', NULL FROM seq_1_to_100;"
+      "INSERT INTO ddl_ren SELECT seq FROM seq_1_to_100;"
+      "INSERT INTO ddl_drop SELECT seq FROM seq_1_to_100;"
+      "INSERT INTO `ddl odd``name` SELECT seq, 'o' FROM seq_1_to_100;");
+  const auto dir = fresh_dir("mysql-ddl");
+  uint64_t rename_seq = 0, drop_seq = 0;
+  auto [report, seq] = ingest_while(
+      tables, dir, 2,
+      [&] {
+        Sql writer(conninfo());
+        writer.exec("ALTER TABLE ddl_keep ADD INDEX by_v (v)");
+        writer.exec("ALTER TABLE ddl_keep COMMENT 'still the same columns'");
+        writer.exec("ALTER TABLE `ddl odd``name` ADD INDEX by_v (v)");
+        writer.exec("INSERT INTO ddl_keep VALUES (1000, 'big', REPEAT('x', 1048576))");
+        writer.exec("RENAME TABLE ddl_ren TO ddl_ren2");
+        rename_seq = writer.last_seq();
+        writer.exec("DROP TABLE ddl_drop");
+        drop_seq = writer.last_seq();
+        for (int i = 0; i < 20; ++i) {
+          writer.exec(absl::StrCat("INSERT INTO ddl_keep VALUES (", 2000 + i,
+                                   ", 'a', NULL); INSERT INTO `ddl odd``name` VALUES (", 2000 + i,
+                                   ", 'a'); INSERT INTO ddl_ren2 VALUES (", 2000 + i, ")"));
+        }
+        // The dump connection, killed mid-stream (user weir may kill its own connections).
+        const std::string dump = writer.one(
+            "SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%' AND "
+            "USER = 'weir' ORDER BY ID DESC LIMIT 1");
+        EXPECT_NE(dump, "") << "no binlog dump connection";
+        if (!dump.empty()) writer.exec("KILL " + dump);
+        for (int i = 0; i < 20; ++i) {
+          writer.exec(
+              absl::StrCat("INSERT INTO ddl_keep VALUES (", 3000 + i,
+                           ", 'b', NULL); UPDATE `ddl odd``name` SET v = 'b' WHERE k = ", i + 1));
+        }
+      },
+      /*after_snapshot=*/true);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_GE(report->epochs, 2u) << "the killed dump connection did not restart the run";
+  auto reports = by_table(*report);
+  EXPECT_EQ(reports["ddl_keep"].health, sources::Health::kRunning) << reports["ddl_keep"].error;
+  EXPECT_EQ(reports["ddl odd`name"].health, sources::Health::kRunning)
+      << reports["ddl odd`name"].error;
+  EXPECT_EQ(reports["ddl_ren"].health, sources::Health::kStalled);
+  EXPECT_NE(reports["ddl_ren"].error.find("dropped or renamed"), std::string::npos)
+      << reports["ddl_ren"].error;
+  EXPECT_EQ(reports["ddl_drop"].health, sources::Health::kStalled);
+  EXPECT_NE(reports["ddl_drop"].error.find("dropped or renamed"), std::string::npos)
+      << reports["ddl_drop"].error;
+  auto client = open_client(dir);
+  ASSERT_TRUE(client);
+  for (const std::string t : {"ddl_keep", "ddl odd`name"}) {
+    EXPECT_EQ(shard_lines(*client, "mysql", t, seq), table_lines(conninfo(), t)) << t;
+  }
+  const auto ren_errors = errors_in(*client, "ddl_ren", seq);
+  const auto drop_errors = errors_in(*client, "ddl_drop", seq);
+  ASSERT_EQ(ren_errors.size(), 1u);
+  ASSERT_EQ(drop_errors.size(), 1u);
+  EXPECT_EQ(ren_errors.begin()->first, rename_seq);
+  EXPECT_EQ(drop_errors.begin()->first, drop_seq);
+  EXPECT_EQ(shard_lines(*client, "mysql", "ddl_ren", rename_seq - 1).size(), 100u);
+  EXPECT_EQ(shard_lines(*client, "mysql", "ddl_drop", drop_seq - 1).size(), 100u);
+}
+
 // A server of this test's own (the purge would take binlogs from under the other tests).
 class OwnServer {
  public:
