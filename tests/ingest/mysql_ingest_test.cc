@@ -175,14 +175,18 @@ std::pair<absl::StatusOr<IngestReport>, uint64_t> ingest_while(
   options.upstream = make_mysql_source(source_of(dir.string(), workers));
   IngestMonitor monitor;
   absl::StatusOr<IngestReport> report = absl::UnknownError("not run");
-  std::thread ingest([&] { report = run_ingest(options, &monitor); });
+  std::atomic<bool> ended = false;  // A run that failed for good does not reach the end.
+  std::thread ingest([&] {
+    report = run_ingest(options, &monitor);
+    ended = true;
+  });
   if (after_snapshot) {
     const auto deadline = Clock::now() + std::chrono::seconds(60);
     for (;;) {
       auto views = monitor.exports();
       bool done = !views.empty();
       for (const auto& v : views) done &= v.persisted_upper > 0;
-      if (done || Clock::now() > deadline) break;
+      if (done || ended || Clock::now() > deadline) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
@@ -199,7 +203,7 @@ std::pair<absl::StatusOr<IngestReport>, uint64_t> ingest_while(
       for (const auto& v : views) absl::StrAppend(&line, " ", v.table, "=", v.persisted_upper);
       options.log(line);
     }
-    if (done || Clock::now() > deadline) {
+    if (done || ended || Clock::now() > deadline) {
       EXPECT_TRUE(done) << "the shards did not reach " << seq + 1;
       break;
     }
