@@ -12,6 +12,7 @@
 #include "mysql/binlog_dump.h"
 #include "mysql/catalog.h"
 #include "mysql/connection.h"
+#include "mysql/ddl.h"
 
 #include "weir/async/async_operator.h"
 #include "weir/operators/concat.h"
@@ -543,59 +544,6 @@ void render_snapshot(Scope<Offset>& scope, const MysqlSourceConfig& config,
 
 namespace {
 
-// The lower-case, whitespace-collapsed start of a statement, comments skipped: to tell DDL apart.
-std::string statement_head(std::string_view query, size_t words) {
-  std::string head;
-  size_t i = 0, taken = 0;
-  while (i < query.size() && taken < words) {
-    const char c = query[i];
-    if (std::isspace(static_cast<unsigned char>(c))) {
-      ++i;
-      continue;
-    }
-    if (query.substr(i, 2) == "/*") {
-      const size_t end = query.find("*/", i + 2);
-      i = end == std::string_view::npos ? query.size() : end + 2;
-      continue;
-    }
-    if (query.substr(i, 2) == "--" || c == '#') {
-      const size_t end = query.find('\n', i);
-      i = end == std::string_view::npos ? query.size() : end + 1;
-      continue;
-    }
-    if (!head.empty()) head.push_back(' ');
-    while (i < query.size() && !std::isspace(static_cast<unsigned char>(query[i]))) {
-      head.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(query[i++]))));
-    }
-    ++taken;
-  }
-  return head;
-}
-
-// Whether `query` names table `table` (as a word, quoted or not; case-insensitively: MariaDB's
-// table names are case-sensitive on Linux, so this may also match another table, which only
-// costs a catalog check).
-bool mentions(std::string_view query, std::string_view table) {
-  const auto lower = [](char c) {
-    return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  };
-  const auto word = [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$' ||
-           static_cast<unsigned char>(c) >= 0x80;
-  };
-  if (table.empty() || query.size() < table.size()) return false;
-  for (size_t i = 0; i + table.size() <= query.size(); ++i) {
-    bool equal = true;
-    for (size_t j = 0; j < table.size() && equal; ++j)
-      equal = lower(query[i + j]) == lower(table[j]);
-    if (!equal) continue;
-    const bool before = i == 0 || !word(query[i - 1]);
-    const bool after = i + table.size() == query.size() || !word(query[i + table.size()]);
-    if (before && after) return true;
-  }
-  return false;
-}
-
 // The binlog stream's state on the streaming worker.
 class Replication {
  public:
@@ -850,29 +798,37 @@ class Replication {
   // A statement of its own (DDL) at seq_: TRUNCATE, or a change of a table's columns, or its
   // drop or rename, is a definite error of its export.
   absl::Status ddl(const QueryEvent& query) {
-    const std::string head = statement_head(query.query, 2);
+    const DdlTargets targets = ddl_targets(query.query, query.database);
+    using Kind = DdlTargets::Kind;
     for (auto& [name, list] : exports_of_) {
-      if (!mentions(query.query, name)) continue;
+      const bool named = std::any_of(
+          targets.tables.begin(), targets.tables.end(),
+          [&](const auto& t) { return t.first == config_.database && t.second == name; });
+      // A statement weir does not parse is checked against the catalog if it names the table
+      // anywhere (CREATE INDEX ... ON t, say); one it parses only for the tables it names.
+      if (targets.kind == Kind::kOther ? !mentions(query.query, name) : !named) continue;
       std::string why;
-      if (head.rfind("truncate", 0) == 0) {
-        why = "was truncated";
-      } else {
-        if (!check_conn_) {
-          WEIR_ASSIGN_OR_RETURN(const ConnInfo info, parse_conninfo(config_.conninfo));
-          auto connected =
-              ctx_.run_blocking([&] { return MysqlConnection::connect(info, "catalog check"); });
-          WEIR_RETURN_IF_ERROR(connected.status());
-          check_conn_.emplace(*std::move(connected));
-        }
-        auto columns =
-            ctx_.run_blocking([&] { return load_columns(*check_conn_, config_.database, name); });
-        if (columns.status().code() == absl::StatusCode::kNotFound) {
-          why = "was dropped or renamed";
-        } else if (!columns.ok()) {
-          return columns.status();
-        } else if (*columns != config_.tables[list.front()].columns) {
-          why = "changed its columns";
-        }
+      switch (targets.kind) {
+        case Kind::kTruncate:
+          why = "was truncated";
+          break;
+        case Kind::kDrop:
+          why = "was dropped";
+          break;
+        case Kind::kRename:
+          why = "was renamed (or another table renamed to its name)";
+          break;
+        case Kind::kReplace:
+          why = "was replaced (CREATE OR REPLACE)";
+          break;
+        case Kind::kAlter:
+        case Kind::kOther:
+          if (targets.renames) {
+            why = "was renamed";
+            break;
+          }
+          WEIR_ASSIGN_OR_RETURN(why, columns_changed(name, config_.tables[list.front()].columns));
+          break;
       }
       if (why.empty()) continue;
       for (size_t e : list) {
@@ -885,6 +841,30 @@ class Replication {
       }
     }
     return absl::OkStatus();
+  }
+
+  // "" if table `name`'s columns in the catalog now are `recorded`; else how they differ.
+  absl::StatusOr<std::string> columns_changed(const std::string& name,
+                                              const std::vector<MysqlColumn>& recorded) {
+    if (!check_conn_) {
+      WEIR_ASSIGN_OR_RETURN(const ConnInfo info, parse_conninfo(config_.conninfo));
+      auto connected =
+          ctx_.run_blocking([&] { return MysqlConnection::connect(info, "catalog check"); });
+      WEIR_RETURN_IF_ERROR(connected.status());
+      check_conn_.emplace(*std::move(connected));
+    }
+    auto columns =
+        ctx_.run_blocking([&] { return load_columns(*check_conn_, config_.database, name); });
+    if (columns.status().code() == absl::StatusCode::kNotFound) {
+      return std::string("was dropped or renamed");
+    }
+    if (!columns.ok()) {
+      // A lost catalog connection is made again on the next try.
+      check_conn_.reset();
+      return columns.status();
+    }
+    if (*columns != recorded) return std::string("changed its columns");
+    return std::string();
   }
 
   void report(size_t e, Health status, std::string error = "") {
