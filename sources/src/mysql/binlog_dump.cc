@@ -62,7 +62,7 @@ absl::StatusOr<std::optional<std::string_view>> BinlogDump::fetch(AsyncContext* 
   if (ctx != nullptr) WEIR_RETURN_IF_ERROR(conn_->await_data(*ctx));
   MYSQL* mysql = conn_->raw();
   const unsigned long length = mysql_net_read_packet(mysql);
-  if (length == static_cast<unsigned long>(~0ul) || length == 0) {
+  if (length == packet_error || length == 0) {
     if (mysql_errno(mysql) == 1236) position_lost_ = true;  // ER_MASTER_FATAL_ERROR_READING_BINLOG
     if (mysql_errno(mysql) == 0) {
       return absl::DataLossError("binlog dump: the server sent an empty packet");
