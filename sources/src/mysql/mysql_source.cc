@@ -165,9 +165,6 @@ absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo) {
       return !row.empty() && row[0] && *row[0] == table;
     });
     if (!has_key) upstream.without_primary_key.push_back(table);
-    // SELECT on every table: refused now rather than mid-snapshot.
-    WEIR_RETURN_IF_ERROR(conn.exec(absl::StrCat("SELECT 1 FROM ", quote_identifier(info.database),
-                                                ".", quote_identifier(table), " LIMIT 0")));
   }
   return upstream;
 }
@@ -177,6 +174,9 @@ absl::StatusOr<TableDesc> load_table(const std::string& conninfo, const std::str
   WEIR_ASSIGN_OR_RETURN(MysqlConnection conn, MysqlConnection::connect(info, "catalog"));
   TableDesc desc;
   WEIR_ASSIGN_OR_RETURN(desc.columns, load_columns(conn, info.database, table));
+  // SELECT on the table: refused now rather than mid-snapshot.
+  WEIR_RETURN_IF_ERROR(conn.exec(absl::StrCat("SELECT 1 FROM ", quote_identifier(info.database),
+                                              ".", quote_identifier(table), " LIMIT 0")));
   WEIR_ASSIGN_OR_RETURN(desc.desc, relation_desc(info.database, table, desc.columns));
   return desc;
 }

@@ -11,7 +11,8 @@
 //
 // - Upstream checks (`check_upstream`, before anything runs): MariaDB, log_bin on,
 //   binlog_format=ROW, binlog_row_image=FULL, one GTID domain, the user's REPLICATION SLAVE and
-//   BINLOG MONITOR (REPLICATION CLIENT) privileges and SELECT on every table, binlog retention.
+//   BINLOG MONITOR (REPLICATION CLIENT) privileges, binlog retention; SELECT on a table when its
+//   snapshot is planned (load_table).
 // - Snapshot (an async operator on every worker): the leader takes `FLUSH TABLES t, ... WITH
 //   READ LOCK` on the snapshotted tables (writes to them wait; other tables go on), every worker
 //   opens `START TRANSACTION WITH CONSISTENT SNAPSHOT`, the leader reads its snapshot's binlog
