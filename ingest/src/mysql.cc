@@ -59,7 +59,11 @@ class MysqlIngestSource final : public IngestSource {
   absl::StatusOr<std::vector<std::string>> open(persist::PersistClient& client) override {
     WEIR_ASSIGN_OR_RETURN(upstream_, my::check_upstream(options_.conninfo));
     database_ = upstream_.database;
-    std::vector<std::string> tables = upstream_.tables;
+    std::vector<std::string> tables;
+    for (const auto& table : upstream_.tables) {
+      // `<kind>.schemas` keys its own facts by names no table of the source may take.
+      if (!internal::is_source_key(table)) tables.push_back(table);
+    }
     // A table ingested before that was dropped since stays an export: its definite error is
     // in the binlog, at the DROP.
     WEIR_ASSIGN_OR_RETURN(auto recorded, read_schemas(client, options_.kind));
@@ -109,6 +113,20 @@ class MysqlIngestSource final : public IngestSource {
             "second domain): drop the shards to snapshot again");
       }
     }
+    // A history that went back: the server's binlog ends before where the shards stand (RESET
+    // MASTER, or a server restored from an older backup). Read on from there, the dump would
+    // skip the new history's transactions up to the old upper.
+    Offset highest = 0;
+    for (const auto& spec : exports) {
+      if (spec.definite_error.empty()) highest = std::max(highest, spec.resume_upper);
+    }
+    if (source_error.empty() && highest > 1 && now.position.seq + 1 < highest) {
+      source_error = absl::StrCat(
+          "the server's binlog ends at GTID ", now.position.to_string(),
+          ", before the shards' upper ", highest,
+          ": its history was reset (RESET MASTER) or replaced, and cannot be read on from where "
+          "the shards stand; drop the shards to snapshot again");
+    }
     origin_ = origin;
     std::vector<my::ExportTable> tables;
     for (auto& spec : exports) {
@@ -129,6 +147,11 @@ class MysqlIngestSource final : public IngestSource {
                                                             " is not a base table of ", database_));
         }
         WEIR_ASSIGN_OR_RETURN(my::TableDesc desc, my::load_table(options_.conninfo, spec.table));
+        if (!desc.unsupported.empty()) {
+          table.error_to_write = absl::StrCat("table ", spec.table, ": ", desc.unsupported);
+          tables.push_back(std::move(table));
+          continue;
+        }
         table.columns = std::move(desc.columns);
         table.desc = std::move(desc.desc);
         // Recorded first: what the snapshot's and the binlog's rows are decoded with.

@@ -985,6 +985,44 @@ TEST(MysqlDdlTest, TheTablesEachStatementChanges) {
   EXPECT_EQ(ddl_targets("CREATE INDEX i ON t (a)", "db").kind, Kind::kOther);
   EXPECT_EQ(ddl_targets("", "db").kind, Kind::kOther);
   EXPECT_EQ(ddl_targets("DROP TABLE", "db").tables.size(), 0u);
+  // Executable comments are code; "double quotes" name (ANSI_QUOTES); RENAME TABLES.
+  t = ddl_targets("/*!TRUNCATE TABLE e1*/", "db");
+  EXPECT_EQ(t.kind, Kind::kTruncate);
+  EXPECT_EQ(t.tables, (Targets{{"db", "e1"}}));
+  EXPECT_EQ(ddl_targets("/*M!100500 DROP TABLE x */", "db").tables, (Targets{{"db", "x"}}));
+  EXPECT_EQ(ddl_targets("TRUNCATE TABLE \"e2\"", "db").tables, (Targets{{"db", "e2"}}));
+  EXPECT_EQ(ddl_targets("RENAME TABLES s1 TO tmp, s2 TO s1", "db").tables.size(), 4u);
+  t = ddl_targets("DROP SCHEMA IF EXISTS `weir`", "db");
+  EXPECT_EQ(t.kind, Kind::kDropDatabase);
+  EXPECT_EQ(t.database, "weir");
+  // ALTER clauses: harmless only when each keeps the rows and the columns.
+  EXPECT_TRUE(
+      ddl_targets("ALTER TABLE t ADD INDEX (v), COMMENT 'x', ALGORITHM=INPLACE", "db").harmless);
+  EXPECT_TRUE(ddl_targets("ALTER TABLE t ALTER COLUMN v SET DEFAULT 3, DROP KEY k", "db").harmless);
+  EXPECT_TRUE(ddl_targets("ALTER TABLE t ADD PARTITION (PARTITION p2 VALUES LESS THAN (200))", "db")
+                  .harmless);
+  EXPECT_FALSE(ddl_targets("ALTER TABLE t ADD INDEX (v), ADD COLUMN w int", "db").harmless);
+  EXPECT_FALSE(ddl_targets("ALTER TABLE t ADD w int", "db").harmless);
+  EXPECT_FALSE(ddl_targets("ALTER TABLE t MODIFY v bigint", "db").harmless);
+  EXPECT_FALSE(ddl_targets("ALTER TABLE t CONVERT TO CHARACTER SET utf8mb4", "db").harmless);
+  EXPECT_FALSE(ddl_targets("ALTER TABLE t TRUNCATE PARTITION p0", "db").harmless);
+  EXPECT_FALSE(ddl_targets("ALTER TABLE t ADD CONSTRAINT f FOREIGN KEY (a) REFERENCES p (id) "
+                           "ON DELETE CASCADE",
+                           "db")
+                   .harmless);
+  t = ddl_targets("ALTER TABLE pt EXCHANGE PARTITION p1 WITH TABLE ex", "db");
+  EXPECT_FALSE(t.harmless);
+  EXPECT_EQ(t.tables, (Targets{{"db", "pt"}, {"db", "ex"}}));
+  // Statements that change no table, and ones that may.
+  EXPECT_TRUE(ddl_targets("CREATE INDEX i ON t (a)", "db").harmless);
+  EXPECT_TRUE(ddl_targets("CREATE DEFINER=`a`@`b` TRIGGER tr BEFORE INSERT ON t FOR EACH ROW "
+                          "SET NEW.a = 1",
+                          "db")
+                  .harmless);
+  EXPECT_TRUE(ddl_targets("CREATE TABLE x LIKE t", "db").harmless);
+  EXPECT_TRUE(ddl_targets("SAVEPOINT s", "db").harmless);
+  EXPECT_FALSE(ddl_targets("INSERT INTO t VALUES (1)", "db").harmless);
+  EXPECT_FALSE(ddl_targets("UPDATE t SET a = 2", "db").harmless);
   EXPECT_EQ(ddl_targets("RENAME TABLE a TO", "db").tables, (Targets{{"db", "a"}}));
   EXPECT_EQ(ddl_targets("TRUNCATE `unterminated", "db").tables, (Targets{{"db", "unterminated"}}));
 }

@@ -27,6 +27,7 @@ bool transient(unsigned error) {
     case ER_LOCK_DEADLOCK:
     case ER_CON_COUNT_ERROR:
     case ER_TOO_MANY_USER_CONNECTIONS:
+    case 1226:  // ER_USER_LIMIT_REACHED (max_user_connections and the like)
     case ER_QUERY_INTERRUPTED:
     case ER_NET_READ_ERROR:
     case ER_NET_READ_INTERRUPTED:

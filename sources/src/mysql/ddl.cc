@@ -6,190 +6,364 @@
 
 namespace weir::sources::mysql {
 
-// The lower-case, whitespace-collapsed start of a statement, comments skipped: to tell DDL apart.
-std::string statement_head(std::string_view query, size_t words) {
-  std::string head;
-  size_t i = 0, taken = 0;
-  while (i < query.size() && taken < words) {
-    const char c = query[i];
-    if (std::isspace(static_cast<unsigned char>(c))) {
-      ++i;
-      continue;
-    }
-    if (query.substr(i, 2) == "/*") {
-      const size_t end = query.find("*/", i + 2);
-      i = end == std::string_view::npos ? query.size() : end + 2;
-      continue;
-    }
-    if (query.substr(i, 2) == "--" || c == '#') {
-      const size_t end = query.find('\n', i);
-      i = end == std::string_view::npos ? query.size() : end + 1;
-      continue;
-    }
-    if (!head.empty()) head.push_back(' ');
-    while (i < query.size() && !std::isspace(static_cast<unsigned char>(query[i]))) {
-      head.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(query[i++]))));
-    }
-    ++taken;
-  }
-  return head;
-}
-
-// Whether `query` names table `table` (as a word, quoted or not; case-insensitively: MariaDB's
-// table names are case-sensitive on Linux, so this may also match another table, which only
-// costs a catalog check).
-bool mentions(std::string_view query, std::string_view table) {
-  const auto lower = [](char c) {
-    return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  };
-  const auto word = [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$' ||
-           static_cast<unsigned char>(c) >= 0x80;
-  };
-  if (table.empty() || query.size() < table.size()) return false;
-  for (size_t i = 0; i + table.size() <= query.size(); ++i) {
-    bool equal = true;
-    for (size_t j = 0; j < table.size() && equal; ++j)
-      equal = lower(query[i + j]) == lower(table[j]);
-    if (!equal) continue;
-    const bool before = i == 0 || !word(query[i - 1]);
-    const bool after = i + table.size() == query.size() || !word(query[i + table.size()]);
-    if (before && after) return true;
-  }
-  return false;
-}
-
-// The statement's tokens: identifiers (bare or `quoted`, unquoted), punctuation, keywords; string
-// literals and comments skipped. Bare words keep their case; compare keywords with `is`.
 namespace {
 
-std::vector<std::pair<std::string, bool>> ddl_tokens(std::string_view q) {
-  std::vector<std::pair<std::string, bool>> tokens;  // (text, quoted)
+bool word_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$' ||
+         static_cast<unsigned char>(c) >= 0x80;
+}
+
+struct Token {
+  std::string text;
+  bool quoted = false;  // `name` or "name": never a keyword.
+};
+
+// The statement's tokens: words (keywords and bare names, case kept), quoted names (unquoted),
+// and single punctuation characters; 'strings' and comments skipped, except the text of
+// executable comments (/*! ... */ and /*M! ... */, after their optional version number).
+std::vector<Token> tokens_of(std::string_view q) {
+  std::vector<Token> tokens;
   size_t i = 0;
-  const auto word = [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$' ||
-           static_cast<unsigned char>(c) >= 0x80;
-  };
+  bool executable = false;  // Inside /*! ... */: its "*/" closes it.
   while (i < q.size()) {
     const char c = q[i];
     if (std::isspace(static_cast<unsigned char>(c))) {
       ++i;
+    } else if (executable && q.substr(i, 2) == "*/") {
+      executable = false;
+      i += 2;
+    } else if (q.substr(i, 3) == "/*!" || q.substr(i, 4) == "/*M!") {
+      i += q[i + 2] == '!' ? 3 : 4;
+      while (i < q.size() && std::isdigit(static_cast<unsigned char>(q[i]))) ++i;
+      executable = true;
     } else if (q.substr(i, 2) == "/*") {
       const size_t end = q.find("*/", i + 2);
       i = end == std::string_view::npos ? q.size() : end + 2;
     } else if (q.substr(i, 2) == "--" || c == '#') {
       const size_t end = q.find('\n', i);
       i = end == std::string_view::npos ? q.size() : end + 1;
-    } else if (c == '`') {
-      std::string name;
+    } else if (c == '`' || c == '"') {
+      Token token{"", true};
       for (++i; i < q.size(); ++i) {
-        if (q[i] == '`') {
-          if (i + 1 < q.size() && q[i + 1] == '`') {
-            name.push_back('`');
+        if (q[i] == c) {
+          if (i + 1 < q.size() && q[i + 1] == c) {
+            token.text.push_back(c);
             ++i;
             continue;
           }
           ++i;
           break;
         }
-        name.push_back(q[i]);
+        token.text.push_back(q[i]);
       }
-      tokens.emplace_back(std::move(name), true);
-    } else if (c == '\'' || c == '"') {
-      for (++i; i < q.size() && q[i] != c; ++i) {
-        if (q[i] == '\\') ++i;
+      tokens.push_back(std::move(token));
+    } else if (c == '\'') {
+      for (++i; i < q.size(); ++i) {
+        if (q[i] == '\\') {
+          ++i;
+        } else if (q[i] == '\'') {
+          if (i + 1 < q.size() && q[i + 1] == '\'') {
+            ++i;
+            continue;
+          }
+          break;
+        }
       }
       ++i;
-    } else if (word(c)) {
+    } else if (word_char(c)) {
       const size_t start = i;
-      while (i < q.size() && word(q[i])) ++i;
-      tokens.emplace_back(std::string(q.substr(start, i - start)), false);
+      while (i < q.size() && word_char(q[i])) ++i;
+      tokens.push_back({std::string(q.substr(start, i - start)), false});
     } else {
-      tokens.emplace_back(std::string(1, c), false);
+      tokens.push_back({std::string(1, c), false});
       ++i;
     }
   }
   return tokens;
 }
 
-}  // namespace
+std::string lower(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
 
-DdlTargets ddl_targets(std::string_view query, std::string_view database) {
-  const auto tokens = ddl_tokens(query);
-  DdlTargets targets;
-  size_t i = 0;
-  const auto is = [&](size_t at, std::string_view keyword) {
-    if (at >= tokens.size() || tokens[at].second) return false;
-    const std::string& t = tokens[at].first;
+class Parser {
+ public:
+  Parser(std::vector<Token> tokens, std::string_view database)
+      : tokens_(std::move(tokens)), database_(database) {}
+
+  // Whether token `at` is the keyword `keyword` (lower case).
+  bool is(size_t at, std::string_view keyword) const {
+    if (at >= tokens_.size() || tokens_[at].quoted) return false;
+    const std::string& t = tokens_[at].text;
     return t.size() == keyword.size() &&
            std::equal(t.begin(), t.end(), keyword.begin(), [](char a, char b) {
              return std::tolower(static_cast<unsigned char>(a)) == b;
            });
-  };
-  // A table name at i: [db .] table; advances i past it.
-  const auto name = [&]() -> std::optional<std::pair<std::string, std::string>> {
-    if (i >= tokens.size()) return std::nullopt;
-    std::string first = tokens[i].first;
+  }
+  bool punct(size_t at, char c) const {
+    return at < tokens_.size() && !tokens_[at].quoted && tokens_[at].text.size() == 1 &&
+           tokens_[at].text[0] == c;
+  }
+  size_t size() const { return tokens_.size(); }
+
+  // A table name at `i`: [db .] table; advances `i` past it.
+  std::optional<std::pair<std::string, std::string>> name(size_t& i) const {
+    if (i >= tokens_.size() || (!tokens_[i].quoted && !word_char(tokens_[i].text[0]))) {
+      return std::nullopt;
+    }
+    std::string first = tokens_[i].text;
     ++i;
-    if (i + 1 < tokens.size() && tokens[i].first == "." && !tokens[i].second) {
-      std::string second = tokens[i + 1].first;
+    if (punct(i, '.') && i + 1 < tokens_.size()) {
+      std::string second = tokens_[i + 1].text;
       i += 2;
       return std::make_pair(std::move(first), std::move(second));
     }
-    return std::make_pair(std::string(database), std::move(first));
-  };
-  const auto names = [&](bool pairs) {
+    return std::make_pair(std::string(database_), std::move(first));
+  }
+
+  // A comma-separated list of names from `i` (pairs: "a TO b" items).
+  void names(size_t& i, bool pairs, DdlTargets& targets) const {
     for (;;) {
-      auto a = name();
+      auto a = name(i);
       if (!a) return;
       targets.tables.push_back(*a);
       if (pairs && is(i, "to")) {
         ++i;
-        auto b = name();
+        auto b = name(i);
         if (!b) return;
         targets.tables.push_back(*b);
       }
-      if (i < tokens.size() && tokens[i].first == "," && !tokens[i].second) {
-        ++i;
-        continue;
-      }
-      return;
+      if (!punct(i, ',')) return;
+      ++i;
     }
+  }
+
+  // Whether the ALTER TABLE clause at [begin, end) keeps the table's rows and columns.
+  bool harmless_clause(size_t b, size_t e) const {
+    if (b >= e) return true;
+    const auto has = [&](std::string_view keyword) {
+      for (size_t k = b; k < e; ++k) {
+        if (is(k, keyword)) return true;
+      }
+      return false;
+    };
+    if (has("partition") || has("partitions")) {
+      // Data moves or goes: DROP, TRUNCATE, EXCHANGE, REORGANIZE, COALESCE (and DISCARD or
+      // IMPORT of a partition's tablespace). ADD, REBUILD, OPTIMIZE, ANALYZE, CHECK, REPAIR,
+      // REMOVE PARTITIONING and PARTITION BY keep every row.
+      return !(has("drop") || has("truncate") || has("exchange") || has("reorganize") ||
+               has("coalesce") || has("discard") || has("import"));
+    }
+    if (is(b, "add")) {
+      size_t k = b + 1;
+      if (is(k, "constraint")) {
+        ++k;
+        if (!is(k, "foreign") && !is(k, "check") && !is(k, "unique") && !is(k, "primary")) ++k;
+      }
+      // A foreign key may cascade: MariaDB applies cascades without logging them.
+      return is(k, "index") || is(k, "key") || is(k, "unique") || is(k, "fulltext") ||
+             is(k, "spatial") || is(k, "primary") || is(k, "check") || is(k, "vector");
+    }
+    if (is(b, "drop")) {
+      return is(b + 1, "index") || is(b + 1, "key") || is(b + 1, "primary") ||
+             is(b + 1, "foreign") || is(b + 1, "constraint") || is(b + 1, "check");
+    }
+    if (is(b, "rename")) return is(b + 1, "index") || is(b + 1, "key");
+    if (is(b, "alter")) {
+      // ALTER [COLUMN] c SET DEFAULT | DROP DEFAULT | SET [IN]VISIBLE; ALTER INDEX i [NOT] IGNORED.
+      if (is(b + 1, "index") || is(b + 1, "key")) return true;
+      return has("default") || has("visible") || has("invisible");
+    }
+    if (is(b, "convert")) return false;  // CONVERT TO CHARACTER SET rewrites every string.
+    if (is(b, "default") || is(b, "character") || is(b, "charset") || is(b, "collate")) {
+      return true;  // The table's default, for columns added later.
+    }
+    static constexpr std::string_view kOptions[] = {"comment",
+                                                    "engine",
+                                                    "auto_increment",
+                                                    "algorithm",
+                                                    "lock",
+                                                    "force",
+                                                    "order",
+                                                    "row_format",
+                                                    "key_block_size",
+                                                    "stats_persistent",
+                                                    "stats_auto_recalc",
+                                                    "stats_sample_pages",
+                                                    "checksum",
+                                                    "pack_keys",
+                                                    "delay_key_write",
+                                                    "min_rows",
+                                                    "max_rows",
+                                                    "avg_row_length",
+                                                    "page_checksum",
+                                                    "transactional",
+                                                    "encrypted",
+                                                    "encryption_key_id",
+                                                    "page_compressed",
+                                                    "page_compression_level",
+                                                    "disable",
+                                                    "enable",
+                                                    "union",
+                                                    "insert_method",
+                                                    "data",
+                                                    "index",
+                                                    "connection",
+                                                    "sequence",
+                                                    "ietf_quotes",
+                                                    "table_checksum"};
+    return std::any_of(std::begin(kOptions), std::end(kOptions),
+                       [&](std::string_view option) { return is(b, option); });
+  }
+
+ private:
+  std::vector<Token> tokens_;
+  std::string_view database_;
+};
+
+// Statements that change no table's rows or columns (or are transaction control), by their
+// first words.
+bool harmless_statement(const Parser& p) {
+  if (p.size() == 0) return true;
+  if (p.is(0, "begin") || p.is(0, "commit") || p.is(0, "savepoint") || p.is(0, "release") ||
+      p.is(0, "xa") || p.is(0, "grant") || p.is(0, "revoke") || p.is(0, "analyze") ||
+      p.is(0, "optimize") || p.is(0, "check") || p.is(0, "checksum") || p.is(0, "flush") ||
+      p.is(0, "set") || p.is(0, "do") || p.is(0, "use") || p.is(0, "repair")) {
+    return true;
+  }
+  if (p.is(0, "create") || p.is(0, "drop") || p.is(0, "alter")) {
+    size_t k = 1;
+    if (p.is(k, "or") && p.is(k + 1, "replace")) k += 2;
+    while (p.is(k, "definer") || p.is(k, "unique") || p.is(k, "fulltext") || p.is(k, "spatial") ||
+           p.is(k, "online") || p.is(k, "offline") || p.is(k, "algorithm") || p.is(k, "sql") ||
+           p.is(k, "aggregate")) {
+      ++k;
+    }
+    static constexpr std::string_view kObjects[] = {
+        "index", "trigger", "view",     "procedure", "function", "event",    "user",
+        "role",  "server",  "sequence", "package",   "synonym",  "database", "schema"};
+    // CREATE TABLE (a new table; CREATE OR REPLACE is parsed as kReplace) names its sources.
+    if (p.is(0, "create") && (p.is(k, "table") || p.is(k, "temporary"))) return true;
+    for (size_t j = k; j < std::min<size_t>(k + 12, p.size()); ++j) {
+      for (std::string_view object : kObjects) {
+        if (p.is(j, object)) return true;
+      }
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string statement_head(std::string_view query, size_t words) {
+  std::string head;
+  size_t taken = 0;
+  for (const Token& token : tokens_of(query)) {
+    if (taken == words) break;
+    if (!head.empty()) head.push_back(' ');
+    head += lower(token.text);
+    ++taken;
+  }
+  return head;
+}
+
+// Case-insensitive: MariaDB's table names are case-sensitive on Linux, so this may also match
+// another table, which fails closed.
+bool mentions(std::string_view query, std::string_view table) {
+  const auto low = [](char c) {
+    return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   };
-  if (is(0, "truncate")) {
-    i = is(1, "table") ? 2 : 1;
-    targets.kind = DdlTargets::Kind::kTruncate;
-    names(false);
-  } else if (is(0, "drop") && (is(1, "table") || (is(1, "temporary") && is(2, "table")))) {
-    if (is(1, "temporary")) return targets;  // A temporary table is not a base table.
+  if (table.empty() || query.size() < table.size()) return false;
+  for (size_t i = 0; i + table.size() <= query.size(); ++i) {
+    bool equal = true;
+    for (size_t j = 0; j < table.size() && equal; ++j) {
+      equal = low(query[i + j]) == low(table[j]);
+    }
+    if (!equal) continue;
+    const bool before = i == 0 || !word_char(query[i - 1]);
+    const bool after = i + table.size() == query.size() || !word_char(query[i + table.size()]);
+    if (before && after) return true;
+  }
+  return false;
+}
+
+DdlTargets ddl_targets(std::string_view query, std::string_view database) {
+  const Parser p(tokens_of(query), database);
+  DdlTargets targets;
+  using Kind = DdlTargets::Kind;
+  size_t i = 0;
+  if (p.is(0, "truncate")) {
+    i = p.is(1, "table") ? 2 : 1;
+    targets.kind = Kind::kTruncate;
+    p.names(i, false, targets);
+  } else if (p.is(0, "drop") && (p.is(1, "database") || p.is(1, "schema"))) {
     i = 2;
-    if (is(i, "if") && is(i + 1, "exists")) i += 2;
-    targets.kind = DdlTargets::Kind::kDrop;
-    names(false);
-  } else if (is(0, "rename") && is(1, "table")) {
+    if (p.is(i, "if") && p.is(i + 1, "exists")) i += 2;
+    targets.kind = Kind::kDropDatabase;
+    if (i < p.size()) {
+      size_t j = i;
+      if (auto named = p.name(j)) targets.database = named->second;
+    }
+  } else if (p.is(0, "drop") && (p.is(1, "table") || p.is(1, "tables") ||
+                                 (p.is(1, "temporary") && p.is(2, "table")))) {
+    if (p.is(1, "temporary")) {
+      targets.harmless = true;  // A temporary table is not a base table.
+      return targets;
+    }
     i = 2;
-    targets.kind = DdlTargets::Kind::kRename;
-    names(true);
-  } else if (is(0, "create") && is(1, "or") && is(2, "replace") &&
-             (is(3, "table") || (is(3, "temporary")))) {
-    if (is(3, "temporary")) return targets;
+    if (p.is(i, "if") && p.is(i + 1, "exists")) i += 2;
+    targets.kind = Kind::kDrop;
+    p.names(i, false, targets);
+  } else if (p.is(0, "rename") && (p.is(1, "table") || p.is(1, "tables"))) {
+    i = 2;
+    targets.kind = Kind::kRename;
+    p.names(i, true, targets);
+  } else if (p.is(0, "create") && p.is(1, "or") && p.is(2, "replace") &&
+             (p.is(3, "table") || p.is(3, "temporary"))) {
+    if (p.is(3, "temporary")) {
+      targets.harmless = true;
+      return targets;
+    }
     i = 4;
-    if (is(i, "if") && is(i + 1, "not") && is(i + 2, "exists")) i += 3;
-    targets.kind = DdlTargets::Kind::kReplace;
-    names(false);
-  } else if (is(0, "alter")) {
+    if (p.is(i, "if") && p.is(i + 1, "not") && p.is(i + 2, "exists")) i += 3;
+    targets.kind = Kind::kReplace;
+    p.names(i, false, targets);
+  } else if (p.is(0, "alter")) {
     i = 1;
-    while (is(i, "online") || is(i, "ignore")) ++i;
-    if (!is(i, "table")) return targets;
+    while (p.is(i, "online") || p.is(i, "ignore")) ++i;
+    if (!p.is(i, "table")) {
+      targets.harmless = harmless_statement(p);
+      return targets;
+    }
     ++i;
-    if (is(i, "if") && is(i + 1, "exists")) i += 2;
-    targets.kind = DdlTargets::Kind::kAlter;
-    names(false);
-    for (size_t k = i; k + 1 < tokens.size(); ++k) {
-      if (is(k, "rename") && !is(k + 1, "column") && !is(k + 1, "index") && !is(k + 1, "key")) {
+    if (p.is(i, "if") && p.is(i + 1, "exists")) i += 2;
+    targets.kind = Kind::kAlter;
+    p.names(i, false, targets);
+    // The clauses, split at commas outside parentheses; EXCHANGE PARTITION ... WITH TABLE u
+    // changes u too.
+    targets.harmless = true;
+    size_t begin = i;
+    int depth = 0;
+    for (size_t k = i; k <= p.size(); ++k) {
+      if (k < p.size() && p.punct(k, '(')) ++depth;
+      if (k < p.size() && p.punct(k, ')')) --depth;
+      if (k < p.size() && !(depth == 0 && p.punct(k, ','))) continue;
+      if (p.is(begin, "rename") && !p.is(begin + 1, "column") && !p.is(begin + 1, "index") &&
+          !p.is(begin + 1, "key")) {
         targets.renames = true;
       }
+      if (!p.harmless_clause(begin, k)) targets.harmless = false;
+      begin = k + 1;
     }
+    for (size_t k = i; k + 2 < p.size(); ++k) {
+      if (p.is(k, "with") && p.is(k + 1, "table")) {
+        size_t j = k + 2;
+        if (auto other = p.name(j)) targets.tables.push_back(*other);
+      }
+    }
+  } else {
+    targets.harmless = harmless_statement(p);
   }
   return targets;
 }

@@ -4,8 +4,10 @@
 #include "weir/sources/mysql/mysql_source.h"
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <map>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -13,6 +15,7 @@
 #include "mysql/catalog.h"
 #include "mysql/connection.h"
 #include "mysql/ddl.h"
+#include <sys/socket.h>
 
 #include "weir/async/async_operator.h"
 #include "weir/operators/concat.h"
@@ -178,6 +181,31 @@ absl::StatusOr<TableDesc> load_table(const std::string& conninfo, const std::str
   WEIR_RETURN_IF_ERROR(conn.exec(absl::StrCat("SELECT 1 FROM ", quote_identifier(info.database),
                                               ".", quote_identifier(table), " LIMIT 0")));
   WEIR_ASSIGN_OR_RETURN(desc.desc, relation_desc(info.database, table, desc.columns));
+  WEIR_ASSIGN_OR_RETURN(auto engine,
+                        conn.rows(absl::StrCat("SELECT ENGINE FROM information_schema.TABLES WHERE "
+                                               "TABLE_SCHEMA = ",
+                                               quote_literal(info.database),
+                                               " AND TABLE_NAME = ", quote_literal(table))));
+  if (upper(field(engine, 0)) != "INNODB") {
+    desc.unsupported =
+        absl::StrCat("its engine is ", field(engine, 0),
+                     ", not InnoDB: a snapshot of it cannot be consistent with a binlog position");
+  }
+  WEIR_ASSIGN_OR_RETURN(
+      auto cascades,
+      conn.rows(absl::StrCat(
+          "SELECT CONSTRAINT_NAME, DELETE_RULE, UPDATE_RULE FROM "
+          "information_schema.REFERENTIAL_CONSTRAINTS WHERE CONSTRAINT_SCHEMA = ",
+          quote_literal(info.database), " AND TABLE_NAME = ", quote_literal(table),
+          " AND (DELETE_RULE IN ('CASCADE', 'SET NULL', 'SET DEFAULT') OR UPDATE_RULE IN "
+          "('CASCADE', 'SET NULL', 'SET DEFAULT'))")));
+  if (!cascades.empty() && desc.unsupported.empty()) {
+    desc.unsupported = absl::StrCat(
+        "its foreign key ", field(cascades, 0), " is ON DELETE ", field(cascades, 1), " ON UPDATE ",
+        field(cascades, 2),
+        ": MariaDB applies a foreign key's cascades without logging them in the binlog, so "
+        "weir would miss them (use RESTRICT or NO ACTION, or leave the table out)");
+  }
   return desc;
 }
 
@@ -418,6 +446,9 @@ void render_snapshot(Scope<Offset>& scope, const MysqlSourceConfig& config,
         locker.emplace(*std::move(connected));
         std::vector<std::string> names;
         for (size_t e : snapshotting) names.push_back(qualified(config, config.tables[e]));
+        // The flush waits for transactions that hold one of the tables, and their writers
+        // queue behind it: give up after a while (transient: the next epoch tries again).
+        WEIR_RETURN_IF_ERROR(locker->exec(ctx, "SET SESSION lock_wait_timeout = 10"));
         return locker->exec(
             ctx, absl::StrCat("FLUSH TABLES ", absl::StrJoin(names, ", "), " WITH READ LOCK"));
       }();
@@ -614,6 +645,7 @@ class Replication {
     WEIR_RETURN_IF_ERROR(connected.status());
     conn_.emplace(*std::move(connected));
     WEIR_RETURN_IF_ERROR(open_dump());
+    watch_for_silence();
     release();
     for (;;) {
       const bool rewinding = std::any_of(rewind_.begin(), rewind_.end(),
@@ -662,17 +694,41 @@ class Replication {
     return absl::OkStatus();
   }
 
+  // A dump whose connection went silent is ended: an idle server sends a heartbeat every
+  // config_.heartbeat, so nothing for several of them means the connection is dead (a network
+  // that drops every packet shows no error, and the fiber would wait on the socket for ever). The
+  // socket is shut down, which wakes the fiber; the read fails (transient) and the driver
+  // restarts from the uppers.
+  void watch_for_silence() {
+    heard_ns_.store(Clock::now().time_since_epoch().count());
+    const auto limit = std::max<Clock::duration>(std::chrono::seconds(15), 10 * config_.heartbeat);
+    const int fd = static_cast<int>(mysql_get_socket(conn_->raw()));
+    watchdog_ = std::jthread([this, limit, fd](std::stop_token stop) {
+      while (!stop.stop_requested()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        const Clock::time_point heard{Clock::duration(heard_ns_.load())};
+        if (Clock::now() - heard > limit) {
+          ::shutdown(fd, SHUT_RDWR);
+          return;
+        }
+      }
+    });
+  }
+
   // The next event's bytes (valid until the next call); nullopt when the server refused the
   // dump's start for good (the errors are written).
   absl::StatusOr<std::optional<std::string_view>> next_event() {
     auto event = dump_->fetch(&ctx_);
+    heard_ns_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
     if (event.ok() && !event->has_value()) {
       return absl::UnavailableError("mysql source: the server ended the binlog dump");
     }
     if (!event.ok() && dump_->position_lost()) {
       const std::string message = absl::StrCat(
-          "the server cannot send its binlog from GTID ",
-          GtidPosition{config_.domain, config_.server, start_ > 0 ? start_ - 1 : 0}.to_string(),
+          "the server cannot send its binlog from ",
+          start_ > 1
+              ? "GTID " + GtidPosition{config_.domain, config_.server, start_ - 1}.to_string()
+              : std::string("its start"),
           " on (", event.status().message(),
           "): the binlog was purged past where the shards stand, or holds another history; "
           "drop the shards to snapshot again");
@@ -700,6 +756,7 @@ class Replication {
       }
       seq_ = gtid->seq_no;
       in_transaction_ = true;
+      touched_.clear();
       standalone_ = gtid->is_standalone();
       if ((gtid->flags & (GtidEvent::kPreparedXa | GtidEvent::kCompletedXa)) != 0) {
         const std::string message = absl::StrCat(
@@ -724,9 +781,9 @@ class Replication {
       const std::string head = statement_head(query->query, 1);
       if (head == "commit") {
         committed();
-      } else if (standalone_ && in_transaction_) {
-        WEIR_RETURN_IF_ERROR(ddl(*query));
-        committed();
+      } else if (head != "begin" && in_transaction_) {
+        statement(*query);
+        if (standalone_) committed();
       }
       return absl::OkStatus();
     }
@@ -759,6 +816,7 @@ class Replication {
     if (it == exports_of_.end()) return absl::OkStatus();
     for (size_t e : it->second) {
       if (errored_[e] || seq_ < resume_[e]) continue;
+      if (std::find(touched_.begin(), touched_.end(), e) == touched_.end()) touched_.push_back(e);
       const ExportTable& export_table = config_.tables[e];
       if (table.column_count() != export_table.columns.size()) {
         error(e, seq_,
@@ -795,76 +853,76 @@ class Replication {
     return absl::OkStatus();
   }
 
-  // A statement of its own (DDL) at seq_: TRUNCATE, or a change of a table's columns, or its
-  // drop or rename, is a definite error of its export.
-  absl::Status ddl(const QueryEvent& query) {
+  // A statement at seq_ (ddl.h): DDL, transaction control, or DML a session logged as a
+  // statement. One that may change an ingested table's rows or columns otherwise than through
+  // row events is a definite error of that table (fails closed).
+  void statement(const QueryEvent& query) {
+    const std::string head = statement_head(query.query, 1);
+    if (head == "rollback") {
+      // A transaction that also changed a non-transactional table is logged with its ROLLBACK
+      // (or ROLLBACK TO SAVEPOINT): which of its row events stand is not in the binlog.
+      for (size_t e : touched_) {
+        error(e, seq_,
+              absl::StrCat("table ", config_.tables[e].name, ": the transaction at GTID ",
+                           format_gtid({config_.domain, config_.server, seq_}),
+                           " was rolled back (", std::string(query.query.substr(0, 100)),
+                           ") after changing it together with a non-transactional table; drop "
+                           "its shard to snapshot it again"));
+      }
+      return;
+    }
     const DdlTargets targets = ddl_targets(query.query, query.database);
     using Kind = DdlTargets::Kind;
+    if (targets.kind == Kind::kOther && targets.harmless) return;
+    const auto fail = [&](size_t e, std::string_view why) {
+      if (seq_ < resume_[e]) return;
+      error(e, seq_,
+            absl::StrCat("table ", config_.tables[e].name, " ", std::string(why), " at GTID ",
+                         format_gtid({config_.domain, config_.server, seq_}), " (",
+                         std::string(query.query.substr(0, 200)),
+                         "); drop its shard to snapshot it again"));
+    };
     for (auto& [name, list] : exports_of_) {
       const bool named = std::any_of(
           targets.tables.begin(), targets.tables.end(),
           [&](const auto& t) { return t.first == config_.database && t.second == name; });
-      // A statement weir does not parse is checked against the catalog if it names the table
-      // anywhere (CREATE INDEX ... ON t, say); one it parses only for the tables it names.
-      if (targets.kind == Kind::kOther ? !mentions(query.query, name) : !named) continue;
-      std::string why;
+      std::string_view why;
       switch (targets.kind) {
+        case Kind::kDropDatabase:
+          if (targets.database == config_.database) why = "was dropped with its database";
+          break;
         case Kind::kTruncate:
-          why = "was truncated";
+          if (named) why = "was truncated";
           break;
         case Kind::kDrop:
-          why = "was dropped";
+          if (named) why = "was dropped";
           break;
         case Kind::kRename:
-          why = "was renamed (or another table renamed to its name)";
+          if (named) why = "was renamed (or another table renamed to its name)";
           break;
         case Kind::kReplace:
-          why = "was replaced (CREATE OR REPLACE)";
+          if (named) why = "was replaced (CREATE OR REPLACE)";
           break;
         case Kind::kAlter:
-        case Kind::kOther:
-          if (targets.renames) {
+          if (named && targets.renames) {
             why = "was renamed";
-            break;
+          } else if (named && !targets.harmless) {
+            why = "was altered in a way that changes its columns or rows";
           }
-          WEIR_ASSIGN_OR_RETURN(why, columns_changed(name, config_.tables[list.front()].columns));
+          break;
+        case Kind::kOther:
+          // DML logged as a statement (binlog_format=STATEMENT or MIXED in that session), or
+          // a statement weir does not know: its effect is not in row events.
+          if (mentions(query.query, name)) {
+            why =
+                "was changed by a statement logged as a statement, not as rows (a session "
+                "with binlog_format=STATEMENT or MIXED?), or by one weir cannot follow";
+          }
           break;
       }
       if (why.empty()) continue;
-      for (size_t e : list) {
-        if (seq_ < resume_[e]) continue;
-        error(e, seq_,
-              absl::StrCat("table ", name, " ", why, " at GTID ",
-                           format_gtid({config_.domain, config_.server, seq_}), " (",
-                           std::string(query.query.substr(0, 200)),
-                           "); drop its shard to snapshot it again"));
-      }
+      for (size_t e : list) fail(e, why);
     }
-    return absl::OkStatus();
-  }
-
-  // "" if table `name`'s columns in the catalog now are `recorded`; else how they differ.
-  absl::StatusOr<std::string> columns_changed(const std::string& name,
-                                              const std::vector<MysqlColumn>& recorded) {
-    if (!check_conn_) {
-      WEIR_ASSIGN_OR_RETURN(const ConnInfo info, parse_conninfo(config_.conninfo));
-      auto connected =
-          ctx_.run_blocking([&] { return MysqlConnection::connect(info, "catalog check"); });
-      WEIR_RETURN_IF_ERROR(connected.status());
-      check_conn_.emplace(*std::move(connected));
-    }
-    auto columns =
-        ctx_.run_blocking([&] { return load_columns(*check_conn_, config_.database, name); });
-    if (columns.status().code() == absl::StatusCode::kNotFound) {
-      return std::string("was dropped or renamed");
-    }
-    if (!columns.ok()) {
-      // A lost catalog connection is made again on the next try.
-      check_conn_.reset();
-      return columns.status();
-    }
-    if (*columns != recorded) return std::string("changed its columns");
-    return std::string();
   }
 
   void report(size_t e, Health status, std::string error = "") {
@@ -928,8 +986,10 @@ class Replication {
   bool in_transaction_ = false;
   bool standalone_ = false;
   std::optional<MysqlConnection> conn_;
-  std::optional<MysqlConnection> check_conn_;
-  std::optional<BinlogDump> dump_;  // On conn_.
+  std::vector<size_t> touched_;          // Exports the transaction being received changed.
+  std::atomic<Clock::rep> heard_ns_{0};  // When the dump last gave something.
+  std::jthread watchdog_;                // See watch_for_silence; stopped before conn_ closes.
+  std::optional<BinlogDump> dump_;       // On conn_.
   std::optional<BinlogDecoder> decoder_;
   RowDecoder row_decoder_;
   std::map<uint64_t, TableMapEvent> tables_;  // By table id.

@@ -89,6 +89,9 @@ absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo);
 struct TableDesc {
   std::vector<MysqlColumn> columns;
   postgres::RelationDesc desc;
+  // Why weir cannot follow the table ("" if it can): a foreign key that cascades (MariaDB applies
+  // cascades without logging them), an engine without consistent snapshots (MyISAM, Aria, ...).
+  std::string unsupported;
 };
 absl::StatusOr<TableDesc> load_table(const std::string& conninfo, const std::string& table);
 
