@@ -138,19 +138,28 @@ absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo) {
   // Privileges: the dump needs REPLICATION SLAVE, the position BINLOG MONITOR (REPLICATION
   // CLIENT), the snapshot's lock RELOAD.
   WEIR_ASSIGN_OR_RETURN(auto grants, conn.rows("SHOW GRANTS"));
-  std::string all;
+  // The global privileges: "GRANT p1, p2 ON *.* TO ...", each line's list between GRANT and ON.
+  std::vector<std::string> global;
   for (const auto& row : grants) {
-    if (!row.empty() && row[0]) absl::StrAppend(&all, upper(*row[0]), "\n");
+    if (row.empty() || !row[0]) continue;
+    const std::string line = upper(*row[0]);
+    const size_t on = line.find(" ON *.* TO ");
+    if (line.rfind("GRANT ", 0) != 0 || on == std::string::npos) continue;
+    const std::string list = line.substr(6, on - 6);
+    for (size_t start = 0; start <= list.size();) {
+      const size_t comma = std::min(list.find(", ", start), list.size());
+      global.push_back(list.substr(start, comma - start));
+      start = comma + 2;
+    }
   }
-  const bool global_all = all.find("GRANT ALL PRIVILEGES ON *.*") != std::string::npos;
-  for (const auto& [privilege, alternative] :
-       std::vector<std::pair<std::string, std::string>>{{"REPLICATION SLAVE", "REPLICATION SLAVE"},
-                                                        {"BINLOG MONITOR", "REPLICATION CLIENT"},
-                                                        {"RELOAD", "RELOAD"}}) {
-    if (!global_all && all.find(privilege) == std::string::npos &&
-        all.find(alternative) == std::string::npos && all.find("SUPER") == std::string::npos) {
+  const auto granted = [&](std::string_view privilege) {
+    return std::find(global.begin(), global.end(), "ALL PRIVILEGES") != global.end() ||
+           std::find(global.begin(), global.end(), privilege) != global.end();
+  };
+  for (const std::string_view privilege : {"REPLICATION SLAVE", "BINLOG MONITOR", "RELOAD"}) {
+    if (!granted(privilege) && !(privilege == "BINLOG MONITOR" && granted("REPLICATION CLIENT"))) {
       return precondition(absl::StrCat(
-          "user ", info.user, " lacks the ", privilege,
+          "user ", info.user, " lacks the global ", std::string(privilege),
           " privilege (the binlog dump needs REPLICATION SLAVE, reading its position BINLOG "
           "MONITOR, the snapshot's brief lock RELOAD): GRANT RELOAD, REPLICATION SLAVE, BINLOG "
           "MONITOR ON *.* TO ",
