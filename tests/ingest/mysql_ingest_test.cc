@@ -1195,15 +1195,11 @@ void reset_master_while_stopped(const std::string& name, int writes_after) {
   }
 }
 
-// The new history is shorter than the shards' times: the binlog ends before their upper.
-TEST(MariadbReviewTest, AResetMasterIsADefiniteErrorOfEveryExport) {
-  reset_master_while_stopped("rv-reset", 1);
-}
-
 // The new history is longer than the shards' times: the binlog goes on past their upper, with
-// other transactions at those sequence numbers.
-TEST(MariadbReviewTest, AResetMasterFollowedByALongerHistoryIsADefiniteErrorOfEveryExport) {
-  reset_master_while_stopped("rv-reset-long", 40);
+// other transactions at those sequence numbers. (A shorter one the server itself refuses to
+// send from the shards' GTID: error 1236, a definite error before the review already.)
+TEST(MariadbReviewTest, AResetMasterIsADefiniteErrorOfEveryExport) {
+  reset_master_while_stopped("rv-reset", 40);
 }
 
 // 8. A table whose name is one of mysql.schemas' own keys, ingesting every table: the run works
