@@ -839,6 +839,10 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
     }
     ingestion.maintenance->finish();
   }
+  if (ingestion.client) {
+    const absl::Status finished = ingestion.source->finish(*ingestion.client);
+    if (!finished.ok()) ingestion.log(absl::StrCat("the source's finish: ", finished.message()));
+  }
   return make_report(ingestion);
 }
 

@@ -20,6 +20,7 @@ namespace my = sources::mysql;
 namespace {
 
 constexpr char kOriginKey[] = "@gtid-origin";
+constexpr char kLastGtidKey[] = "@last-gtid";
 std::string columns_key(const std::string& table) { return "@columns:" + table; }
 
 uint32_t derived_server_id(const std::string& key) {
@@ -128,6 +129,16 @@ class MysqlIngestSource final : public IngestSource {
           "the shards stand; drop the shards to snapshot again");
     }
     origin_ = origin;
+    if (shared_ && shared_->has_preread_failed()) preread_ = false;
+    WEIR_RETURN_IF_ERROR(record_last_gtid(client, facts));
+    fingerprint_.reset();
+    if (auto it = facts.find(kLastGtidKey); it != facts.end() && source_error.empty()) {
+      fingerprint_ = my::GtidFingerprint::parse(it->second);
+      if (!fingerprint_) {
+        return absl::DataLossError(absl::StrCat(options_.kind, ".schemas: its ", kLastGtidKey, " '",
+                                                it->second, "' is damaged"));
+      }
+    }
     std::vector<my::ExportTable> tables;
     for (auto& spec : exports) {
       my::ExportTable table;
@@ -185,6 +196,11 @@ class MysqlIngestSource final : public IngestSource {
     return absl::OkStatus();
   }
 
+  absl::Status finish(persist::PersistClient& client) override {
+    WEIR_ASSIGN_OR_RETURN(auto facts, internal::read_schema_rows(client, options_.kind));
+    return record_last_gtid(client, facts);
+  }
+
   absl::StatusOr<sources::RenderedSource> render(Scope<Offset>& scope,
                                                  const std::vector<ExportSpec>& exports,
                                                  const Epoch& epoch) override {
@@ -196,6 +212,8 @@ class MysqlIngestSource final : public IngestSource {
     config.domain = origin_.domain;
     config.server = origin_.server;
     config.replica_server_id = options_.replica_server_id;
+    config.fingerprint = fingerprint_;
+    config.preread = preread_;
     config.shared = shared_;
     config.stats = epoch.stats;
     config.heartbeat = options_.heartbeat;
@@ -204,10 +222,27 @@ class MysqlIngestSource final : public IngestSource {
   }
 
  private:
+  // Records the last transaction the previous epoch's binlog operator passed: the next runs look
+  // for it again where they read the binlog from (see GtidFingerprint).
+  absl::Status record_last_gtid(persist::PersistClient& client,
+                                std::map<std::string, std::string>& facts) {
+    if (!shared_) return absl::OkStatus();
+    const auto passed = shared_->last_passed();
+    if (!passed) return absl::OkStatus();
+    const std::string text = passed->to_string();
+    auto it = facts.find(kLastGtidKey);
+    if (it != facts.end() && it->second == text) return absl::OkStatus();
+    WEIR_RETURN_IF_ERROR(internal::record_schema(client, options_.kind, kLastGtidKey, text));
+    facts[kLastGtidKey] = text;
+    return absl::OkStatus();
+  }
+
   MysqlIngestOptions options_;
   my::UpstreamInfo upstream_;
   std::string database_;
   my::GtidPosition origin_;
+  std::optional<my::GtidFingerprint> fingerprint_;  // From prepare.
+  bool preread_ = true;                             // See MysqlSourceConfig::preread.
   std::vector<my::ExportTable> tables_;
   std::shared_ptr<my::MysqlShared> shared_;
 };

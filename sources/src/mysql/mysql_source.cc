@@ -19,6 +19,7 @@
 
 #include "weir/async/async_operator.h"
 #include "weir/operators/concat.h"
+#include "weir/sources/change_stream.h"
 #include "weir/sources/mysql/binlog.h"
 #include "weir/status.h"
 
@@ -278,6 +279,47 @@ absl::StatusOr<std::vector<MysqlColumn>> decode_columns(std::string_view bytes) 
 
 // ---------------------------------------------------------------------------------------------
 // MysqlShared.
+
+std::string GtidFingerprint::to_string() const {
+  return absl::StrCat(gtid.domain, "-", gtid.server, "-", gtid.seq, "@", timestamp, "#", mark);
+}
+
+std::optional<GtidFingerprint> GtidFingerprint::parse(std::string_view text) {
+  const size_t at = text.rfind('@');
+  const size_t hash = text.rfind('#');
+  if (at == std::string_view::npos || hash == std::string_view::npos || hash < at) {
+    return std::nullopt;
+  }
+  auto gtid = parse_gtid_position(text.substr(0, at));
+  GtidFingerprint fingerprint;
+  if (!gtid.ok() || gtid->seq == 0 ||
+      !parse_decimal(text.substr(at + 1, hash - at - 1), fingerprint.timestamp) ||
+      !parse_decimal(text.substr(hash + 1), fingerprint.mark)) {
+    return std::nullopt;
+  }
+  fingerprint.gtid = *gtid;
+  return fingerprint;
+}
+
+void MysqlShared::passed(const GtidFingerprint& transaction) {
+  weir::MutexLock lock(mu_);
+  passed_ = transaction;
+}
+
+std::optional<GtidFingerprint> MysqlShared::last_passed() const {
+  weir::MutexLock lock(mu_);
+  return passed_;
+}
+
+void MysqlShared::preread_failed() {
+  weir::MutexLock lock(mu_);
+  preread_failed_ = true;
+}
+
+bool MysqlShared::has_preread_failed() const {
+  weir::MutexLock lock(mu_);
+  return preread_failed_;
+}
 
 void MysqlShared::locked(absl::Status status) {
   weir::MutexLock lock(mu_);
@@ -584,6 +626,19 @@ void render_snapshot(Scope<Offset>& scope, const MysqlSourceConfig& config,
 
 namespace {
 
+std::vector<bool> snapshotting_of(const MysqlSourceConfig& config,
+                                  const std::vector<ExportSpec>& exports) {
+  std::vector<bool> snapshotting(exports.size());
+  for (size_t e = 0; e < exports.size(); ++e) snapshotting[e] = snapshots(config, exports, e);
+  return snapshotting;
+}
+
+std::vector<std::string> errors_to_write(const MysqlSourceConfig& config) {
+  std::vector<std::string> errors;
+  for (const auto& table : config.tables) errors.push_back(table.error_to_write);
+  return errors;
+}
+
 // The binlog stream's state on the streaming worker.
 class Replication {
  public:
@@ -595,47 +650,27 @@ class Replication {
       : ctx_(ctx),
         config_(config),
         exports_(exports),
-        outputs_(outputs),
-        health_out_(health_out),
-        worker_(worker) {
+        snapshotting_(snapshotting_of(config, exports)),
+        out_(outputs, health_out, caps, exports, snapshotting_, errors_to_write(config), worker) {
     const size_t n = exports.size();
-    errored_.assign(n, false);
-    snapshotting_.assign(n, false);
     resume_.assign(n, 0);
     Offset start = std::numeric_limits<Offset>::max();
     for (size_t e = 0; e < n; ++e) {
-      errored_[e] = !exports[e].definite_error.empty();
-      snapshotting_[e] = snapshots(config, exports, e);
       resume_[e] = exports[e].resume_upper;
-      if (!snapshotting_[e]) start = std::min(start, std::max<Offset>(resume_[e], 1));
+      // The binlog is read from the smallest upper of the exports that take changes and do not
+      // snapshot: an errored one takes none (its upper may be far behind, even 0).
+      if (!snapshotting_[e] && !out_.errored(e)) {
+        start = std::min(start, std::max<Offset>(resume_[e], 1));
+      }
       exports_of_[config.tables[e].name].push_back(e);
       encoders_.emplace_back(config.tables[e].desc);
     }
     start_ = start == std::numeric_limits<Offset>::max() ? 0 : start;
     position_ = start_;
-    held_.resize(n);
-    rewind_.resize(n);
-    at_.resize(n);
-    for (size_t e = 0; e < n; ++e) {
-      held_[e].emplace(caps[e].delayed(std::max<Offset>(resume_[e], 1)));
-      if (snapshotting_[e]) rewind_[e].emplace(caps[e].first());
-      caps[e].clear();
-    }
-    health_cap_.emplace(caps[n].first());
-    caps[n].clear();
-    for (size_t e = 0; e < n; ++e) {
-      if (errored_[e]) {
-        report(e, Health::kStalled, exports[e].definite_error);
-      } else if (!config.tables[e].error_to_write.empty()) {
-        error(e, held_[e]->time(), config.tables[e].error_to_write);
-      } else {
-        report(e, Health::kRunning);
-      }
-    }
   }
 
   absl::Status run() {
-    if (std::find(errored_.begin(), errored_.end(), false) == errored_.end()) return idle();
+    if (out_.all_errored()) return idle();
     const bool any_snapshot =
         std::find(snapshotting_.begin(), snapshotting_.end(), true) != snapshotting_.end();
     if (any_snapshot) {
@@ -657,9 +692,11 @@ class Replication {
     watch_for_silence();
     release();
     for (;;) {
-      const bool rewinding = std::any_of(rewind_.begin(), rewind_.end(),
-                                         [](const auto& cap) { return cap.has_value(); });
-      if (config_.until && position_ >= *config_.until && !in_transaction_ && !rewinding) {
+      // A run with an end still reads the transactions before start_ it asked for (to record or
+      // check them) before it stops.
+      const bool prereading = dump_from_ < start_ && last_seen_ + 1 < start_;
+      if (config_.until && position_ >= *config_.until && !in_transaction_ && !out_.rewinding() &&
+          !prereading) {
         return finish();
       }
       WEIR_ASSIGN_OR_RETURN(std::optional<std::string_view> event, next_event());
@@ -676,16 +713,14 @@ class Replication {
       return absl::OkStatus();
     }
     position_ = std::max(position_, *config_.until);
-    for (auto& cap : rewind_) cap.reset();
+    out_.end_rewinds();
     release();
     ctx_.yield();
     return absl::OkStatus();
   }
 
   absl::Status finish() {
-    for (size_t e = 0; e < exports_.size(); ++e) {
-      if (!errored_[e]) report(e, Health::kCeased);
-    }
+    out_.cease();
     ctx_.yield();
     return absl::OkStatus();
   }
@@ -693,8 +728,21 @@ class Replication {
   // Asks the server for its binlog from the GTID before start_ on.
   absl::Status open_dump() {
     BinlogDumpOptions options;
+    // From the recorded transaction, if it is before start_: it must still be there.
+    // Read from the transaction before start_ (its data is in every shard already: it is only
+    // looked at, and recorded as passed), or from the recorded one if that is earlier: it must
+    // still be there.
+    Offset from = start_;
+    if (config_.preread) {
+      from = start_ > 0 ? start_ - 1 : 0;
+      if (config_.fingerprint) {
+        verify_ = config_.fingerprint;
+        from = std::min(from, config_.fingerprint->gtid.seq);
+      }
+    }
+    dump_from_ = from;
     options.gtid_start =
-        GtidPosition{config_.domain, config_.server, start_ > 0 ? start_ - 1 : 0}.to_string();
+        GtidPosition{config_.domain, config_.server, from > 0 ? from - 1 : 0}.to_string();
     options.server_id = config_.replica_server_id;
     options.heartbeat_period = config_.heartbeat;
     WEIR_ASSIGN_OR_RETURN(BinlogDump dump, BinlogDump::open(*conn_, options, &ctx_));
@@ -732,6 +780,14 @@ class Replication {
     if (event.ok() && !event->has_value()) {
       return absl::UnavailableError("mysql source: the server ended the binlog dump");
     }
+    if (!event.ok() && dump_->position_lost() && dump_from_ < start_ && dump_from_ > 1) {
+      // No transaction just before where the dump began (a gap in the sequence numbers): the
+      // next epoch reads from where the exports resume.
+      config_.shared->preread_failed();
+      return absl::UnavailableError(absl::StrCat(
+          "mysql source: the binlog has no GTID ", dump_from_ - 1, " to read on from (",
+          event.status().message(), "); reading from ", start_, " next"));
+    }
     if (!event.ok() && dump_->position_lost()) {
       const std::string message = absl::StrCat(
           "the server cannot send its binlog from ",
@@ -741,7 +797,7 @@ class Replication {
           " on (", event.status().message(),
           "): the binlog was purged past where the shards stand, or holds another history; "
           "drop the shards to snapshot again");
-      for (size_t e = 0; e < exports_.size(); ++e) error(e, held_[e]->time(), message);
+      out_.error_all(0, message);
       return std::nullopt;
     }
     return event;
@@ -758,12 +814,19 @@ class Replication {
             " whose sequence numbers the shards' times are: another server's history (a "
             "failover) or a second domain cannot be ordered with them; drop the shards to "
             "snapshot again");
-        for (size_t e = 0; e < exports_.size(); ++e) {
-          error(e, std::max(held_[e]->time(), gtid->seq_no), message);
-        }
+        out_.error_all(gtid->seq_no, message);
+        return absl::OkStatus();
+      }
+      if (verify_ && gtid->seq_no > verify_->gtid.seq) {
+        history_changed(GtidFingerprint{
+            {gtid->domain_id, event.header.server_id, gtid->seq_no}, event.header.timestamp, 0});
         return absl::OkStatus();
       }
       seq_ = gtid->seq_no;
+      gtid_timestamp_ = event.header.timestamp;
+      mark_ = 0;
+      // Before where the exports resume: already in every shard (see open_dump).
+      skipping_ = seq_ < start_;
       in_transaction_ = true;
       touched_.clear();
       standalone_ = gtid->is_standalone();
@@ -771,8 +834,7 @@ class Replication {
         const std::string message = absl::StrCat(
             "GTID ", format_gtid({gtid->domain_id, event.header.server_id, gtid->seq_no}),
             " is an XA transaction's PREPARE or COMMIT: XA transactions are not supported");
-        for (size_t e = 0; e < exports_.size(); ++e)
-          error(e, std::max(held_[e]->time(), seq_), message);
+        out_.error_all(seq_, message);
       }
       return absl::OkStatus();
     }
@@ -781,17 +843,25 @@ class Replication {
       tables_[id] = std::move(*map);
       return absl::OkStatus();
     }
-    if (const auto* rows = std::get_if<RowsEvent>(&event.body)) return change(*rows);
-    if (std::get_if<XidEvent>(&event.body) != nullptr) {
+    if (const auto* rows = std::get_if<RowsEvent>(&event.body)) {
+      if (skipping_) {
+        mark_ = crc32(rows->rows, static_cast<uint32_t>(mark_));
+        return absl::OkStatus();
+      }
+      return change(*rows);
+    }
+    if (const auto* xid = std::get_if<XidEvent>(&event.body)) {
+      mark_ = xid->xid;
       committed();
       return absl::OkStatus();
     }
     if (const auto* query = std::get_if<QueryEvent>(&event.body)) {
       const std::string head = statement_head(query->query, 1);
+      mark_ = crc32(query->query, static_cast<uint32_t>(mark_));
       if (head == "commit") {
         committed();
       } else if (head != "begin" && in_transaction_) {
-        statement(*query);
+        if (!skipping_) statement(*query);
         if (standalone_) committed();
       }
       return absl::OkStatus();
@@ -810,7 +880,32 @@ class Replication {
       position_ = seq_ + 1;
       if (config_.stats) config_.stats->record_upstream(position_, Clock::now());
     }
+    last_seen_ = std::max(last_seen_, seq_);
+    const GtidFingerprint passed{{config_.domain, config_.server, seq_}, gtid_timestamp_, mark_};
+    if (verify_ && seq_ == verify_->gtid.seq) {
+      // The transaction an earlier run recorded must be the one the binlog has there.
+      if (!(passed == *verify_)) {
+        history_changed(passed);
+        return;
+      }
+      verify_.reset();
+    }
+    config_.shared->passed(passed);
     release();
+  }
+
+  // The binlog no longer has, where an earlier run read it, the transaction it recorded: every
+  // export errors.
+  void history_changed(const GtidFingerprint& seen) {
+    const GtidFingerprint expected = *verify_;
+    verify_.reset();
+    out_.error_all(
+        std::max<Offset>(seen.gtid.seq, start_),
+        absl::StrCat("the binlog's history changed: where an earlier run read transaction ",
+                     expected.to_string(), " (GTID@second#mark), the server now has ",
+                     seen.to_string(),
+                     " (RESET MASTER, a restored backup, or another server with the same ids); "
+                     "drop the shards to snapshot again"));
   }
 
   absl::Status change(const RowsEvent& rows) {
@@ -824,7 +919,7 @@ class Replication {
     auto it = exports_of_.find(table.table);
     if (it == exports_of_.end()) return absl::OkStatus();
     for (size_t e : it->second) {
-      if (errored_[e] || seq_ < resume_[e]) continue;
+      if (out_.errored(e) || seq_ < resume_[e]) continue;
       if (std::find(touched_.begin(), touched_.end(), e) == touched_.end()) touched_.push_back(e);
       const ExportTable& export_table = config_.tables[e];
       if (table.column_count() != export_table.columns.size()) {
@@ -934,60 +1029,22 @@ class Replication {
     }
   }
 
-  void report(size_t e, Health status, std::string error = "") {
-    health_out_.give(*health_cap_,
-                     HealthUpdate{static_cast<uint32_t>(e), worker_, status, std::move(error)});
-  }
+  void error(size_t e, Offset time, const std::string& message) { out_.error(e, time, message); }
 
-  // A definite error of export `e` at `time`: the error row, and the export gets no more data.
-  void error(size_t e, Offset time, const std::string& message) {
-    if (errored_[e]) return;
-    outputs_[e].give(cap_at(e, time), Change{definite_error(message), 1});
-    rewind_[e].reset();
-    errored_[e] = true;
-    report(e, Health::kStalled, message);
-  }
-
-  Capability<Offset>& cap_at(size_t e, Offset time) {
-    if (held_[e]->time() >= time) return *held_[e];
-    if (!at_[e] || at_[e]->time() != time) at_[e] = held_[e]->delayed(time);
-    return *at_[e];
-  }
-
-  // Moves the frontiers to position_.
-  void release() {
-    for (size_t e = 0; e < exports_.size(); ++e) {
-      // A snapshotted export holds time 0 for its rewinds until the stream has passed the
-      // snapshot's position.
-      if (rewind_[e] && position_ >= snapshot_end_) rewind_[e].reset();
-      if (held_[e]->time() < position_) held_[e]->downgrade(position_);
-      if (at_[e] && at_[e]->time() <= position_) at_[e].reset();
-    }
-    if (health_cap_->time() < position_) health_cap_->downgrade(position_);
-  }
+  void release() { out_.release(position_, position_, snapshot_end_); }
 
   void give(size_t e, const std::string& row, int64_t diff) {
-    if (rewind_[e] && seq_ < snapshot_end_) {
-      // In the snapshot already: rewind it to time 0 so that time 0 is the table at the start.
-      outputs_[e].give(*rewind_[e], Change{row, -diff});
-    }
-    outputs_[e].give(cap_at(e, seq_), Change{row, diff});
+    out_.give(e, seq_, row, diff, snapshot_end_);
     ctx_.use_fuel(row.size());
   }
 
   AsyncContext& ctx_;
   const MysqlSourceConfig& config_;
   const std::vector<ExportSpec>& exports_;
-  std::vector<AsyncOutput<Offset, Change>>& outputs_;
-  AsyncOutput<Offset, HealthUpdate>& health_out_;
-  const uint32_t worker_;
+  const std::vector<bool> snapshotting_;
+  ChangeStreamOutputs out_;
   std::map<std::string, std::vector<size_t>> exports_of_;  // Table name -> exports.
-  std::vector<bool> errored_, snapshotting_;
   std::vector<Offset> resume_;
-  std::vector<std::optional<Capability<Offset>>> held_;
-  std::vector<std::optional<Capability<Offset>>> rewind_;
-  std::vector<std::optional<Capability<Offset>>> at_;
-  std::optional<Capability<Offset>> health_cap_;
   Offset start_ = 0;
   Offset position_ = 0;      // Every transaction before it has been handled.
   Offset snapshot_end_ = 0;  // Transactions before it are in the snapshot.
@@ -995,7 +1052,14 @@ class Replication {
   bool in_transaction_ = false;
   bool standalone_ = false;
   std::optional<MysqlConnection> conn_;
-  std::vector<size_t> touched_;          // Exports the transaction being received changed.
+  std::vector<size_t> touched_;  // Exports the transaction being received changed.
+  uint32_t gtid_timestamp_ = 0;  // Of the transaction being received.
+  uint64_t mark_ = 0;            // Of the transaction being received (GtidFingerprint::mark).
+  bool skipping_ = false;        // The transaction being received is before start_.
+  Offset dump_from_ = 0;         // The first sequence number the dump was asked for.
+  Offset last_seen_ = 0;         // The last transaction committed in the dump.
+  // The transaction the dump must start with (config_.fingerprint), until it is seen.
+  std::optional<GtidFingerprint> verify_;
   std::atomic<Clock::rep> heard_ns_{0};  // When the dump last gave something.
   std::jthread watchdog_;                // See watch_for_silence; stopped before conn_ closes.
   std::optional<BinlogDump> dump_;       // On conn_.
@@ -1018,17 +1082,8 @@ void render_replication(Scope<Offset>& scope, const MysqlSourceConfig& config,
   const bool leader = worker == config.leader % scope.peers();
   auto built = builder.build(
       [=](AsyncContext& ctx, std::span<CapabilitySet<Offset>> caps) mutable -> absl::Status {
-        const size_t n = exports.size();
         if (!leader) {
-          std::optional<Capability<Offset>> health_cap(caps[n].first());
-          for (size_t e = 0; e < n; ++e) {
-            const bool errored = !exports[e].definite_error.empty();
-            health_out.give(*health_cap, HealthUpdate{static_cast<uint32_t>(e), worker,
-                                                      errored ? Health::kStalled : Health::kCeased,
-                                                      exports[e].definite_error});
-            caps[e].clear();
-          }
-          caps[n].clear();
+          follow_change_stream(caps, health_out, exports, worker);
           return absl::OkStatus();
         }
         Replication replication(ctx, config, exports, outputs, health_out, caps, worker);

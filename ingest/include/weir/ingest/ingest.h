@@ -74,6 +74,12 @@ class IngestSource {
     (void)exports;
     return absl::OkStatus();
   }
+  // Called once when a run ends normally (not on an error, nor when the process dies): a place
+  // to record what the next run should know.
+  virtual absl::Status finish(persist::PersistClient& client) {
+    (void)client;
+    return absl::OkStatus();
+  }
   // What render gets besides the exports.
   struct Epoch {
     std::shared_ptr<sources::SourceStats> stats;  // For the display.

@@ -101,6 +101,22 @@ absl::StatusOr<TableDesc> load_table(const std::string& conninfo, const std::str
 std::string encode_columns(const std::vector<MysqlColumn>& columns);
 absl::StatusOr<std::vector<MysqlColumn>> decode_columns(std::string_view bytes);
 
+// A transaction the binlog had: its GTID, the second its GTID event was written, and a mark of
+// its content. Recorded
+// with the shards ("@last-gtid" in `<kind>.schemas`), and looked for again where a later run
+// resumes: a binlog that has another transaction there holds another history (RESET MASTER, a
+// restored backup, another server with the same ids).
+struct GtidFingerprint {
+  GtidPosition gtid;
+  uint32_t timestamp = 0;
+  // The transaction's XID (InnoDB's transaction id: it only grows, RESET MASTER or not), or for
+  // one without (DDL, non-transactional tables) a CRC-32 of its statements and row images.
+  uint64_t mark = 0;
+  std::string to_string() const;  // "D-S-N@T#M"
+  static std::optional<GtidFingerprint> parse(std::string_view text);
+  bool operator==(const GtidFingerprint&) const = default;
+};
+
 // What the workers of one epoch share (one process): the snapshot's position, published by the
 // leader once the tables are locked, and how far the workers have got.
 class MysqlShared {
@@ -120,6 +136,13 @@ class MysqlShared {
   std::optional<absl::StatusOr<Snapshot>> snapshot() const;
   void opened();
   bool all_opened() const;
+  // The last transaction the binlog operator has passed (for the next epoch's fingerprint).
+  void passed(const GtidFingerprint& transaction);
+  std::optional<GtidFingerprint> last_passed() const;
+  // The binlog had no transaction just before where the dump was asked to start (a gap in the
+  // sequence numbers): the next epochs read from where the exports resume, and check nothing.
+  void preread_failed();
+  bool has_preread_failed() const;
 
  private:
   const size_t workers_;
@@ -127,6 +150,8 @@ class MysqlShared {
   std::optional<absl::Status> locked_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::StatusOr<Snapshot>> snapshot_ ABSL_GUARDED_BY(mu_);
   size_t opened_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<GtidFingerprint> passed_ ABSL_GUARDED_BY(mu_);
+  bool preread_failed_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // One export's table.
@@ -148,7 +173,13 @@ struct MysqlSourceConfig {
   uint32_t domain = 0;
   uint32_t server = 0;
   uint32_t replica_server_id = 0;  // The dump connection's server id (unique per replica).
-  size_t leader = 0;               // Snapshot leader and streaming worker.
+  // A transaction recorded by an earlier run: the binlog is read from it on (or from the one
+  // before where the exports resume), and it must be the same one, or every export errors.
+  std::optional<GtidFingerprint> fingerprint;
+  // Read the transaction before where the exports resume too (to record it as passed); off
+  // once a dump found no transaction there.
+  bool preread = true;
+  size_t leader = 0;  // Snapshot leader and streaming worker.
   std::shared_ptr<MysqlShared> shared;
   std::shared_ptr<SourceStats> stats;  // Optional.
   std::chrono::milliseconds heartbeat{1000};
