@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "weir/operators/concat.h"
+#include "weir/sources/change_stream.h"
 #include "weir/status.h"
 
 namespace weir::sources::postgres {
@@ -422,6 +423,22 @@ class Streamed {
   std::unique_ptr<std::FILE, Close> file_;
 };
 
+std::vector<bool> snapshotting_of(const PostgresSourceConfig& config,
+                                  const std::vector<ExportSpec>& exports) {
+  std::vector<bool> snapshotting(exports.size());
+  for (size_t e = 0; e < exports.size(); ++e) {
+    snapshotting[e] = exports[e].needs_snapshot() && exports[e].definite_error.empty() &&
+                      config.tables[e].error_to_write.empty();
+  }
+  return snapshotting;
+}
+
+std::vector<std::string> errors_to_write(const PostgresSourceConfig& config) {
+  std::vector<std::string> errors;
+  for (const auto& table : config.tables) errors.push_back(table.error_to_write);
+  return errors;
+}
+
 // The replication stream's state on the streaming worker.
 class Replication {
  public:
@@ -433,18 +450,14 @@ class Replication {
       : ctx_(ctx),
         config_(config),
         exports_(exports),
-        outputs_(outputs),
-        health_out_(health_out),
-        worker_(worker) {
+        snapshotting_(snapshotting_of(config, exports)),
+        // An error the plan found (the table left the publication) is written at the resume
+        // upper.
+        out_(outputs, health_out, caps, exports, snapshotting_, errors_to_write(config), worker) {
     const size_t n = exports.size();
-    errored_.assign(n, false);
-    snapshotting_.assign(n, false);
     resume_.assign(n, 0);
     Offset start = std::numeric_limits<Offset>::max();
     for (size_t e = 0; e < n; ++e) {
-      errored_[e] = !exports[e].definite_error.empty();
-      snapshotting_[e] =
-          exports[e].needs_snapshot() && !errored_[e] && config.tables[e].error_to_write.empty();
       resume_[e] = exports[e].resume_upper;
       if (!snapshotting_[e]) start = std::min(start, std::max<Offset>(resume_[e], 1));
       exports_of_[config.tables[e].oid].push_back(e);
@@ -452,31 +465,10 @@ class Replication {
     }
     start_ = start == std::numeric_limits<Offset>::max() ? 0 : start;
     position_ = start_;
-    held_.resize(n);
-    rewind_.resize(n);
-    at_.resize(n);
-    for (size_t e = 0; e < n; ++e) {
-      held_[e].emplace(caps[e].delayed(std::max<Offset>(resume_[e], 1)));
-      // A snapshotted export's rewinds are given at time 0.
-      if (snapshotting_[e]) rewind_[e].emplace(caps[e].first());
-      caps[e].clear();
-    }
-    health_cap_.emplace(caps[n].first());
-    caps[n].clear();
-    for (size_t e = 0; e < n; ++e) {
-      if (errored_[e]) {
-        report(e, Health::kStalled, exports[e].definite_error);
-      } else if (!config.tables[e].error_to_write.empty()) {
-        // An error the plan found (the table left the publication): written at the resume upper.
-        error(e, held_[e]->time(), config.tables[e].error_to_write);
-      } else {
-        report(e, Health::kRunning);
-      }
-    }
   }
 
   absl::Status run() {
-    if (std::find(errored_.begin(), errored_.end(), false) == errored_.end()) {
+    if (out_.all_errored()) {
       // Every export is errored: there is nothing to stream (the slot may be gone). Frontiers
       // stay where they are, unless the run has an end.
       if (!config_.until) {
@@ -523,14 +515,10 @@ class Replication {
       // A snapshotted export's rewinds end only once the stream has passed C: a run never stops
       // before (its upper would stop below C with time 0 as of C, and the next run would give
       // the changes between again).
-      const bool rewinding = std::any_of(rewind_.begin(), rewind_.end(),
-                                         [](const auto& cap) { return cap.has_value(); });
       if (config_.until && position_ >= *config_.until && verified_ >= *config_.until &&
-          !mid_transaction() && !rewinding) {
+          !mid_transaction() && !out_.rewinding()) {
         advance(*config_.until);
-        for (size_t e = 0; e < exports_.size(); ++e) {
-          if (!errored_[e]) report(e, Health::kCeased);
-        }
+        out_.cease();
         ctx_.yield();
         return absl::OkStatus();
       }
@@ -559,18 +547,11 @@ class Replication {
 
  private:
   void report(size_t e, Health status, std::string error = "") {
-    health_out_.give(*health_cap_,
-                     HealthUpdate{static_cast<uint32_t>(e), worker_, status, std::move(error)});
+    out_.report(e, status, std::move(error));
   }
 
   // A definite error of export `e` at `time`: the error row, and the export gets no more data.
-  void error(size_t e, Offset time, const std::string& message) {
-    if (errored_[e]) return;
-    outputs_[e].give(cap_at(e, time), Change{definite_error(message), 1});
-    rewind_[e].reset();
-    errored_[e] = true;
-    report(e, Health::kStalled, message);
-  }
+  void error(size_t e, Offset time, const std::string& message) { out_.error(e, time, message); }
 
   // Every commit before `to` has been received (the upstream reached it at `when`): frontiers may
   // pass every time before it that verify_published has vouched for.
@@ -581,29 +562,10 @@ class Replication {
     release();
   }
 
-  // A capability of export `e` at `time` (not before its held one) for data given there, which
-  // leaves the export's frontier where release() put it: data at a commit past verified_ must
-  // not vouch for the times before it. Minted from the held one; the last is kept (a
-  // transaction gives many rows at one time).
-  Capability<Offset>& cap_at(size_t e, Offset time) {
-    if (held_[e]->time() >= time) return *held_[e];
-    if (!at_[e] || at_[e]->time() != time) at_[e] = held_[e]->delayed(time);
-    return *at_[e];
-  }
-
-  // Moves the frontiers to min(position_, verified_).
-  void release() {
-    const Offset to = std::min(position_, verified_);
-    for (size_t e = 0; e < exports_.size(); ++e) {
-      // A snapshotted export holds time 0 for its rewinds until the stream has passed the
-      // snapshot's consistent point: no commit before it is still to come. (In serial mode the
-      // snapshot operator holds every export at 0 until every snapshot is done.)
-      if (rewind_[e] && position_ >= snapshot_lsn_) rewind_[e].reset();
-      if (held_[e]->time() < to) held_[e]->downgrade(to);
-      if (at_[e] && at_[e]->time() <= to) at_[e].reset();
-    }
-    if (health_cap_->time() < to) health_cap_->downgrade(to);
-  }
+  // Moves the frontiers to min(position_, verified_): data at a commit past verified_ is given
+  // with a capability at its commit, which does not vouch for the times before it. (In serial
+  // mode the snapshot operator holds every export at 0 until every snapshot is done.)
+  void release() { out_.release(std::min(position_, verified_), position_, snapshot_lsn_); }
 
   // The stream carries no sign of a table leaving the publication (or being dropped): the server
   // just stops sending its changes, and an export whose frontier went on would claim times whose
@@ -623,7 +585,7 @@ class Replication {
     WEIR_ASSIGN_OR_RETURN(const Offset lsn, parse_lsn(value(at.get(), 0, 0)));
     std::string oids;
     for (size_t e = 0; e < exports_.size(); ++e) {
-      if (!errored_[e]) absl::StrAppend(&oids, ", ", config_.tables[e].oid);
+      if (!out_.errored(e)) absl::StrAppend(&oids, ", ", config_.tables[e].oid);
     }
     WEIR_ASSIGN_OR_RETURN(
         PgResult locked,
@@ -665,7 +627,7 @@ class Replication {
           " no longer publishes every kind of change, or is gone; planning again to record it"));
     }
     for (size_t e = 0; e < exports_.size(); ++e) {
-      if (errored_[e] || published.contains(config_.tables[e].oid)) continue;
+      if (out_.errored(e) || published.contains(config_.tables[e].oid)) continue;
       return absl::UnavailableError(absl::StrCat(
           "postgres source: table ", config_.tables[e].name, " is no longer in publication ",
           config_.publication, " (removed or dropped); planning again to record it"));
@@ -779,7 +741,7 @@ class Replication {
   }
 
   bool skip(size_t e) const {
-    return errored_[e] || (!snapshotting_[e] && commit_lsn_ < resume_[e]);
+    return out_.errored(e) || (!snapshotting_[e] && commit_lsn_ < resume_[e]);
   }
 
   void check_relation(const Relation& relation) {
@@ -888,27 +850,17 @@ class Replication {
   }
 
   void give(size_t e, const std::string& row, int64_t diff) {
-    if (rewind_[e] && commit_lsn_ < snapshot_lsn_) {
-      // In the snapshot already: rewind it to time 0 so that time 0 is the table at the start.
-      outputs_[e].give(*rewind_[e], Change{row, -diff});
-    }
-    outputs_[e].give(cap_at(e, commit_lsn_), Change{row, diff});
+    out_.give(e, commit_lsn_, row, diff, snapshot_lsn_);
     ctx_.use_fuel(row.size());
   }
 
   AsyncContext& ctx_;
   const PostgresSourceConfig& config_;
   const std::vector<ExportSpec>& exports_;
-  std::vector<AsyncOutput<Offset, Change>>& outputs_;
-  AsyncOutput<Offset, HealthUpdate>& health_out_;
-  const uint32_t worker_;
+  const std::vector<bool> snapshotting_;
+  ChangeStreamOutputs out_;
   std::map<uint32_t, std::vector<size_t>> exports_of_;  // Relation oid -> exports.
-  std::vector<bool> errored_, snapshotting_;
   std::vector<Offset> resume_;
-  std::vector<std::optional<Capability<Offset>>> held_;    // Data: at most the position.
-  std::vector<std::optional<Capability<Offset>>> rewind_;  // Time 0, until the stream passes C.
-  std::vector<std::optional<Capability<Offset>>> at_;      // See cap_at.
-  std::optional<Capability<Offset>> health_cap_;
   Offset start_ = 0;
   Offset position_ = 0;      // Every commit before it has been handled.
   Offset verified_ = 0;      // Every export's table was published until after it.
@@ -937,19 +889,10 @@ void render_replication(Scope<Offset>& scope, const PostgresSourceConfig& config
   const bool leader = worker == config.leader % scope.peers();
   auto built = builder.build(
       [=](AsyncContext& ctx, std::span<CapabilitySet<Offset>> caps) mutable -> absl::Status {
-        const size_t n = exports.size();
         if (!leader) {
           // One worker streams; the others have no change stream (ceased: the aggregate is the
           // streaming worker's) and hold nothing.
-          std::optional<Capability<Offset>> health_cap(caps[n].first());
-          for (size_t e = 0; e < n; ++e) {
-            const bool errored = !exports[e].definite_error.empty();
-            health_out.give(*health_cap, HealthUpdate{static_cast<uint32_t>(e), worker,
-                                                      errored ? Health::kStalled : Health::kCeased,
-                                                      exports[e].definite_error});
-            caps[e].clear();
-          }
-          caps[n].clear();
+          follow_change_stream(caps, health_out, exports, worker);
           return absl::OkStatus();
         }
         Replication replication(ctx, config, exports, outputs, health_out, caps, worker);
