@@ -649,7 +649,6 @@ class Replication {
               uint32_t worker)
       : ctx_(ctx),
         config_(config),
-        exports_(exports),
         snapshotting_(snapshotting_of(config, exports)),
         out_(outputs, health_out, caps, exports, snapshotting_, errors_to_write(config), worker) {
     const size_t n = exports.size();
@@ -1040,7 +1039,6 @@ class Replication {
 
   AsyncContext& ctx_;
   const MysqlSourceConfig& config_;
-  const std::vector<ExportSpec>& exports_;
   const std::vector<bool> snapshotting_;
   ChangeStreamOutputs out_;
   std::map<std::string, std::vector<size_t>> exports_of_;  // Table name -> exports.
