@@ -12,8 +12,11 @@
 # Include it from any CMakeLists.txt; it defines its tests once.
 set(WEIR_MARIADB_FIXTURE_DIR ${CMAKE_BINARY_DIR}/mariadb-fixture)
 set(WEIR_MARIADB_CONN_FILE ${WEIR_MARIADB_FIXTURE_DIR}/conn)
+# The tests share the server's one binlog, and some read back exactly what they wrote to it: they
+# run one at a time (RESOURCE_LOCK), the other tests beside them.
 set(WEIR_MARIADB_TEST_PROPERTIES
   FIXTURES_REQUIRED mariadb
+  RESOURCE_LOCK mariadb_binlog
   ENVIRONMENT WEIR_TEST_MARIADB_CONN_FILE=${WEIR_MARIADB_CONN_FILE})
 # The variables above are per directory; the tests below are defined once.
 include_guard(GLOBAL)
@@ -30,6 +33,7 @@ set_tests_properties(mariadb_fixture_stop PROPERTIES FIXTURES_CLEANUP mariadb LA
 # Makes the add_test test `name` use the fixture.
 function(weir_mariadb_test name)
   set_property(TEST ${name} APPEND PROPERTY FIXTURES_REQUIRED mariadb)
+  set_property(TEST ${name} APPEND PROPERTY RESOURCE_LOCK mariadb_binlog)
   set_property(TEST ${name} APPEND PROPERTY ENVIRONMENT
     WEIR_TEST_MARIADB_CONN_FILE=${WEIR_MARIADB_CONN_FILE})
   set_property(TEST ${name} APPEND PROPERTY LABELS mariadb)
