@@ -1023,6 +1023,30 @@ TEST(MysqlDdlTest, TheTablesEachStatementChanges) {
   EXPECT_TRUE(ddl_targets("SAVEPOINT s", "db").harmless);
   EXPECT_FALSE(ddl_targets("INSERT INTO t VALUES (1)", "db").harmless);
   EXPECT_FALSE(ddl_targets("UPDATE t SET a = 2", "db").harmless);
+  // The second review's cases.
+  t = ddl_targets("SET STATEMENT max_statement_time=100 FOR TRUNCATE TABLE t", "db");
+  EXPECT_EQ(t.kind, Kind::kTruncate);
+  EXPECT_EQ(t.tables, (Targets{{"db", "t"}}));
+  t = ddl_targets("ALTER TABLE t CONVERT PARTITION p1 TO TABLE x", "db");
+  EXPECT_FALSE(t.harmless);
+  EXPECT_EQ(t.tables, (Targets{{"db", "t"}, {"db", "x"}}));
+  t = ddl_targets("ALTER TABLE t CONVERT TABLE x TO PARTITION p2 VALUES LESS THAN (300)", "db");
+  EXPECT_FALSE(t.harmless);
+  EXPECT_EQ(t.tables, (Targets{{"db", "t"}, {"db", "x"}}));
+  EXPECT_FALSE(ddl_targets("ALTER IGNORE TABLE t ADD UNIQUE (b)", "db").harmless);
+  t = ddl_targets("RENAME TABLE IF EXISTS t TO t_old, t_new WAIT 5 TO t", "db");
+  EXPECT_EQ(t.tables, (Targets{{"db", "t"}, {"db", "t_old"}, {"db", "t_new"}, {"db", "t"}}));
+  EXPECT_FALSE(
+      ddl_targets("ALTER TABLE t MODIFY b decimal(5,0) PARTITION BY KEY(a) PARTITIONS 2", "db")
+          .harmless);
+  EXPECT_TRUE(ddl_targets("ALTER TABLE t PARTITION BY KEY(a) PARTITIONS 2", "db").harmless);
+  EXPECT_TRUE(ddl_targets("ALTER TABLE t REMOVE PARTITIONING", "db").harmless);
+  EXPECT_FALSE(ddl_targets("ALTER TABLE t ENGINE=BLACKHOLE", "db").harmless);
+  EXPECT_TRUE(ddl_targets("ALTER TABLE t ENGINE = InnoDB", "db").harmless);
+  EXPECT_FALSE(
+      ddl_targets("ALTER TABLE t ALTER COLUMN a SET DEFAULT (5--1), DROP COLUMN b", "db").harmless);
+  EXPECT_FALSE(ddl_targets("ALTER TABLE t DROP /*M!999999 INDEX */ COLUMN b", "db").harmless);
+  EXPECT_TRUE(ddl_targets("ALTER TABLE t DROP /*M!100500 INDEX */ i", "db").harmless);
   EXPECT_EQ(ddl_targets("RENAME TABLE a TO", "db").tables, (Targets{{"db", "a"}}));
   EXPECT_EQ(ddl_targets("TRUNCATE `unterminated", "db").tables, (Targets{{"db", "unterminated"}}));
 }

@@ -8,6 +8,9 @@ namespace weir::sources::mysql {
 
 namespace {
 
+// The server version executable comments are read for (/*!NNNNNN ... */): MariaDB 10.11.
+constexpr uint64_t kServerVersion = 101199;
+
 bool word_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$' ||
          static_cast<unsigned char>(c) >= 0x80;
@@ -33,13 +36,28 @@ std::vector<Token> tokens_of(std::string_view q) {
       executable = false;
       i += 2;
     } else if (q.substr(i, 3) == "/*!" || q.substr(i, 4) == "/*M!") {
+      // Executed by a server at least the version it names (MariaDB 10.11 here: 101199 and
+      // below); a later version's comment is skipped, as the server skips it.
       i += q[i + 2] == '!' ? 3 : 4;
-      while (i < q.size() && std::isdigit(static_cast<unsigned char>(q[i]))) ++i;
-      executable = true;
+      uint64_t version = 0;
+      size_t digits = 0;
+      while (i < q.size() && std::isdigit(static_cast<unsigned char>(q[i]))) {
+        version = version * 10 + static_cast<uint64_t>(q[i] - '0');
+        ++i;
+        ++digits;
+      }
+      if (digits > 0 && version > kServerVersion) {
+        const size_t end = q.find("*/", i);
+        i = end == std::string_view::npos ? q.size() : end + 2;
+      } else {
+        executable = true;
+      }
     } else if (q.substr(i, 2) == "/*") {
       const size_t end = q.find("*/", i + 2);
       i = end == std::string_view::npos ? q.size() : end + 2;
-    } else if (q.substr(i, 2) == "--" || c == '#') {
+    } else if ((q.substr(i, 2) == "--" &&
+                (i + 2 == q.size() || std::isspace(static_cast<unsigned char>(q[i + 2])))) ||
+               c == '#') {
       const size_t end = q.find('\n', i);
       i = end == std::string_view::npos ? q.size() : end + 1;
     } else if (c == '`' || c == '"') {
@@ -125,9 +143,12 @@ class Parser {
   // A comma-separated list of names from `i` (pairs: "a TO b" items).
   void names(size_t& i, bool pairs, DdlTargets& targets) const {
     for (;;) {
+      if (is(i, "if") && is(i + 1, "exists")) i += 2;
       auto a = name(i);
       if (!a) return;
       targets.tables.push_back(*a);
+      if (is(i, "nowait")) ++i;
+      if (is(i, "wait")) i += 2;
       if (pairs && is(i, "to")) {
         ++i;
         auto b = name(i);
@@ -148,12 +169,13 @@ class Parser {
       }
       return false;
     };
+    if (is(b, "remove") && is(b + 1, "partitioning") && b + 2 == e) return true;
     if (has("partition") || has("partitions")) {
       // Data moves or goes: DROP, TRUNCATE, EXCHANGE, REORGANIZE, COALESCE (and DISCARD or
       // IMPORT of a partition's tablespace). ADD, REBUILD, OPTIMIZE, ANALYZE, CHECK, REPAIR,
       // REMOVE PARTITIONING and PARTITION BY keep every row.
       return !(has("drop") || has("truncate") || has("exchange") || has("reorganize") ||
-               has("coalesce") || has("discard") || has("import"));
+               has("coalesce") || has("discard") || has("import") || has("convert"));
     }
     if (is(b, "add")) {
       size_t k = b + 1;
@@ -176,6 +198,11 @@ class Parser {
       return has("default") || has("visible") || has("invisible");
     }
     if (is(b, "convert")) return false;  // CONVERT TO CHARACTER SET rewrites every string.
+    if (is(b, "engine")) {
+      // Another engine may keep nothing (BLACKHOLE) or hold rows elsewhere.
+      const size_t v = punct(b + 1, '=') ? b + 2 : b + 1;
+      return is(v, "innodb") && v + 1 == e;
+    }
     if (is(b, "default") || is(b, "character") || is(b, "charset") || is(b, "collate")) {
       return true;  // The table's default, for columns added later.
     }
@@ -288,8 +315,36 @@ bool mentions(std::string_view query, std::string_view table) {
   return false;
 }
 
+namespace {
+
+DdlTargets classify(std::vector<Token> tokens, std::string_view database);
+
+}  // namespace
+
 DdlTargets ddl_targets(std::string_view query, std::string_view database) {
-  const Parser p(tokens_of(query), database);
+  return classify(tokens_of(query), database);
+}
+
+namespace {
+
+DdlTargets classify(std::vector<Token> tokens, std::string_view database) {
+  {
+    // SET STATEMENT var = value, ... FOR statement: the statement after FOR.
+    const Parser p(tokens, database);
+    if (p.is(0, "set") && p.is(1, "statement")) {
+      int depth = 0;
+      for (size_t k = 2; k < p.size(); ++k) {
+        if (p.punct(k, '(')) ++depth;
+        if (p.punct(k, ')')) --depth;
+        if (depth == 0 && p.is(k, "for")) {
+          return classify(
+              std::vector<Token>(tokens.begin() + static_cast<ptrdiff_t>(k) + 1, tokens.end()),
+              database);
+        }
+      }
+    }
+  }
+  const Parser p(std::move(tokens), database);
   DdlTargets targets;
   using Kind = DdlTargets::Kind;
   size_t i = 0;
@@ -331,7 +386,11 @@ DdlTargets ddl_targets(std::string_view query, std::string_view database) {
     p.names(i, false, targets);
   } else if (p.is(0, "alter")) {
     i = 1;
-    while (p.is(i, "online") || p.is(i, "ignore")) ++i;
+    bool ignore = false;  // ALTER IGNORE: a new unique key drops the rows that repeat one.
+    while (p.is(i, "online") || p.is(i, "ignore")) {
+      ignore |= p.is(i, "ignore");
+      ++i;
+    }
     if (!p.is(i, "table")) {
       targets.harmless = harmless_statement(p);
       return targets;
@@ -342,12 +401,22 @@ DdlTargets ddl_targets(std::string_view query, std::string_view database) {
     p.names(i, false, targets);
     // The clauses, split at commas outside parentheses; EXCHANGE PARTITION ... WITH TABLE u
     // changes u too.
-    targets.harmless = true;
+    targets.harmless = !ignore;
     size_t begin = i;
     int depth = 0;
     for (size_t k = i; k <= p.size(); ++k) {
       if (k < p.size() && p.punct(k, '(')) ++depth;
       if (k < p.size() && p.punct(k, ')')) --depth;
+      // Partitioning options follow the other clauses without a comma: they start a clause.
+      const bool partitioning =
+          k < p.size() && depth == 0 && k > begin &&
+          ((p.is(k, "partition") && p.is(k + 1, "by")) ||
+           (p.is(k, "remove") && p.is(k + 1, "partitioning")) || p.is(k, "partitions"));
+      if (partitioning) {
+        if (!p.harmless_clause(begin, k)) targets.harmless = false;
+        begin = k;
+        continue;
+      }
       if (k < p.size() && !(depth == 0 && p.punct(k, ','))) continue;
       if (p.is(begin, "rename") && !p.is(begin + 1, "column") && !p.is(begin + 1, "index") &&
           !p.is(begin + 1, "key")) {
@@ -356,8 +425,10 @@ DdlTargets ddl_targets(std::string_view query, std::string_view database) {
       if (!p.harmless_clause(begin, k)) targets.harmless = false;
       begin = k + 1;
     }
+    // The other table of EXCHANGE PARTITION ... WITH TABLE u, CONVERT PARTITION p TO TABLE u and
+    // CONVERT TABLE u TO PARTITION p changes too.
     for (size_t k = i; k + 2 < p.size(); ++k) {
-      if (p.is(k, "with") && p.is(k + 1, "table")) {
+      if ((p.is(k, "with") || p.is(k, "to") || p.is(k, "convert")) && p.is(k + 1, "table")) {
         size_t j = k + 2;
         if (auto other = p.name(j)) targets.tables.push_back(*other);
       }
@@ -367,5 +438,7 @@ DdlTargets ddl_targets(std::string_view query, std::string_view database) {
   }
   return targets;
 }
+
+}  // namespace
 
 }  // namespace weir::sources::mysql

@@ -5,10 +5,16 @@
 // MIXED in that session). weir decides from the statement's text alone, at its own position (not
 // from the catalog as it is when the event is read, which may be later), and fails closed: a
 // statement that names an ingested table and is not known to leave its rows and columns as they
-// are is a definite error of that table.
+// are is a definite error of that table. (A statement-logged one that changes a table without
+// naming it — through a view, a trigger, a stored function — is not seen: docs/ingest.md.)
+// SET STATEMENT ... FOR s is s; ALTER IGNORE is never harmless (a unique key drops rows); an
+// ENGINE other than InnoDB is not either.
 //
-// Parsing: comments are skipped except executable ones (/*! ... */, /*M! ... */), whose text
-// counts; `quoted` and "quoted" names (ANSI_QUOTES) are identifiers; 'strings' are skipped.
+// Parsing: comments are skipped except executable ones (/*! ... */, /*M! ... */) for this server
+// version (MariaDB 10.11: a version number up to 101199), whose text counts; "-- " needs its
+// space, as the server's; `quoted` and "quoted" names (ANSI_QUOTES) are identifiers; 'strings' are
+// skipped. Partitioning options (PARTITION BY, PARTITIONS, REMOVE PARTITIONING) start an ALTER
+// clause of their own, with or without a comma.
 //
 // Thread safety: free functions.
 

@@ -708,6 +708,12 @@ class Replication {
   // Every export errored: frontiers stay where they are, unless the run has an end.
   absl::Status idle() {
     if (!config_.until) {
+      // The error rows are at the exports' held times: frontiers pass them, so that they are
+      // durable (nothing more comes to an errored export), and then stay.
+      Offset past = position_;
+      for (size_t e = 0; e < out_.size(); ++e) past = std::max(past, out_.held(e) + 1);
+      out_.end_rewinds();
+      out_.release(past, past, snapshot_end_);
       ctx_.sleep_for(std::chrono::nanoseconds::max());
       return absl::OkStatus();
     }
