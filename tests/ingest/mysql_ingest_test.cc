@@ -1285,3 +1285,54 @@ TEST(MariadbReviewTest, AMyisamTableCannotBeSnapshotted) {
 
 }  // namespace
 }  // namespace weir::ingest::testing
+
+namespace weir::ingest::testing {
+namespace {
+
+// The second review's item 7: a run without an end whose every export errors at its start (here:
+// the binlog ends before the shards, after RESET MASTER) makes the errors durable, rather than
+// holding them in the process while it waits.
+TEST(MariadbReviewTest, ErrorsOfARunWithoutAnEndAreDurable) {
+  OwnServer server("rv-durable");
+  ASSERT_EQ(server.error(), "");
+  Sql sql(server.conn());
+  ASSERT_TRUE(sql.ok());
+  sql.exec(
+      "CREATE TABLE rv_du (k int PRIMARY KEY);"
+      "INSERT INTO rv_du VALUES (1); INSERT INTO rv_du VALUES (2); INSERT INTO rv_du VALUES (3)");
+  const std::vector<std::string> tables = {"rv_du"};
+  const auto dir = fresh_dir("mysql-rv-durable");
+  auto [first, seq1] = ingest_until_now(tables, dir, 1, server.conn());
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(server.root("RESET MASTER"), "");
+  sql.exec("INSERT INTO rv_du VALUES (10)");
+
+  IngestOptions options = ingest_options(dir, 1, tables);
+  options.stop = std::make_shared<std::atomic<bool>>(false);
+  options.upstream = make_mysql_source(source_of(dir.string(), 1, server.conn()));
+  absl::StatusOr<IngestReport> report = absl::UnknownError("not run");
+  std::thread ingest([&] { report = run_ingest(options); });
+  // The shard's upper passes its error row.
+  uint64_t upper = 0;
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  while (Clock::now() < deadline) {
+    if (auto client = open_client(dir)) {
+      auto described = client->describe(shard_name("mysql", "rv_du"));
+      if (described.ok() && !described->upper.is_empty()) upper = described->upper.time();
+    }
+    if (upper > seq1 + 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  options.stop->store(true);
+  ingest.join();
+  EXPECT_GT(upper, seq1 + 1) << "the error was not made durable";
+  auto client = open_client(dir);
+  ASSERT_TRUE(client);
+  const auto errors = errors_in(*client, "rv_du", upper - 1);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors.begin()->second.find("RESET MASTER"), std::string::npos)
+      << errors.begin()->second;
+}
+
+}  // namespace
+}  // namespace weir::ingest::testing
