@@ -163,13 +163,14 @@ struct Backlog {
 // channels, the producers' to the Exchange operator and that operator's pipeline to the consumer.
 // The first holds its window plus one run of each producer (half of whose records go to worker
 // 1); the second its window plus one run of the Exchange operator, which may move all the first
-// one held; and the consumer holds one batch.
-uint64_t allowed_backlog(uint64_t window, uint64_t producers) {
+// one held; and the consumer holds one batch. A gate is one process's (credit.h): with senders in
+// `processes` processes, worker 1 may hold a window of the second channel from each.
+uint64_t allowed_backlog(uint64_t window, uint64_t producers, uint64_t processes = 1) {
   const uint64_t batch = kRecordsPerRun / 2;
   const uint64_t batch_bytes = batch * sizeof(uint64_t) + kMessageCost;
   const uint64_t per_window = (window + batch_bytes - 1) / batch_bytes * batch;
   const uint64_t first = per_window + producers * batch;
-  return first + (per_window + first) + kRecordsPerRun;
+  return first + (processes * per_window + first) + kRecordsPerRun;
 }
 
 // Checks that `worst_backlog(window)` stays within `bound` with a 64 KiB window, and prints it
@@ -265,7 +266,8 @@ TEST(FlowControlTest, ASlowWorkerOfAnotherProcessHoldsBackItsProducers) {
   // Worker 1 is process 1's; process 0's records reach it as Data frames, and its credit
   // frames give process 0 its window back. (A remote batch counts its payload, 16 bytes of time
   // and length more than its records, and kMessageCost; the bound allows for it.)
-  expect_held_back(run, allowed_backlog(64 << 10, 2), "at a worker of another process");
+  expect_held_back(run, allowed_backlog(64 << 10, 2, /*processes=*/2),
+                   "at a worker of another process");
 }
 
 // An input handle's loop that waits while the input is backlogged keeps the backlog bounded.
