@@ -633,12 +633,6 @@ std::vector<bool> snapshotting_of(const MysqlSourceConfig& config,
   return snapshotting;
 }
 
-std::vector<std::string> errors_to_write(const MysqlSourceConfig& config) {
-  std::vector<std::string> errors;
-  for (const auto& table : config.tables) errors.push_back(table.error_to_write);
-  return errors;
-}
-
 // The binlog stream's state on the streaming worker.
 class Replication {
  public:
@@ -650,7 +644,8 @@ class Replication {
       : ctx_(ctx),
         config_(config),
         snapshotting_(snapshotting_of(config, exports)),
-        out_(outputs, health_out, caps, exports, snapshotting_, errors_to_write(config), worker) {
+        out_(outputs, health_out, caps, exports, snapshotting_, errors_to_write(config.tables),
+             worker) {
     const size_t n = exports.size();
     resume_.assign(n, 0);
     Offset start = std::numeric_limits<Offset>::max();
@@ -828,6 +823,9 @@ class Replication {
         return absl::OkStatus();
       }
       seq_ = gtid->seq_no;
+      // A group's row events refer to the table maps sent within it: the ids of older groups are
+      // not kept (they would pile up over a long run).
+      tables_.clear();
       gtid_timestamp_ = event.header.timestamp;
       mark_ = 0;
       // Before where the exports resume: already in every shard (see open_dump).

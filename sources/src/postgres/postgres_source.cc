@@ -433,12 +433,6 @@ std::vector<bool> snapshotting_of(const PostgresSourceConfig& config,
   return snapshotting;
 }
 
-std::vector<std::string> errors_to_write(const PostgresSourceConfig& config) {
-  std::vector<std::string> errors;
-  for (const auto& table : config.tables) errors.push_back(table.error_to_write);
-  return errors;
-}
-
 // The replication stream's state on the streaming worker.
 class Replication {
  public:
@@ -453,7 +447,8 @@ class Replication {
         snapshotting_(snapshotting_of(config, exports)),
         // An error the plan found (the table left the publication) is written at the resume
         // upper.
-        out_(outputs, health_out, caps, exports, snapshotting_, errors_to_write(config), worker) {
+        out_(outputs, health_out, caps, exports, snapshotting_, errors_to_write(config.tables),
+             worker) {
     const size_t n = exports.size();
     resume_.assign(n, 0);
     Offset start = std::numeric_limits<Offset>::max();

@@ -71,6 +71,14 @@ class ChangeStreamOutputs {
   std::optional<Capability<Offset>> health_cap_;
 };
 
+// Per export, the definite error its source's plan found (each table's `error_to_write`).
+template <class Table>
+std::vector<std::string> errors_to_write(const std::vector<Table>& tables) {
+  std::vector<std::string> errors;
+  for (const auto& table : tables) errors.push_back(table.error_to_write);
+  return errors;
+}
+
 // The change-stream operator of a worker that does not stream: it reports each export ceased
 // (or stalled with its definite error) and holds nothing.
 void follow_change_stream(std::span<CapabilitySet<Offset>> caps,
