@@ -1,5 +1,6 @@
-# Installs the libraries and exports weirTargets (base, runtime, operators) + weirConfig.cmake for
-# find_package(weir CONFIG). async, persist and protocol install export sets of their own.
+# Installs the libraries and exports weirTargets (base, runtime, operators, collections) +
+# weirConfig.cmake for find_package(weir CONFIG). async, persist and protocol install export sets
+# of their own.
 include(CMakePackageConfigHelpers)
 
 install(EXPORT weirTargets
