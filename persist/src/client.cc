@@ -151,6 +151,24 @@ absl::StatusOr<SnapshotCursor> PersistClient::inspect_snapshot(std::string_view 
                                                                        internal::SeqnoHold()));
 }
 
+absl::Status PersistClient::fetch_part(
+    const LeasedPart& part,
+    absl::FunctionRef<void(std::string_view data, uint64_t time, int64_t diff)> each) {
+  const internal::Shard shard(core_, part.shard_id, part.shard_name);
+  WEIR_ASSIGN_OR_RETURN(std::shared_ptr<const internal::DecodedPart> decoded,
+                        shard.part_fetcher()(part.part));
+  for (size_t i = 0; i < decoded->size(); ++i) {
+    uint64_t time = decoded->time(i);
+    if (time < part.lower) continue;
+    if (part.as_of) {
+      if (time > *part.as_of) continue;
+      time = *part.as_of;
+    }
+    each(decoded->data(i), time, decoded->diff(i));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status PersistClient::maintain(std::string_view name) {
   WEIR_RETURN_IF_ERROR(compact(name).status());
   WEIR_ASSIGN_OR_RETURN(const GcResult gc_result, gc(name));

@@ -297,9 +297,14 @@ class ListenImpl {
       : reader_(std::move(reader)), frontier_(frontier) {}
 
   absl::StatusOr<std::optional<ListenEvent>> next();
+  absl::StatusOr<std::optional<PartsBatch>> next_parts();
   Frontier frontier() const { return frontier_; }
 
  private:
+  // Loads the next batch into batch_ unless one is loaded; false if the upper has not passed
+  // frontier_ yet.
+  absl::StatusOr<bool> load_batch();
+
   std::shared_ptr<ReaderCore> reader_;
   Frontier frontier_;
   // The batch being yielded part by part, and the seqno of the state it came from.

@@ -439,52 +439,62 @@ bool SnapshotCursorImpl::next() {
   return false;
 }
 
-absl::StatusOr<std::optional<ListenEvent>> ListenImpl::next() {
+absl::StatusOr<bool> ListenImpl::load_batch() {
   const Shard& shard = reader_->shard();
   if (absl::Status alive = reader_->maybe_heartbeat();
       !alive.ok() && alive.code() != absl::StatusCode::kUnavailable) {
     return alive;
   }
+  if (batch_) {
+    return true;
+  }
+  if (frontier_.is_empty()) {
+    return false;
+  }
+  WEIR_ASSIGN_OR_RETURN(auto read, reader_->state_for_read());
+  auto& [state, hold] = read;
+  if (!(frontier_ < frontier_of(state.proto.upper()))) {
+    return false;
+  }
+  const uint64_t f = frontier_.time();
+  for (const proto::ProtoBatch& batch : state.proto.batches()) {
+    if (!frontier_of(batch.upper()).less_equal(f)) {
+      batch_ = batch;
+      break;
+    }
+  }
   if (!batch_) {
-    if (frontier_.is_empty()) {
-      return std::nullopt;
-    }
-    WEIR_ASSIGN_OR_RETURN(auto read, reader_->state_for_read());
-    auto& [state, hold] = read;
-    if (!(frontier_ < frontier_of(state.proto.upper()))) {
-      return std::nullopt;
-    }
-    const uint64_t f = frontier_.time();
-    for (const proto::ProtoBatch& batch : state.proto.batches()) {
-      if (!frontier_of(batch.upper()).less_equal(f)) {
-        batch_ = batch;
-        break;
-      }
-    }
-    if (!batch_) {
-      return absl::DataLossError(
-          internal::str_cat(shard.label(), ": no batch holds time ", f, " below the upper"));
-    }
-    // Compaction advances times before the batch's since to it. If it did that to times we
-    // already yielded, and moved them to or past our frontier, we would yield them again.
-    const Frontier since = frontier_of(batch_->since());
-    if (frontier_of(batch_->lower()).less_than(f) && !since.less_than(f)) {
-      const Frontier lower = frontier_of(batch_->lower());
-      batch_.reset();
-      return absl::FailedPreconditionError(internal::str_cat(
-          shard.label(), ": the listen at frontier ", f, " cannot continue: batch starting at ",
-          lower.to_string(), " was compacted to since ", since.to_string(),
-          "; keep the reader's since at or before the listen's frontier - 1"));
-    }
-    next_part_ = 0;
-    hold_ = std::move(hold);
+    return absl::DataLossError(
+        internal::str_cat(shard.label(), ": no batch holds time ", f, " below the upper"));
+  }
+  // Compaction advances times before the batch's since to it. If it did that to times we
+  // already yielded, and moved them to or past our frontier, we would yield them again.
+  const Frontier since = frontier_of(batch_->since());
+  if (frontier_of(batch_->lower()).less_than(f) && !since.less_than(f)) {
+    const Frontier lower = frontier_of(batch_->lower());
+    batch_.reset();
+    return absl::FailedPreconditionError(internal::str_cat(
+        shard.label(), ": the listen at frontier ", f, " cannot continue: batch starting at ",
+        lower.to_string(), " was compacted to since ", since.to_string(),
+        "; keep the reader's since at or before the listen's frontier - 1"));
+  }
+  next_part_ = 0;
+  hold_ = std::move(hold);
+  return true;
+}
+
+absl::StatusOr<std::optional<ListenEvent>> ListenImpl::next() {
+  WEIR_ASSIGN_OR_RETURN(const bool loaded, load_batch());
+  if (!loaded) {
+    return std::nullopt;
   }
   ListenEvent event;
   if (next_part_ < batch_->parts_size()) {
     const proto::ProtoPartRef& ref = batch_->parts(next_part_);
-    WEIR_ASSIGN_OR_RETURN(std::shared_ptr<const DecodedPart> part,
-                          shard.part_fetcher()(PartRef{ref.key(), ref.encoded_bytes(),
-                                                       ref.num_updates(), ref.update_bytes()}));
+    WEIR_ASSIGN_OR_RETURN(
+        std::shared_ptr<const DecodedPart> part,
+        reader_->shard().part_fetcher()(
+            PartRef{ref.key(), ref.encoded_bytes(), ref.num_updates(), ref.update_bytes()}));
     ++next_part_;
     const uint64_t f = frontier_.time();
     for (size_t i = 0; i < part->size(); ++i) {
@@ -500,6 +510,27 @@ absl::StatusOr<std::optional<ListenEvent>> ListenImpl::next() {
   }
   event.progress = frontier_;
   return event;
+}
+
+absl::StatusOr<std::optional<PartsBatch>> ListenImpl::next_parts() {
+  WEIR_ASSIGN_OR_RETURN(const bool loaded, load_batch());
+  if (!loaded) {
+    return std::nullopt;
+  }
+  const Shard& shard = reader_->shard();
+  PartsBatch parts;
+  for (int i = next_part_; i < batch_->parts_size(); ++i) {
+    const proto::ProtoPartRef& ref = batch_->parts(i);
+    parts.parts.push_back(
+        LeasedPart{shard.id(), shard.name(),
+                   PartRef{ref.key(), ref.encoded_bytes(), ref.num_updates(), ref.update_bytes()},
+                   frontier_.time(), std::nullopt});
+  }
+  frontier_ = frontier_of(batch_->upper());
+  parts.progress = frontier_;
+  parts.lease = PartsLease(std::make_shared<SeqnoHold>(std::move(hold_)));
+  batch_.reset();
+  return parts;
 }
 
 }  // namespace internal
@@ -523,7 +554,55 @@ Listen& Listen::operator=(Listen&&) noexcept = default;
 Listen::~Listen() = default;
 
 absl::StatusOr<std::optional<ListenEvent>> Listen::next() { return impl_->next(); }
+absl::StatusOr<std::optional<PartsBatch>> Listen::next_parts() { return impl_->next_parts(); }
 Frontier Listen::frontier() const { return impl_->frontier(); }
+
+namespace {
+constexpr uint32_t kLeasedPartFormatVersion = 1;
+}  // namespace
+
+std::string LeasedPart::encode() const {
+  internal::proto::ProtoLeasedPart wire;
+  wire.set_format_version(kLeasedPartFormatVersion);
+  wire.set_shard_id(shard_id.str());
+  wire.set_shard_name(shard_name);
+  internal::proto::ProtoPartRef* ref = wire.mutable_part();
+  ref->set_key(part.key);
+  ref->set_encoded_bytes(part.encoded_bytes);
+  ref->set_num_updates(part.num_updates);
+  ref->set_update_bytes(part.update_bytes);
+  wire.set_lower(lower);
+  wire.set_snapshot(as_of.has_value());
+  wire.set_as_of(as_of.value_or(0));
+  return wire.SerializeAsString();
+}
+
+absl::StatusOr<LeasedPart> LeasedPart::decode(std::string_view bytes) {
+  internal::proto::ProtoLeasedPart wire;
+  if (!wire.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return absl::InvalidArgumentError(
+        internal::str_cat("not an encoded leased part (", bytes.size(), " bytes)"));
+  }
+  if (wire.format_version() != kLeasedPartFormatVersion) {
+    return absl::InvalidArgumentError(
+        internal::str_cat("encoded leased part has format version ", wire.format_version(),
+                          "; this build reads version ", kLeasedPartFormatVersion));
+  }
+  WEIR_ASSIGN_OR_RETURN(ShardId shard_id, ShardId::parse(wire.shard_id()));
+  const internal::proto::ProtoPartRef& ref = wire.part();
+  if (!validate_blob_key(ref.key()).ok() || !ref.key().starts_with(shard_id.str() + "/")) {
+    return absl::InvalidArgumentError(internal::str_cat("encoded leased part of shard ",
+                                                        shard_id.str(), " has a malformed key \"",
+                                                        ref.key(), "\""));
+  }
+  LeasedPart part;
+  part.shard_id = std::move(shard_id);
+  part.shard_name = wire.shard_name();
+  part.part = PartRef{ref.key(), ref.encoded_bytes(), ref.num_updates(), ref.update_bytes()};
+  part.lower = wire.lower();
+  if (wire.snapshot()) part.as_of = wire.as_of();
+  return part;
+}
 
 ReadHandle::ReadHandle(std::shared_ptr<internal::ReaderCore> core) : core_(std::move(core)) {}
 ReadHandle::ReadHandle(ReadHandle&&) noexcept = default;
@@ -554,6 +633,28 @@ absl::StatusOr<SnapshotCursor> ReadHandle::snapshot_cursor(uint64_t as_of) {
   WEIR_RETURN_IF_ERROR(internal::check_readable(core_->shard(), state.proto, as_of));
   return SnapshotCursor(std::make_unique<internal::SnapshotCursorImpl>(core_->shard(), state.proto,
                                                                        as_of, std::move(hold)));
+}
+
+absl::StatusOr<PartsBatch> ReadHandle::snapshot_parts(uint64_t as_of) {
+  WEIR_ASSIGN_OR_RETURN(auto read, core_->state_for_read());
+  auto& [state, hold] = read;
+  const internal::Shard& shard = core_->shard();
+  WEIR_RETURN_IF_ERROR(internal::check_readable(shard, state.proto, as_of));
+  PartsBatch parts;
+  for (const internal::proto::ProtoBatch& batch : state.proto.batches()) {
+    if (!internal::frontier_of(batch.lower()).less_equal(as_of)) {
+      break;  // This batch and the later ones hold only times after as_of.
+    }
+    for (const internal::proto::ProtoPartRef& ref : batch.parts()) {
+      parts.parts.push_back(
+          LeasedPart{shard.id(), shard.name(),
+                     PartRef{ref.key(), ref.encoded_bytes(), ref.num_updates(), ref.update_bytes()},
+                     0, as_of});
+    }
+  }
+  parts.progress = as_of == UINT64_MAX ? Frontier::empty() : Frontier(as_of + 1);
+  parts.lease = PartsLease(std::make_shared<internal::SeqnoHold>(std::move(hold)));
+  return parts;
 }
 
 absl::StatusOr<Listen> ReadHandle::listen(uint64_t as_of) {

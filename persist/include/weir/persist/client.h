@@ -27,6 +27,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -160,6 +161,14 @@ class PersistClient {
   // tools; programs use a ReadHandle.
   absl::StatusOr<SnapshotCursor> inspect_snapshot(std::string_view name,
                                                   std::optional<uint64_t> as_of = std::nullopt);
+
+  // Fetches a part a distributed read handed out (read_handle.h) and calls `each` with every
+  // update of it that belongs to the read, at its time there. NotFound if the part is gone from
+  // the blob store (its lease was not kept), DataLoss if it does not decode; each names the shard
+  // and the part.
+  absl::Status fetch_part(
+      const LeasedPart& part,
+      absl::FunctionRef<void(std::string_view data, uint64_t time, int64_t diff)> each);
 
   // Merges batches, advancing times to the since, so that reads touch few runs.
   absl::StatusOr<CompactionResult> compact(std::string_view name, CompactionOptions options = {});

@@ -40,6 +40,7 @@ namespace internal {
 class ReaderCore;
 class SnapshotCursorImpl;
 class ListenImpl;
+class SeqnoHold;
 }  // namespace internal
 
 // Streams a consolidated snapshot in data order: a k-way merge over the sorted runs of the shard.
@@ -80,6 +81,49 @@ struct ListenEvent {
   Frontier progress;
 };
 
+// ---- Distributed reads ----
+// A dataflow that reads a shard on many workers (weir::sources::persist_source) lists the parts on
+// one worker (ReadHandle::snapshot_parts, Listen::next_parts) and fetches them on all
+// (PersistClient::fetch_part: any client of the same stores, in any process).
+
+// One part of a distributed read, with which of its updates belong to the read and at what time.
+// A plain value: copy it, encode it, send it.
+struct LeasedPart {
+  ShardId shard_id;
+  std::string shard_name;  // For messages.
+  PartRef part;
+  uint64_t lower = 0;  // Updates at times before it are left out (a listen yielded them already).
+  // A snapshot's part: only the updates at times <= as_of, each with its time advanced to as_of.
+  std::optional<uint64_t> as_of;
+
+  // A versioned binary encoding.
+  std::string encode() const;
+  // InvalidArgument if `bytes` is not an encoded part of a version this build reads, or names a
+  // key outside its shard.
+  static absl::StatusOr<LeasedPart> decode(std::string_view bytes);
+};
+
+// Keeps the parts a distributed read handed out from GC while any copy of it lives, as long as
+// the reader that listed them keeps its lease (its listen renews it; so does heartbeat()).
+class PartsLease {
+ public:
+  PartsLease() = default;
+  explicit PartsLease(std::shared_ptr<internal::SeqnoHold> hold) : hold_(std::move(hold)) {}
+  // Lets go of this copy's hold now.
+  void release() { hold_.reset(); }
+
+ private:
+  std::shared_ptr<internal::SeqnoHold> hold_;
+};
+
+// What a distributed read lists at a time: parts, and the frontier below which every update of
+// the read is in them or in earlier ones.
+struct PartsBatch {
+  std::vector<LeasedPart> parts;
+  Frontier progress;
+  PartsLease lease;
+};
+
 class Listen {
  public:
   Listen(Listen&&) noexcept;
@@ -89,6 +133,10 @@ class Listen {
   // The next event if one is available now; nullopt if the shard's upper has not passed
   // frontier() yet. Batches are fetched one part at a time.
   absl::StatusOr<std::optional<ListenEvent>> next();
+
+  // The next batch's parts (the rest of a batch next() started), unfetched; nullopt as next().
+  // Its progress is the batch's upper.
+  absl::StatusOr<std::optional<PartsBatch>> next_parts();
 
   // Every update at a time before this has been yielded.
   Frontier frontier() const;
@@ -120,6 +168,9 @@ class ReadHandle {
   // FailedPrecondition if as_of is before the shard's since or not before its upper.
   absl::StatusOr<std::vector<Update>> snapshot(uint64_t as_of);
   absl::StatusOr<SnapshotCursor> snapshot_cursor(uint64_t as_of);
+  // The parts of snapshot(as_of), unconsolidated and unfetched (see LeasedPart); progress is
+  // as_of + 1. The same preconditions as snapshot().
+  absl::StatusOr<PartsBatch> snapshot_parts(uint64_t as_of);
 
   // Every update at a time > as_of. FailedPrecondition if as_of is before the since. Keep this
   // reader's since at or before the listen's frontier - 1, or a later next() may fail (it never
