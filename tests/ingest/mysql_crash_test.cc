@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "../support/sanitizers.h"
 #include "../support/mariadb/mariadb_fixture.h"
 #include "absl/strings/str_cat.h"
 #include "ingest_test_util.h"
@@ -177,8 +178,9 @@ TEST(MariadbCrashTest, TwentyKillsAndTwoServerCrashesLoseNothing) {
   for (int round = 0; round < 20; ++round) {
     const pid_t pid = spawn(args, log);
     // Early rounds die during the snapshot; later ones mid-stream and mid-append.
-    const int ms = round < 5 ? 100 + static_cast<int>(random() % 700)
-                             : 1200 + static_cast<int>(random() % 2000);
+    const int ms = (round < 5 ? 100 + static_cast<int>(random() % 700)
+                              : 1200 + static_cast<int>(random() % 2000)) *
+                   weir::testing::kSanitizerSlowdown;
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     if (round == 8 || round == 14) {
       // The server dies (SIGKILL) mid-stream and comes back.

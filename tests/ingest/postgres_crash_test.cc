@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "../support/sanitizers.h"
 #include "../support/postgres/postgres_fixture.h"
 #include "ingest_test_util.h"
 #include "postgres_test_util.h"
@@ -194,8 +195,9 @@ TEST(PostgresCrashTest, TwentyKillsAndTwoServerRestartsLoseNothing) {
   for (int round = 0; round < 20; ++round) {
     const pid_t pid = spawn(args, log);
     // Early rounds die during the snapshot; later ones mid-stream and mid-append.
-    const int ms = round < 5 ? 100 + static_cast<int>(random() % 700)
-                             : 1200 + static_cast<int>(random() % 2000);
+    const int ms = (round < 5 ? 100 + static_cast<int>(random() % 700)
+                              : 1200 + static_cast<int>(random() % 2000)) *
+                   weir::testing::kSanitizerSlowdown;
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     if (round == 8) {
       ASSERT_EQ(postgres_fixture("restart " + state + " fast 1"), "") << "fast restart";

@@ -342,12 +342,17 @@ TEST(ClusterTest, StoppedProcessUnderFullLoadIsFoundAndExitsWhenContinued) {
 // a runtime without flow control.
 TEST(ClusterTest, ASlowWorkerKeepsEveryProcessWithinItsMemoryBound) {
   // ASan keeps up to 256 MiB of freed memory in quarantine, resident; TSan's shadow grows with
-  // every byte touched.
+  // every byte touched. Under ASan (GCC) one run measured 472 MiB with flow control and reached
+  // only 896 MiB in the minute without (the build is slower): the bound sits between them.
   std::string limit_mib = "512";
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(__SANITIZE_ADDRESS__)
+  limit_mib = "768";
+#elif defined(__SANITIZE_THREAD__)
   limit_mib = "1024";
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#if __has_feature(address_sanitizer)
+  limit_mib = "768";
+#elif __has_feature(thread_sanitizer)
   limit_mib = "1024";
 #endif
 #endif

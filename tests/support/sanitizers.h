@@ -1,0 +1,24 @@
+// How much slower a sanitized build runs, for tests that wait a wall-clock time for the code under
+// test to get somewhere (a crash test's kill after it got past its snapshot, say).
+
+#pragma once
+
+namespace weir::testing {
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
+// Waits of crash tests are this many times longer under a sanitizer (the weir tool they start,
+// built with the same sanitizer, takes about three times as long to get past its snapshot).
+inline constexpr int kSanitizerSlowdown = kSanitized ? 3 : 1;
+
+}  // namespace weir::testing
