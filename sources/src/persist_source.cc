@@ -195,6 +195,10 @@ Stream<Time, std::string> render_list(Scope<Time>& scope, const PersistSourceCon
       WEIR_RETURN_IF_ERROR(ctx.run_blocking_owned([holds] { return holds->reader().heartbeat(); }));
       ctx.sleep_for(config.poll);
     }
+    // Released here rather than by `expire` (which also covers a body unwound or failed), so that
+    // a run that ends normally has let go of its hold when its dataflow completes.
+    // A failure to expire leaves a lease that GC expires later: not the reader's error.
+    (void)ctx.run_blocking_owned([holds] { return holds->reader().expire(); });
     return absl::OkStatus();
   });
   failures.errors.push_back(built.errors);

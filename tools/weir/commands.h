@@ -16,4 +16,7 @@ void add_persist_command(CLI::App& app);
 // `weir ingest --source loadgen:KIND --persist DIR [-w W] [--until OFFSET] ...`.
 void add_ingest_command(CLI::App& app);
 
+// `weir subscribe [--persist DIR | --blob URL --consensus URL] SHARD [--as-of T] ...`.
+void add_subscribe_command(CLI::App& app);
+
 }  // namespace weir::tools

@@ -9,6 +9,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   weir::tools::add_persist_command(app);
   weir::tools::add_ingest_command(app);
+  weir::tools::add_subscribe_command(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

@@ -14,6 +14,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/time/time.h"
 #include "commands.h"
+#include "shard_text.h"
 
 #include "weir/ingest/postgres.h"
 #include "weir/persist/client.h"
@@ -27,9 +28,7 @@ using persist::PersistClient;
 using persist::PersistLocation;
 
 struct PersistOptions {
-  std::string dir;
-  std::string blob_url;
-  std::string consensus_url;
+  StoreFlags store;
   std::string shard;
   std::optional<uint64_t> as_of;
 };
@@ -48,38 +47,7 @@ T value_or_fail(absl::StatusOr<T> result) {
 }
 
 std::unique_ptr<PersistClient> open_client(const PersistOptions& options) {
-  if (options.dir.empty() && (options.blob_url.empty() || options.consensus_url.empty())) {
-    fail(absl::InvalidArgumentError("give --persist DIR, or --blob URL and --consensus URL"));
-  }
-  const PersistLocation location = options.dir.empty()
-                                       ? PersistLocation{options.blob_url, options.consensus_url}
-                                       : PersistLocation::in_directory(options.dir);
-  return value_or_fail(PersistClient::open(location));
-}
-
-// Data bytes as one line: printable ASCII as is, '\\', tab and newline as C escapes, other bytes
-// as \xNN.
-std::string escape(std::string_view data) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(data.size());
-  for (const char c : data) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (byte >= 0x20 && byte < 0x7f) {
-      out += c;
-    } else {
-      out += "\\x";
-      out += kHex[byte >> 4];
-      out += kHex[byte & 0xF];
-    }
-  }
-  return out;
+  return value_or_fail(PersistClient::open(value_or_fail(store_location(options.store))));
 }
 
 std::string format_time(absl::Time time) {
@@ -125,18 +93,9 @@ void list_shards(const PersistOptions& options) {
   }
 }
 
-// The relation description of a typed shard (`<kind>.<table>` of a source with a schema, recorded
-// in `<kind>.schemas`), if it has one.
-std::optional<sources::postgres::RelationDesc> relation_of(PersistClient& client,
-                                                           const std::string& shard) {
-  const size_t dot = shard.find('.');
-  if (dot == std::string::npos) return std::nullopt;
-  const std::string kind = shard.substr(0, dot);
-  if (!value_or_fail(client.find_shard(kind + ".schemas")).has_value()) return std::nullopt;
-  const auto schemas = value_or_fail(ingest::read_schemas(client, kind));
-  auto it = schemas.find(shard.substr(dot + 1));
-  if (it == schemas.end()) return std::nullopt;
-  return value_or_fail(sources::postgres::RelationDesc::decode(it->second));
+std::optional<sources::postgres::RelationDesc> relation_or_fail(PersistClient& client,
+                                                                const std::string& shard) {
+  return value_or_fail(tools::relation_of(client, shard));
 }
 
 void describe_shard(const PersistOptions& options) {
@@ -158,7 +117,7 @@ void describe_shard(const PersistOptions& options) {
     updates += batch.num_updates;
     bytes += batch.encoded_bytes;
   }
-  if (const auto relation = relation_of(*client, d.name)) {
+  if (const auto relation = relation_or_fail(*client, d.name)) {
     std::cout << "columns         " << relation->columns.size() << " ("
               << relation->qualified_name() << ", oid " << relation->table_oid << ")\n";
     std::istringstream lines(relation->describe());
@@ -230,20 +189,13 @@ void cat_shard(const PersistOptions& options) {
       value_or_fail(reader.ok() ? reader->snapshot_cursor(as_of)
                                 : client->inspect_snapshot(options.shard, as_of));
   // Typed rows print as COPY prints them (tab-separated columns, \N for NULL).
-  const std::optional<sources::postgres::RelationDesc> relation = relation_of(*client, d.name);
+  const std::optional<sources::postgres::RelationDesc> relation = relation_or_fail(*client, d.name);
   std::string line;
   while (cursor.next()) {
     line.clear();
-    if (relation && !cursor.data().starts_with("!")) {
-      const absl::Status printed = sources::postgres::print_row(*relation, cursor.data(), line);
-      if (!printed.ok()) {
-        fail(absl::DataLossError("shard " + d.name +
-                                 ": a row does not decode with its relation "
-                                 "description: " +
-                                 std::string(printed.message())));
-      }
-    } else {
-      line = escape(cursor.data());
+    if (const absl::Status printed = append_row(relation, d.name, cursor.data(), line);
+        !printed.ok()) {
+      fail(printed);
     }
     line += '\t';
     line += std::to_string(cursor.time());
@@ -264,17 +216,7 @@ void add_persist_command(CLI::App& app) {
   auto options = std::make_shared<PersistOptions>();
   CLI::App* persist = app.add_subcommand("persist", "Inspect persist shards");
   persist->require_subcommand(1);
-  CLI::Option* dir = persist->add_option(
-      "--persist", options->dir,
-      "Persist directory: blobs in DIR/blob, SQLite consensus in DIR/consensus.db");
-  CLI::Option* blob =
-      persist->add_option("--blob", options->blob_url, "Blob store URL: file:///DIR or mem://");
-  CLI::Option* consensus =
-      persist->add_option("--consensus", options->consensus_url,
-                          "Consensus URL: sqlite:///PATH/consensus.db or postgres://...");
-  dir->excludes(blob)->excludes(consensus);
-  blob->needs(consensus);
-  consensus->needs(blob);
+  add_store_flags(*persist, options->store);
 
   CLI::App* ls = persist->add_subcommand("ls", "Print the shard names, one per line");
   ls->final_callback([options] { list_shards(*options); });

@@ -1,0 +1,148 @@
+// `weir subscribe` through the real binary, on a shard that `weir ingest` is writing: each change
+// once, in time order, equal to the shard at every progress line; SIGINT ends it cleanly with its
+// lease released.
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ingest_test_util.h"
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "weir/persist/client.h"
+
+namespace weir::ingest {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// Starts `args` with stdout in `out` (and stderr in `out`.err); returns its pid.
+pid_t spawn(const std::vector<std::string>& args, const fs::path& out) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    const int fd = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = open((out.string() + ".err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, STDOUT_FILENO);
+    dup2(err, STDERR_FILENO);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+struct Printed {
+  std::vector<std::tuple<uint64_t, int64_t, std::string>> changes;  // In printed order.
+  std::vector<uint64_t> progress;
+};
+
+// Parses complete lines (a last line without its newline is still being written).
+Printed parse(const std::string& text) {
+  Printed printed;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (in.eof()) break;
+    const size_t tab = line.find('\t');
+    const uint64_t time = std::stoull(line.substr(0, tab));
+    const std::string rest = line.substr(tab + 1);
+    if (rest == "progress") {
+      printed.progress.push_back(time);
+      continue;
+    }
+    const size_t tab2 = rest.find('\t');
+    printed.changes.emplace_back(time, std::stoll(rest.substr(0, tab2)), rest.substr(tab2 + 1));
+  }
+  return printed;
+}
+
+TEST(SubscribeTest, ShowsEachChangeOnceInTimeOrderAndExitsCleanlyOnSigint) {
+  const fs::path dir = testing::fresh_dir("subscribe");
+  const std::string weir = WEIR_TOOL_PATH;
+  const pid_t ingest = spawn(
+      {weir, "ingest", "--source", "loadgen:auction", "--scale", "4", "--persist", dir.string(),
+       "-w", "2", "--rate", "3000", "--quiet", "--compaction-window", "18446744073709551615"},
+      dir / "ingest.out");
+  auto client =
+      persist::PersistClient::open(persist::PersistLocation::in_directory(dir.string())).value();
+  const std::string shard = "auction.bids";
+  // Once the shard holds its snapshot, subscribe from time 0 while ingest goes on.
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  for (;;) {
+    ASSERT_LT(Clock::now(), deadline) << read_file(dir / "ingest.out.err");
+    auto d = client->describe(shard);
+    if (d.ok() && d->upper.less_than(UINT64_MAX) && !d->upper.less_equal(0)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const pid_t subscribe = spawn({weir, "subscribe", "--persist", dir.string(), shard, "--as-of",
+                                 "0", "--progress", "-w", "2"},
+                                dir / "subscribe.out");
+  // Until it has printed progress past 20 more offsets than the snapshot's.
+  for (;;) {
+    ASSERT_LT(Clock::now(), deadline) << read_file(dir / "subscribe.out.err");
+    const Printed printed = parse(read_file(dir / "subscribe.out"));
+    if (!printed.progress.empty() && printed.progress.back() > 20) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  auto readers = client->describe(shard)->leased_readers;
+  EXPECT_TRUE(std::any_of(readers.begin(), readers.end(), [](const auto& r) {
+    return r.purpose == "weir subscribe";
+  })) << "subscribe reads through a leased reader";
+  ASSERT_EQ(kill(subscribe, SIGINT), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(subscribe, &status, 0), subscribe);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << status << ": " << read_file(dir / "subscribe.out.err");
+  readers = client->describe(shard)->leased_readers;
+  EXPECT_FALSE(std::any_of(readers.begin(), readers.end(), [](const auto& r) {
+    return r.purpose == "weir subscribe";
+  })) << "its lease was released on SIGINT";
+  kill(ingest, SIGINT);
+  waitpid(ingest, &status, 0);
+
+  const Printed printed = parse(read_file(dir / "subscribe.out"));
+  ASSERT_FALSE(printed.progress.empty());
+  // Times in order, each printed whole: its rows consolidated and sorted (so each row once).
+  uint64_t last = 0;
+  const std::string* previous = nullptr;
+  for (const auto& [time, diff, row] : printed.changes) {
+    ASSERT_GE(time, last) << row;
+    if (time == last && previous != nullptr) {
+      ASSERT_LT(*previous, row) << "at time " << time << ", not sorted or printed in pieces";
+    }
+    last = time;
+    previous = &row;
+    ASSERT_NE(diff, 0) << row;
+  }
+  // At every 5th progress line (and the last), what was printed before it is the shard there.
+  for (size_t i = 0; i < printed.progress.size(); ++i) {
+    if (i % 5 != 0 && i + 1 != printed.progress.size()) continue;
+    const uint64_t upper = printed.progress[i];
+    std::map<std::string, int64_t> sums;
+    for (const auto& [time, diff, row] : printed.changes) {
+      if (time < upper && (sums[row] += diff) == 0) sums.erase(row);
+    }
+    EXPECT_EQ(sums, testing::shard_at(*client, shard, upper - 1)) << "at progress " << upper;
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace weir::ingest

@@ -1,0 +1,81 @@
+#include "shard_text.h"
+
+#include "weir/ingest/ingest.h"
+#include "weir/status.h"
+
+namespace weir::tools {
+
+void add_store_flags(CLI::App& app, StoreFlags& flags) {
+  CLI::Option* dir =
+      app.add_option("--persist", flags.dir,
+                     "Persist directory: blobs in DIR/blob, SQLite consensus in DIR/consensus.db");
+  CLI::Option* blob =
+      app.add_option("--blob", flags.blob_url, "Blob store URL: file:///DIR or mem://");
+  CLI::Option* consensus =
+      app.add_option("--consensus", flags.consensus_url,
+                     "Consensus URL: sqlite:///PATH/consensus.db or postgres://...");
+  dir->excludes(blob)->excludes(consensus);
+  blob->needs(consensus);
+  consensus->needs(blob);
+}
+
+absl::StatusOr<persist::PersistLocation> store_location(const StoreFlags& flags) {
+  if (flags.dir.empty() && (flags.blob_url.empty() || flags.consensus_url.empty())) {
+    return absl::InvalidArgumentError("give --persist DIR, or --blob URL and --consensus URL");
+  }
+  return flags.dir.empty() ? persist::PersistLocation{flags.blob_url, flags.consensus_url}
+                           : persist::PersistLocation::in_directory(flags.dir);
+}
+
+std::string escape(std::string_view data) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(data.size());
+  for (const char c : data) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (byte >= 0x20 && byte < 0x7f) {
+      out += c;
+    } else {
+      out += "\\x";
+      out += kHex[byte >> 4];
+      out += kHex[byte & 0xF];
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::optional<sources::postgres::RelationDesc>> relation_of(
+    persist::PersistClient& client, const std::string& shard) {
+  const size_t dot = shard.find('.');
+  if (dot == std::string::npos) return std::nullopt;
+  const std::string kind = shard.substr(0, dot);
+  WEIR_ASSIGN_OR_RETURN(auto schemas_shard, client.find_shard(kind + ".schemas"));
+  if (!schemas_shard.has_value()) return std::nullopt;
+  WEIR_ASSIGN_OR_RETURN(const auto schemas, ingest::read_schemas(client, kind));
+  auto it = schemas.find(shard.substr(dot + 1));
+  if (it == schemas.end()) return std::nullopt;
+  return sources::postgres::RelationDesc::decode(it->second);
+}
+
+absl::Status append_row(const std::optional<sources::postgres::RelationDesc>& relation,
+                        const std::string& shard, std::string_view data, std::string& line) {
+  if (!relation || data.starts_with("!")) {
+    line += escape(data);
+    return absl::OkStatus();
+  }
+  const absl::Status printed = sources::postgres::print_row(*relation, data, line);
+  if (!printed.ok()) {
+    return absl::DataLossError(
+        "shard " + shard +
+        ": a row does not decode with its relation description: " + std::string(printed.message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace weir::tools

@@ -1,0 +1,213 @@
+// `weir subscribe`: prints a shard's contents at a time, then every change as it becomes final.
+//
+//   weir subscribe --persist DIR SHARD [--as-of T] [--no-snapshot] [--progress] [--until T]
+//
+// Lines: TIME<tab>DIFF<tab>COLUMNS... (typed rows as COPY prints them, other data escaped), each
+// time's changes consolidated and sorted, times in order, flushed as each time completes. With
+// --progress, TIME<tab>progress whenever the shard's upper moves: every change before TIME has
+// been printed. The read goes through persist_source (weir/sources/persist_source.h) and holds the
+// shard's since at what it has printed; SIGINT or SIGTERM ends it cleanly, its hold released.
+
+#include <atomic>
+#include <csignal>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "commands.h"
+#include "shard_text.h"
+#include <unistd.h>
+
+#include "weir/operators/concat.h"
+#include "weir/operators/generic.h"
+#include "weir/persist/client.h"
+#include "weir/sources/persist_source.h"
+#include "weir/worker/execute.h"
+
+namespace weir::tools {
+namespace {
+
+using Time = uint64_t;
+
+struct SubscribeFlags {
+  StoreFlags store;
+  std::string shard;
+  std::optional<uint64_t> as_of;
+  std::optional<uint64_t> until;
+  bool no_snapshot = false;
+  bool progress = false;
+  size_t workers = 1;
+};
+
+std::atomic<bool>* subscribe_stop = nullptr;
+
+extern "C" void on_subscribe_signal(int signal) {
+  if (subscribe_stop != nullptr && !subscribe_stop->exchange(true)) return;
+  std::_Exit(128 + signal);
+}
+
+[[noreturn]] void fail(const absl::Status& status) {
+  std::cerr << "weir subscribe: " << status << "\n";
+  throw CLI::RuntimeError(1);
+}
+
+// Prints, on the worker that gets every update, each time's changes once it is complete.
+class Printer {
+ public:
+  // `as_of`: the snapshot's time (skipped with `skip_snapshot`); `until`: where an empty
+  // frontier is reported as progress.
+  Printer(std::optional<sources::postgres::RelationDesc> relation, std::string shard, Time as_of,
+          bool skip_snapshot, bool progress, std::optional<Time> until)
+      : relation_(std::move(relation)),
+        shard_(std::move(shard)),
+        as_of_(as_of),
+        skip_snapshot_(skip_snapshot),
+        progress_(progress),
+        until_(until) {}
+
+  void add(Time time, const std::string& data, int64_t diff) {
+    if (skip_snapshot_ && time == as_of_) return;
+    auto& sums = pending_[time];
+    if ((sums[data] += diff) == 0) sums.erase(data);
+  }
+
+  // Prints every time before `frontier` (empty: every time); an error if a row does not decode.
+  absl::Status complete(std::optional<Time> frontier) {
+    bool printed = false;
+    while (!pending_.empty() && (!frontier || pending_.begin()->first < *frontier)) {
+      const auto& [time, sums] = *pending_.begin();
+      for (const auto& [data, diff] : sums) {
+        line_ = absl::StrCat(time, "\t", diff, "\t");
+        if (absl::Status s = append_row(relation_, shard_, data, line_); !s.ok()) return s;
+        line_ += '\n';
+        std::cout << line_;
+        printed = true;
+      }
+      pending_.erase(pending_.begin());
+    }
+    // Progress from the snapshot's completion on.
+    const std::optional<Time> upper = frontier ? frontier : until_;
+    if (progress_ && upper && *upper > as_of_ && (!reported_ || *reported_ < *upper)) {
+      std::cout << *upper << "\tprogress\n";
+      reported_ = upper;
+      printed = true;
+    }
+    if (printed) std::cout.flush();
+    return absl::OkStatus();
+  }
+
+ private:
+  const std::optional<sources::postgres::RelationDesc> relation_;
+  const std::string shard_;
+  const Time as_of_;
+  const bool skip_snapshot_;
+  const bool progress_;
+  const std::optional<Time> until_;
+  std::map<Time, std::map<std::string, int64_t>> pending_;
+  std::optional<Time> reported_;
+  std::string line_;
+};
+
+void subscribe(const SubscribeFlags& flags) {
+  auto location = store_location(flags.store);
+  if (!location.ok()) fail(location.status());
+  auto opened = persist::PersistClient::open(*location);
+  if (!opened.ok()) fail(opened.status());
+  std::shared_ptr<persist::PersistClient> client = *std::move(opened);
+  auto id = client->find_shard(flags.shard);
+  if (!id.ok()) fail(id.status());
+  if (!id->has_value()) fail(absl::NotFoundError("no shard named \"" + flags.shard + "\""));
+  auto described = client->describe(flags.shard);
+  if (!described.ok()) fail(described.status());
+  // Default: the latest readable time (the shard's upper - 1), or 0 for a shard nothing was
+  // appended to yet (the read waits for it).
+  const Time as_of =
+      flags.as_of.value_or(described->upper.is_empty()
+                               ? UINT64_MAX
+                               : (described->upper.time() == 0 ? 0 : described->upper.time() - 1));
+  auto relation = relation_of(*client, flags.shard);
+  if (!relation.ok()) fail(relation.status());
+
+  auto stop = std::make_shared<std::atomic<bool>>(false);
+  subscribe_stop = stop.get();
+  struct sigaction action {};
+  action.sa_handler = on_subscribe_signal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+
+  absl::Status printing;  // Written by worker 0 only.
+  Config config;
+  config.workers = flags.workers;
+  absl::Status executed = execute(config, [&](Worker& worker) {
+    // Every update goes to worker 0, which prints.
+    std::shared_ptr<Printer> printer;
+    if (worker.index() == 0) {
+      printer = std::make_shared<Printer>(*relation, flags.shard, as_of, flags.no_snapshot,
+                                          flags.progress, flags.until);
+    }
+    const size_t index = worker.next_dataflow_index();
+    worker.dataflow<Time>([&](Scope<Time>& scope) {
+      sources::PersistSourceConfig source;
+      source.shard = flags.shard;
+      source.client = client;
+      source.as_of = as_of;
+      source.until = flags.until;
+      source.purpose = "weir subscribe";
+      auto read = sources::persist_source(scope, source);
+      auto all = concat(read.updates, read.errors);
+      sink(all, Exchange([](const sources::Update&) { return uint64_t{0}; }), "Print",
+           [printer, &printing](auto& input) {
+             input.for_each([&](const auto& cap, std::vector<sources::Update>& batch) {
+               for (const auto& [data, diff] : batch) printer->add(cap.time(), data, diff);
+             });
+             if (printer == nullptr || !printing.ok()) return;
+             const auto frontier = input.frontier().frontier();
+             printing = printer->complete(frontier.empty() ? std::nullopt
+                                                           : std::optional<Time>(frontier[0]));
+           });
+    });
+    auto installed = [&] {
+      auto all = worker.installed_dataflows();
+      return std::find(all.begin(), all.end(), index) != all.end();
+    };
+    while (installed() && !stop->load() && (worker.index() != 0 || printing.ok())) {
+      worker.step_or_park(std::chrono::milliseconds(10));
+    }
+    // Dropping the dataflow unwinds persist_source, which expires its reader (the hold).
+    if (installed()) worker.drop_dataflow(index);
+  });
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+  subscribe_stop = nullptr;
+  std::cout.flush();
+  if (!executed.ok()) fail(executed);
+  if (!printing.ok()) fail(printing);
+}
+
+}  // namespace
+
+void add_subscribe_command(CLI::App& app) {
+  auto flags = std::make_shared<SubscribeFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "subscribe",
+      "Print a shard's contents, then every change as it becomes final: TIME<tab>DIFF<tab>ROW "
+      "lines, one time after another");
+  add_store_flags(*cmd, flags->store);
+  cmd->add_option("SHARD", flags->shard, "Shard name")->required();
+  cmd->add_option("--as-of", flags->as_of,
+                  "Start at this time (default: the latest readable time, upper - 1)");
+  cmd->add_flag("--no-snapshot", flags->no_snapshot,
+                "Print only the changes after --as-of, not the contents at it");
+  cmd->add_flag("--progress", flags->progress,
+                "Also print TIME<tab>progress whenever the shard's upper moves");
+  cmd->add_option("--until", flags->until, "End before this time (default: follow forever)");
+  cmd->add_option("-w,--workers", flags->workers, "Worker threads that fetch parts")
+      ->check(CLI::Range(1, 256));
+  cmd->final_callback([flags] { subscribe(*flags); });
+}
+
+}  // namespace weir::tools
