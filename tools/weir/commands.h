@@ -19,4 +19,7 @@ void add_ingest_command(CLI::App& app);
 // `weir subscribe [--persist DIR | --blob URL --consensus URL] SHARD [--as-of T] ...`.
 void add_subscribe_command(CLI::App& app);
 
+// `weir view [--persist DIR | --blob URL --consensus URL] NAME [--until T] ...`.
+void add_view_command(CLI::App& app);
+
 }  // namespace weir::tools

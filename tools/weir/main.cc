@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   weir::tools::add_persist_command(app);
   weir::tools::add_ingest_command(app);
   weir::tools::add_subscribe_command(app);
+  weir::tools::add_view_command(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }
