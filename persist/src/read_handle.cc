@@ -595,6 +595,13 @@ absl::StatusOr<LeasedPart> LeasedPart::decode(std::string_view bytes) {
                                                         shard_id.str(), " has a malformed key \"",
                                                         ref.key(), "\""));
   }
+  // Every update counts its data and 16 bytes in update_bytes; a part has bytes.
+  if (ref.encoded_bytes() == 0 || ref.num_updates() == 0 ||
+      ref.update_bytes() / 16 < ref.num_updates()) {
+    return absl::InvalidArgumentError(internal::str_cat(
+        "encoded leased part \"", ref.key(), "\" has impossible sizes (", ref.encoded_bytes(),
+        " bytes, ", ref.num_updates(), " updates of ", ref.update_bytes(), " bytes)"));
+  }
   LeasedPart part;
   part.shard_id = std::move(shard_id);
   part.shard_name = wire.shard_name();
@@ -675,6 +682,7 @@ absl::StatusOr<Frontier> ReadHandle::fetch_recent_upper() {
 }
 
 absl::Status ReadHandle::heartbeat() { return core_->heartbeat(); }
+absl::Status ReadHandle::heartbeat_if_due() { return core_->maybe_heartbeat(); }
 absl::Status ReadHandle::expire() { return core_->expire(); }
 
 }  // namespace weir::persist

@@ -102,7 +102,11 @@ std::pair<Stream<Time, std::string>, Stream<Time, uint8_t>> render_write(
           }
         } else if (const auto* p = event->progress()) {
           data_frontier = p->frontier;
-          if (!data_frontier.empty()) caps[1].downgrade(data_frontier);
+          // An input that starts below the shard's upper (a view reading as of upper - 1)
+          // leaves the marker where it is until it passes.
+          if (!data_frontier.empty() && *data_frontier.begin() > config.shard_upper) {
+            caps[1].downgrade(data_frontier);
+          }
         } else {
           data_done = true;
           data_frontier.clear();

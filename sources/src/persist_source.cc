@@ -18,52 +18,88 @@ using persist::PartsBatch;
 using persist::PartsLease;
 using Time = uint64_t;
 
-// The read holds of the leader: the leased reader's and the optional critical one, moved
-// together.
+// The read holds of the leader: the leased reader's and the optional critical one. The reader is
+// expired when the last owner lets go of them, whichever thread that is (a reader opened for a
+// body that was dropped meanwhile goes with the blocking call's result).
 class Holds {
  public:
   Holds(persist::ReadHandle reader, std::optional<persist::SinceHandle> critical, uint64_t epoch)
       : reader_(std::move(reader)), critical_(std::move(critical)), epoch_(epoch) {}
+  Holds(const Holds&) = delete;
+  Holds& operator=(const Holds&) = delete;
+  ~Holds() { expire(); }
 
   persist::ReadHandle& reader() { return reader_; }
 
-  // Moves both holds to `since` (never back).
-  absl::Status downgrade(Time since) {
+  // Moves the leased hold to `since` and the critical one to `critical_since` (never back).
+  absl::Status downgrade(Time since, Time critical_since) {
     WEIR_RETURN_IF_ERROR(reader_.downgrade_since(Frontier(since)));
-    if (critical_) {
-      WEIR_ASSIGN_OR_RETURN(persist::SinceResult moved, critical_->compare_and_downgrade_since(
-                                                            epoch_, epoch_, Frontier(since)));
+    if (critical_ && critical_->since().less_than(critical_since)) {
+      WEIR_ASSIGN_OR_RETURN(
+          persist::SinceResult moved,
+          critical_->compare_and_downgrade_since(epoch_, epoch_, Frontier(critical_since)));
       if (moved.mismatch) return fenced(moved.mismatch->current);
     }
     return absl::OkStatus();
   }
 
-  // Takes the critical hold over for `epoch_` unless a newer owner has it.
+  // Takes the critical hold over for `epoch_` unless a newer owner has it: a change that loses a
+  // race to an older owner tries again from the epoch it found.
   absl::Status take_over() {
     if (!critical_) return absl::OkStatus();
-    const uint64_t current = critical_->epoch();
-    if (current > epoch_) return fenced(current);
-    WEIR_ASSIGN_OR_RETURN(persist::SinceResult moved, critical_->compare_and_downgrade_since(
-                                                          current, epoch_, critical_->since()));
-    if (moved.mismatch) return fenced(moved.mismatch->current);
-    return absl::OkStatus();
+    uint64_t current = critical_->epoch();
+    for (;;) {
+      if (current > epoch_) return fenced(current);
+      WEIR_ASSIGN_OR_RETURN(persist::SinceResult moved, critical_->compare_and_downgrade_since(
+                                                            current, epoch_, critical_->since()));
+      if (!moved.mismatch) return absl::OkStatus();
+      current = moved.mismatch->current;
+    }
   }
 
-  // Releases the leased reader (the critical hold stays: it is durable).
-  void expire() { (void)reader_.expire(); }
+  // Releases the leased reader (the critical hold stays: it is durable). Idempotent.
+  void expire() {
+    if (!expired_.exchange(true)) (void)reader_.expire();
+  }
 
  private:
   absl::Status fenced(uint64_t current) const {
     return absl::FailedPreconditionError(
         absl::StrCat("shard ", std::string(reader_.shard_id().str()), ": critical reader ",
-                     std::string(critical_->reader_id().str()), " is at epoch ", current, ", not ",
-                     epoch_, ": a newer incarnation holds it"));
+                     std::string(critical_->reader_id().str()), " is at epoch ", current,
+                     ", above this reader's ", epoch_, ": a newer incarnation holds it"));
   }
 
   persist::ReadHandle reader_;
   std::optional<persist::SinceHandle> critical_;
-  uint64_t epoch_;
+  const uint64_t epoch_;
+  std::atomic<bool> expired_{false};
 };
+
+bool unavailable(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kUnavailable;
+}
+template <class T>
+bool unavailable(const absl::StatusOr<T>& result) {
+  return unavailable(result.status());
+}
+
+// Runs `fn` off the worker; while it fails with Unavailable, again after a backoff, until
+// `limit` has passed (a consensus restarting, a blob store briefly away). Every call made this
+// way is idempotent.
+template <class F>
+auto run_retrying(AsyncContext& ctx, std::chrono::milliseconds limit, const F& fn) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  std::chrono::milliseconds backoff(20);
+  for (;;) {
+    auto result = ctx.run_blocking_owned(F(fn));
+    if (!unavailable(result) || std::chrono::steady_clock::now() + backoff > deadline) {
+      return result;
+    }
+    ctx.sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
+  }
+}
 
 struct Failures {
   std::vector<Stream<Time, AsyncError>> errors;
@@ -88,16 +124,21 @@ Stream<Time, std::string> render_list(Scope<Time>& scope, const PersistSourceCon
       caps[0].clear();
       return absl::OkStatus();
     }
+    const auto limit = config.outage_limit;
     auto client = config.client;
     auto opened =
-        ctx.run_blocking_owned([client, config]() -> absl::StatusOr<std::shared_ptr<Holds>> {
+        run_retrying(ctx, limit, [client, config]() -> absl::StatusOr<std::shared_ptr<Holds>> {
           WEIR_ASSIGN_OR_RETURN(persist::ReadHandle reader,
                                 client->open_reader(config.shard, config.purpose));
           std::optional<persist::SinceHandle> critical;
           if (config.critical_reader) {
-            WEIR_ASSIGN_OR_RETURN(
-                critical,
-                client->open_critical_since(config.shard, *config.critical_reader, config.purpose));
+            absl::StatusOr<persist::SinceHandle> opened_critical =
+                client->open_critical_since(config.shard, *config.critical_reader, config.purpose);
+            if (!opened_critical.ok()) {
+              (void)reader.expire();  // Not yet in `holds`, which would expire it.
+              return opened_critical.status();
+            }
+            critical = *std::move(opened_critical);
           }
           auto holds =
               std::make_shared<Holds>(std::move(reader), std::move(critical), config.hold_epoch);
@@ -106,50 +147,63 @@ Stream<Time, std::string> render_list(Scope<Time>& scope, const PersistSourceCon
         });
     if (!opened.ok()) return opened.status();
     std::shared_ptr<Holds> holds = *std::move(opened);
-    // The leased reader goes with the body, however it ends.
-    struct Expire {
-      std::shared_ptr<Holds> holds;
-      ~Expire() { holds->expire(); }
-    } expire{holds};
 
+    // as_of: given, or chosen now that the reader holds the shard's since where it is.
     const Frontier since = holds->reader().since();
-    const Time as_of = config.as_of.value_or(since.is_empty() ? 0 : since.time());
+    const Time since_time = since.is_empty() ? UINT64_MAX : since.time();
+    Time as_of = since_time;
+    if (config.as_of) {
+      as_of = *config.as_of;
+    } else if (config.start == PersistSourceConfig::Start::kLatest) {
+      auto upper =
+          run_retrying(ctx, limit, [holds] { return holds->reader().fetch_recent_upper(); });
+      if (!upper.ok()) return upper.status();
+      const Time latest = upper->is_empty() ? UINT64_MAX : std::max<Time>(upper->time(), 1) - 1;
+      as_of = std::max(since_time, latest);
+    }
     if (!since.less_equal(as_of)) {
       return absl::FailedPreconditionError(
           absl::StrCat("shard \"", config.shard, "\": cannot read as of ", as_of,
                        ": the shard's since is ", since.to_string(), " (compacted past it)"));
     }
-    const Time until = config.until.value_or(UINT64_MAX);
-    if (until <= as_of) {
+    if (config.until && *config.until <= as_of) {
       caps[0].clear();
+      holds->expire();
       return absl::OkStatus();
     }
     caps[0].downgrade(Antichain<Time>{as_of});
+    if (config.chosen_as_of) config.chosen_as_of->store(as_of, std::memory_order_release);
 
     // Leases of parts handed out, by the frontier the fetches must pass before they go.
     std::multimap<Time, PartsLease> leases;
-    Time held = since.is_empty() ? 0 : since.time();  // Where the holds are.
+    Time held = since_time == UINT64_MAX ? 0 : since_time;  // Where the leased hold is.
     auto last_moved = std::chrono::steady_clock::now();
     // Releases the leases the fetches are done with and moves the holds behind them (at most
-    // every hold_interval, or `now`).
-    auto follow_fetches = [&](bool now) -> absl::Status {
+    // every hold_interval); renews the reader's lease when due.
+    auto follow_fetches = [&]() -> absl::Status {
       while (!leases.empty() && !fetched.less_than(leases.begin()->first)) {
         leases.erase(leases.begin());
       }
       const std::vector<Time> frontier = fetched.frontier();
-      if (frontier.empty()) return absl::OkStatus();
-      const Time target = frontier.front() == 0 ? 0 : frontier.front() - 1;
       const auto clock = std::chrono::steady_clock::now();
-      if (target <= held || (!now && clock - last_moved < config.hold_interval)) {
-        return absl::OkStatus();
+      const Time target = frontier.empty() ? held : std::max<Time>(frontier.front(), 1) - 1;
+      if (target <= held || clock - last_moved < config.hold_interval) {
+        return run_retrying(ctx, limit, [holds] { return holds->reader().heartbeat_if_due(); });
       }
-      WEIR_RETURN_IF_ERROR(
-          ctx.run_blocking_owned([holds, target] { return holds->downgrade(target); }));
+      Time critical_target = target;
+      if (config.resume_frontier) {
+        critical_target = std::min(
+            critical_target,
+            std::max<Time>(config.resume_frontier->load(std::memory_order_acquire), 1) - 1);
+      }
+      WEIR_RETURN_IF_ERROR(run_retrying(ctx, limit, [holds, target, critical_target] {
+        return holds->downgrade(target, critical_target);
+      }));
       held = target;
       last_moved = clock;
       return absl::OkStatus();
     };
-    // Gives the parts of `batch` at `time` and keeps its lease until the fetches pass `progress`.
+    // Gives the parts of `batch` at `time` and keeps its lease until the fetches pass its progress.
     auto give = [&](PartsBatch batch, Time time) {
       const Time progress = batch.progress.is_empty() ? UINT64_MAX : batch.progress.time();
       if (!batch.parts.empty()) {
@@ -159,27 +213,31 @@ Stream<Time, std::string> render_list(Scope<Time>& scope, const PersistSourceCon
       }
     };
 
-    // The snapshot, once the shard's upper has passed as_of.
+    // The snapshot, once the shard's upper has passed as_of (renewing the lease meanwhile).
     for (;;) {
-      auto upper = ctx.run_blocking_owned([holds] { return holds->reader().fetch_recent_upper(); });
+      auto upper =
+          run_retrying(ctx, limit, [holds] { return holds->reader().fetch_recent_upper(); });
       if (!upper.ok()) return upper.status();
       if (!upper->less_equal(as_of)) break;
+      WEIR_RETURN_IF_ERROR(
+          run_retrying(ctx, limit, [holds] { return holds->reader().heartbeat_if_due(); }));
       ctx.sleep_for(config.poll);
     }
     auto snapshot =
-        ctx.run_blocking_owned([holds, as_of] { return holds->reader().snapshot_parts(as_of); });
+        run_retrying(ctx, limit, [holds, as_of] { return holds->reader().snapshot_parts(as_of); });
     if (!snapshot.ok()) return snapshot.status();
-    give(*std::move(snapshot), as_of);
-    auto listen = ctx.run_blocking_owned([holds, as_of] { return holds->reader().listen(as_of); });
+    if (config.snapshot) give(*std::move(snapshot), as_of);
+    auto listen =
+        run_retrying(ctx, limit, [holds, as_of] { return holds->reader().listen(as_of); });
     if (!listen.ok()) return listen.status();
     auto listening = std::make_shared<persist::Listen>(*std::move(listen));
 
     // Then every batch, until the listen passes `until` or the shard is sealed.
     Frontier frontier = listening->frontier();
-    while (!frontier.is_empty() && frontier.time() < until) {
+    while (!frontier.is_empty() && (!config.until || frontier.time() < *config.until)) {
       caps[0].downgrade(Antichain<Time>{frontier.time()});
-      WEIR_RETURN_IF_ERROR(follow_fetches(false));
-      auto next = ctx.run_blocking_owned([listening] { return listening->next_parts(); });
+      WEIR_RETURN_IF_ERROR(follow_fetches());
+      auto next = run_retrying(ctx, limit, [listening] { return listening->next_parts(); });
       if (!next.ok()) return next.status();
       if (!next->has_value()) {
         ctx.sleep_for(config.poll);
@@ -191,14 +249,15 @@ Stream<Time, std::string> render_list(Scope<Time>& scope, const PersistSourceCon
     caps[0].clear();
     // The fetches still need the leases (and the reader that keeps them) until they are done.
     while (!fetched.done()) {
-      WEIR_RETURN_IF_ERROR(follow_fetches(false));
-      WEIR_RETURN_IF_ERROR(ctx.run_blocking_owned([holds] { return holds->reader().heartbeat(); }));
+      WEIR_RETURN_IF_ERROR(follow_fetches());
       ctx.sleep_for(config.poll);
     }
-    // Released here rather than by `expire` (which also covers a body unwound or failed), so that
-    // a run that ends normally has let go of its hold when its dataflow completes.
-    // A failure to expire leaves a lease that GC expires later: not the reader's error.
-    (void)ctx.run_blocking_owned([holds] { return holds->reader().expire(); });
+    // Expired here, off the worker, so that a run that ends normally has let go of its hold when
+    // its dataflow completes; a body unwound or failed leaves it to the last owner of `holds`.
+    (void)ctx.run_blocking_owned([holds] {
+      holds->expire();
+      return absl::OkStatus();
+    });
     return absl::OkStatus();
   });
   failures.errors.push_back(built.errors);
@@ -219,44 +278,66 @@ std::pair<Stream<Time, Update>, Stream<Time, Update>> render_fetch(
                                  std::span<CapabilitySet<Time>> caps) mutable -> absl::Status {
     for (auto& set : caps) set.clear();
     auto client = config.client;
+    std::optional<persist::ShardId> shard_id;  // Looked up with the first part.
+    auto error_row = [&](const InputCapability<Time>& cap, std::string message) {
+      errors_out.give(cap.retain_for_output(1),
+                      Update{absl::StrCat(config.error_prefix, "persist_source of shard \"",
+                                          config.shard, "\": ", message),
+                             1});
+    };
     for (;;) {
       auto event = input.next();
       if (event.is_end()) return absl::OkStatus();
       auto* data = event.data();
       if (data == nullptr) continue;
+      const Time at_least = data->time();
       for (const std::string& encoded : data->batch) {
         absl::StatusOr<LeasedPart> part = LeasedPart::decode(encoded);
+        if (!shard_id && part.ok()) {
+          auto id = run_retrying(ctx, config.outage_limit, [client, name = config.shard] {
+            return client->find_shard(name);
+          });
+          if (!id.ok()) return id.status();
+          if (!id->has_value()) {
+            return absl::NotFoundError(absl::StrCat("no shard named \"", config.shard, "\""));
+          }
+          shard_id = **id;
+        }
+        // A description from a peer that names another shard, or times before the capability it
+        // came with, is not fetched.
+        if (part.ok() && (part->shard_id != *shard_id ||
+                          (part->as_of ? *part->as_of : part->lower) < at_least)) {
+          part = absl::InvalidArgumentError(absl::StrCat(
+              "a part description names shard ", part->shard_id.str(), " and times from ",
+              part->as_of ? *part->as_of : part->lower, ", not this shard from ", at_least));
+        }
         if (!part.ok()) {
-          errors_out.give(data->capability.retain_for_output(1),
-                          Update{absl::StrCat(config.error_prefix, "persist_source of shard \"",
-                                              config.shard, "\": ", part.status().message()),
-                                 1});
+          error_row(data->capability, std::string(part.status().message()));
           continue;
         }
         // Fetched off the worker; the updates come back sorted by time for the capabilities.
         using Fetched = std::vector<std::pair<Time, Update>>;
-        auto fetched = ctx.run_blocking_owned([client, part = *part]() -> absl::StatusOr<Fetched> {
-          Fetched out;
-          out.reserve(part.part.num_updates);
-          WEIR_RETURN_IF_ERROR(
-              client->fetch_part(part, [&](std::string_view data, uint64_t time, int64_t diff) {
-                out.emplace_back(time, Update{std::string(data), diff});
-              }));
-          std::stable_sort(out.begin(), out.end(),
-                           [](const auto& a, const auto& b) { return a.first < b.first; });
-          return out;
-        });
+        auto fetched = run_retrying(
+            ctx, config.outage_limit, [client, part = *part]() -> absl::StatusOr<Fetched> {
+              Fetched out;
+              out.reserve(std::min<uint64_t>(part.part.num_updates, uint64_t{1} << 16));
+              WEIR_RETURN_IF_ERROR(
+                  client->fetch_part(part, [&](std::string_view data, uint64_t time, int64_t diff) {
+                    out.emplace_back(time, Update{std::string(data), diff});
+                  }));
+              std::stable_sort(out.begin(), out.end(),
+                               [](const auto& a, const auto& b) { return a.first < b.first; });
+              return out;
+            });
         if (!fetched.ok()) {
           const absl::StatusCode code = fetched.status().code();
-          if (code != absl::StatusCode::kNotFound && code != absl::StatusCode::kDataLoss &&
-              code != absl::StatusCode::kInvalidArgument) {
-            return fetched.status();  // The store failing: transient.
+          // A part that does not decode is an error of the shard's; anything else (a part gone
+          // from the blob store: its lease was lost) fails the read, which must not skip it.
+          if (code != absl::StatusCode::kDataLoss && code != absl::StatusCode::kInvalidArgument) {
+            return fetched.status();
           }
-          errors_out.give(data->capability.retain_for_output(1),
-                          Update{absl::StrCat(config.error_prefix, "persist_source: part \"",
-                                              part->part.key, "\" of shard \"", config.shard,
-                                              "\" cannot be read: ", fetched.status().message()),
-                                 1});
+          error_row(data->capability, absl::StrCat("part \"", part->part.key, "\" cannot be read: ",
+                                                   fetched.status().message()));
           continue;
         }
         std::optional<Capability<Time>> at[2];

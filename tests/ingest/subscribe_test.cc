@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "weir/persist/client.h"
+#include "weir/sources/postgres/value.h"
 
 namespace weir::ingest {
 namespace {
@@ -140,6 +141,84 @@ TEST(SubscribeTest, ShowsEachChangeOnceInTimeOrderAndExitsCleanlyOnSigint) {
       if (time < upper && (sums[row] += diff) == 0) sums.erase(row);
     }
     EXPECT_EQ(sums, testing::shard_at(*client, shard, upper - 1)) << "at progress " << upper;
+  }
+  fs::remove_all(dir);
+}
+
+// ---- Adversarial review (issue 17): reproductions. ----
+
+// Waits up to `limit` for `pid` to exit; SIGKILLs it after that. Returns its status, or -1 if it
+// had to be killed.
+int wait_or_kill(pid_t pid, std::chrono::seconds limit) {
+  const auto until = Clock::now() + limit;
+  int status = 0;
+  while (Clock::now() < until) {
+    if (waitpid(pid, &status, WNOHANG) == pid) return status;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  return -1;
+}
+
+// A sealed shard (upper []) is readable at every time: subscribe's default as_of there is
+// UINT64_MAX, and the contents must be printed.
+TEST(SubscribeReviewTest, ASealedShardPrintsItsContents) {
+  const fs::path dir = testing::fresh_dir("subscribe-sealed");
+  {
+    auto client =
+        persist::PersistClient::open(persist::PersistLocation::in_directory(dir.string())).value();
+    auto writer = client->open_writer("plain").value();
+    const std::vector<persist::Update> rows = {{"a", 1, 1}, {"b", 3, 1}};
+    ASSERT_TRUE(writer.compare_and_append(rows, persist::Frontier(0), persist::Frontier::empty())
+                    ->is_appended());
+    (void)writer.expire();
+    auto cat = client->inspect_snapshot("plain");
+    ASSERT_TRUE(cat.ok()) << cat.status();
+  }
+  const pid_t pid =
+      spawn({WEIR_TOOL_PATH, "subscribe", "--persist", dir.string(), "plain"}, dir / "out");
+  const int status = wait_or_kill(pid, std::chrono::seconds(20));
+  ASSERT_NE(status, -1) << "did not end";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_file(dir / "out.err");
+  const Printed printed = parse(read_file(dir / "out"));
+  EXPECT_EQ(printed.changes.size(), 2u) << "printed: \"" << read_file(dir / "out") << "\"";
+  fs::remove_all(dir);
+}
+
+// A typed row that does not decode fails subscribe (DataLoss) with any number of workers.
+TEST(SubscribeReviewTest, AnUndecodableTypedRowEndsSubscribeWithTwoWorkers) {
+  const fs::path dir = testing::fresh_dir("subscribe-undecodable");
+  {
+    auto client =
+        persist::PersistClient::open(persist::PersistLocation::in_directory(dir.string())).value();
+    sources::postgres::RelationDesc desc;
+    desc.schema = "public";
+    desc.table = "t";
+    desc.columns = {{"id", 23, -1, true, sources::postgres::builtin_column_type(23), "integer"}};
+    auto schemas = client->open_writer("pg.schemas").value();
+    const std::vector<persist::Update> schema_rows = {{"t\t" + desc.encode(), 0, 1}};
+    ASSERT_TRUE(schemas.compare_and_append(schema_rows, persist::Frontier(0), persist::Frontier(1))
+                    ->is_appended());
+    (void)schemas.expire();
+    auto writer = client->open_writer("pg.t").value();
+    const std::vector<persist::Update> rows = {{std::string("\x00\xff", 2), 0, 1}};
+    ASSERT_TRUE(
+        writer.compare_and_append(rows, persist::Frontier(0), persist::Frontier(1))->is_appended());
+    (void)writer.expire();
+  }
+  for (const std::string workers : {"1", "2"}) {
+    const pid_t pid = spawn({WEIR_TOOL_PATH, "subscribe", "--persist", dir.string(), "pg.t",
+                             "--as-of", "0", "-w", workers},
+                            dir / "out");
+    const int status = wait_or_kill(pid, std::chrono::seconds(20));
+    EXPECT_NE(status, -1) << "-w " << workers << ": still running after 20 s, "
+                          << read_file(dir / "out.err");
+    if (status != -1) {
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1)
+          << "-w " << workers << ": " << status;
+    }
+    std::cerr << "-w " << workers << " stderr: " << read_file(dir / "out.err");
   }
   fs::remove_all(dir);
 }

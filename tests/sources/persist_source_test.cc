@@ -17,6 +17,7 @@
 #include "weir/mutex.h"
 #include "weir/operators/generic.h"
 #include "weir/persist/client.h"
+#include "weir/persist/faults.h"
 
 namespace weir::sources {
 namespace {
@@ -205,6 +206,294 @@ TEST(PersistSourceErrorsTest, AnAsOfBeforeTheSinceFailsNamingTheShard) {
   ASSERT_FALSE(run.ok());
   EXPECT_NE(run.message().find("\"compacted\""), std::string::npos) << run;
   EXPECT_NE(run.message().find("since"), std::string::npos) << run;
+  (void)writer.expire();
+}
+
+}  // namespace
+}  // namespace weir::sources
+
+// ---- Adversarial review (issue 17): reproductions. ----
+namespace weir::sources {
+namespace {
+
+// Runs persist_source on `workers` workers with `config` (client and shard set by the caller);
+// returns the execution's status.
+absl::Status read_all(size_t workers, PersistSourceConfig config, Recorded& recorded) {
+  return testing::run_workers(workers, [&](Worker& worker) {
+    worker.dataflow<Time>([&](Scope<Time>& scope) {
+      auto streams = persist_source(scope, config);
+      record(streams.updates, recorded, false);
+      record(streams.errors, recorded, true);
+    });
+  });
+}
+
+// A batch whose upper is the empty frontier holds time UINT64_MAX: the listen must read it before
+// the output frontier becomes empty.
+TEST(PersistSourceReviewTest, AnUpdateAtTheLastTimeOfASealedShardIsRead) {
+  std::shared_ptr<persist::PersistClient> client =
+      persist::PersistClient::open(fresh_location("max")).value();
+  auto writer = client->open_writer("sealed").value();
+  const std::vector<persist::Update> first = {{"early", 5, 1}};
+  ASSERT_TRUE(writer.compare_and_append(first, Frontier(0), Frontier(UINT64_MAX))->is_appended());
+  const std::vector<persist::Update> last = {{"late", UINT64_MAX, 1}};
+  auto sealed = writer.compare_and_append(last, Frontier(UINT64_MAX), Frontier::empty());
+  ASSERT_TRUE(sealed.ok()) << sealed.status();
+  ASSERT_TRUE(sealed->is_appended());
+  // persist itself has it: a snapshot at UINT64_MAX holds both rows.
+  auto reader = client->open_reader("sealed").value();
+  auto all = reader.snapshot(UINT64_MAX);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->size(), 2u);
+  (void)reader.expire();
+
+  Recorded recorded;
+  PersistSourceConfig config;
+  config.shard = "sealed";
+  config.client = client;
+  config.as_of = 5;
+  config.poll = std::chrono::milliseconds(2);
+  ASSERT_TRUE(read_all(1, config, recorded).ok());
+  weir::MutexLock lock(recorded.mu);
+  EXPECT_EQ(accumulate_at(recorded.updates, UINT64_MAX),
+            (std::map<std::string, int64_t>{{"early", 1}, {"late", 1}}))
+      << "the output frontier became empty without the update at UINT64_MAX";
+  (void)writer.expire();
+}
+
+// as_of = UINT64_MAX is readable on a sealed shard (`weir subscribe` picks it by default there).
+TEST(PersistSourceReviewTest, ASnapshotAtTheLastTimeOfASealedShardIsRead) {
+  std::shared_ptr<persist::PersistClient> client =
+      persist::PersistClient::open(fresh_location("max-as-of")).value();
+  auto writer = client->open_writer("sealed").value();
+  const std::vector<persist::Update> rows = {{"a", 1, 1}, {"b", 3, 1}};
+  ASSERT_TRUE(writer.compare_and_append(rows, Frontier(0), Frontier::empty())->is_appended());
+  Recorded recorded;
+  PersistSourceConfig config;
+  config.shard = "sealed";
+  config.client = client;
+  config.as_of = UINT64_MAX;
+  ASSERT_TRUE(read_all(1, config, recorded).ok());
+  weir::MutexLock lock(recorded.mu);
+  EXPECT_EQ(recorded.updates.size(), 2u) << "the snapshot at UINT64_MAX was not read";
+  (void)writer.expire();
+}
+
+// The leader's reader must keep its lease while it waits for the upper to pass as_of (its only
+// call then is fetch_recent_upper, which does not renew it).
+TEST(PersistSourceReviewTest, TheLeaderKeepsItsLeaseWhileWaitingForTheSnapshot) {
+  persist::PersistConfig persist_config;
+  persist_config.reader_lease = absl::Milliseconds(400);
+  std::shared_ptr<persist::PersistClient> client =
+      persist::PersistClient::open(fresh_location("lease"), persist_config).value();
+  auto writer = client->open_writer("slow").value();
+  const std::vector<persist::Update> rows = {{"a", 1, 1}};
+  ASSERT_TRUE(writer.compare_and_append(rows, Frontier(0), Frontier(5))->is_appended());
+  std::atomic<bool> stop{false};
+  std::thread later([&] {
+    // GC meanwhile (as `weir ingest`'s maintenance does), then the upper passes as_of.
+    for (int i = 0; i < 30 && !stop; ++i) {
+      (void)client->gc("slow");
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    const std::vector<persist::Update> more = {{"b", 12, 1}};
+    (void)writer.compare_and_append(more, Frontier(5), Frontier(20));
+  });
+  Recorded recorded;
+  PersistSourceConfig config;
+  config.shard = "slow";
+  config.client = client;
+  config.as_of = 15;
+  config.until = 16;
+  absl::Status run = read_all(1, config, recorded);
+  stop = true;
+  later.join();
+  EXPECT_TRUE(run.ok()) << run;
+  (void)writer.expire();
+}
+
+// A dataflow dropped (SIGINT in `weir subscribe`) while the leader opens its reader leaves no
+// leased reader behind.
+TEST(PersistSourceReviewTest, ADropWhileTheReaderOpensLeavesNoReader) {
+  auto blob = std::shared_ptr<persist::Blob>(persist::Blob::open("mem://drop-blob").value());
+  auto inner =
+      std::shared_ptr<persist::Consensus>(persist::Consensus::open("mem://drop-consensus").value());
+  auto slow = std::make_shared<persist::FaultyConsensus>(inner, persist::FaultConfig{});
+  std::shared_ptr<persist::PersistClient> client = persist::PersistClient::create(blob, slow);
+  {
+    auto writer = client->open_writer("dropped").value();
+    const std::vector<persist::Update> rows = {{"a", 1, 1}};
+    ASSERT_TRUE(writer.compare_and_append(rows, Frontier(0), Frontier(5))->is_appended());
+    (void)writer.expire();
+  }
+  // Every consensus call now takes up to 300 ms: the open is in flight when the drop comes.
+  slow->configure({.delay_rate = 1, .max_delay = std::chrono::milliseconds(300), .seed = 1});
+  absl::Status run = testing::run_workers(1, [&](Worker& worker) {
+    const size_t index = worker.next_dataflow_index();
+    worker.dataflow<Time>([&](Scope<Time>& scope) {
+      PersistSourceConfig config;
+      config.shard = "dropped";
+      config.client = client;
+      persist_source(scope, config);
+    });
+    for (int i = 0; i < 5; ++i) worker.step_or_park(std::chrono::milliseconds(1));
+    worker.drop_dataflow(index);
+  });
+  ASSERT_TRUE(run.ok()) << run;
+  slow->configure({});
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // The abandoned open returns.
+  const persist::ShardDescription d = client->describe("dropped").value();
+  EXPECT_TRUE(d.leased_readers.empty()) << d.leased_readers.size() << " leased reader(s) leaked";
+}
+
+// Hostile bytes: a part description from the wire with sizes no part has is refused. (One that
+// names another shard, or times before the capability it came with, is refused by the fetch
+// operator, which knows its shard and its capability: an error row, not a fetch.)
+TEST(PersistSourceReviewTest, APartDescriptionWithImpossibleSizesIsRefused) {
+  std::shared_ptr<persist::PersistClient> client =
+      persist::PersistClient::open(fresh_location("hostile")).value();
+  auto b = client->open_writer("b").value();
+  const std::vector<persist::Update> rows_b = {{"secret of b", 1, 1}};
+  ASSERT_TRUE(b.compare_and_append(rows_b, Frontier(0), Frontier(5))->is_appended());
+  auto reader_b = client->open_reader("b").value();
+  auto parts = reader_b.snapshot_parts(4).value();
+  ASSERT_EQ(parts.parts.size(), 1u);
+  ASSERT_TRUE(persist::LeasedPart::decode(parts.parts[0].encode()).ok());
+  persist::LeasedPart crafted = parts.parts[0];
+  crafted.part.encoded_bytes = 0;  // Would skip the blob's size check.
+  EXPECT_FALSE(persist::LeasedPart::decode(crafted.encode()).ok());
+  crafted = parts.parts[0];
+  crafted.part.num_updates = UINT64_MAX / 2;  // More updates than its update bytes can hold.
+  auto huge = persist::LeasedPart::decode(crafted.encode());
+  EXPECT_FALSE(huge.ok()) << "num_updates " << crafted.part.num_updates << " accepted";
+  (void)reader_b.expire();
+  (void)b.expire();
+}
+
+// Two incarnations of a critical hold's owner start at once: the newer one (epoch 6) must win
+// whichever order their take_overs land in.
+TEST(PersistSourceReviewTest, TheNewerIncarnationWinsARaceOfTakeOvers) {
+  int newer_fenced = 0, older_fenced = 0;
+  for (int round = 0; round < 20 && newer_fenced == 0; ++round) {
+    const std::string suffix = std::to_string(round);
+    auto blob =
+        std::shared_ptr<persist::Blob>(persist::Blob::open("mem://race-blob-" + suffix).value());
+    auto inner = std::shared_ptr<persist::Consensus>(
+        persist::Consensus::open("mem://race-consensus-" + suffix).value());
+    auto slow = std::make_shared<persist::FaultyConsensus>(inner, persist::FaultConfig{});
+    std::shared_ptr<persist::PersistClient> client = persist::PersistClient::create(blob, slow);
+    const persist::CriticalReaderId id = persist::CriticalReaderId::random();
+    {
+      auto writer = client->open_writer("held").value();
+      const std::vector<persist::Update> rows = {{"a", 1, 1}};
+      ASSERT_TRUE(writer.compare_and_append(rows, Frontier(0), Frontier(5))->is_appended());
+      (void)writer.expire();
+      ASSERT_TRUE(client->open_critical_since("held", id).ok());
+    }
+    slow->configure({.delay_rate = 1,
+                     .max_delay = std::chrono::milliseconds(30),
+                     .seed = static_cast<uint64_t>(round)});
+    auto incarnation = [&](uint64_t epoch) {
+      return testing::run_workers(1, [&](Worker& worker) {
+        worker.dataflow<Time>([&](Scope<Time>& scope) {
+          PersistSourceConfig config;
+          config.shard = "held";
+          config.client = client;
+          config.as_of = 4;
+          config.until = 5;
+          config.critical_reader = id;
+          config.hold_epoch = epoch;
+          persist_source(scope, config);
+        });
+      });
+    };
+    absl::Status older, newer;
+    std::thread a([&] { older = incarnation(5); });
+    std::thread b([&] { newer = incarnation(6); });
+    a.join();
+    b.join();
+    if (!newer.ok()) ++newer_fenced;
+    if (!older.ok()) ++older_fenced;
+    if (!newer.ok())
+      ADD_FAILURE() << "round " << round << ": the newer incarnation failed: " << newer;
+  }
+  std::cerr << "older fenced " << older_fenced << ", newer fenced " << newer_fenced << "\n";
+}
+
+// A consumer that resumes from what it made durable (a maintained view: as_of = its output's
+// upper - 1) relies on the critical hold to keep that time readable. The hold follows the fetch
+// output instead, so a consumer behind the fetches cannot restart once compaction ran.
+TEST(PersistSourceReviewTest, TheCriticalHoldKeepsWhatASlowerConsumerNeedsToResume) {
+  std::shared_ptr<persist::PersistClient> client =
+      persist::PersistClient::open(fresh_location("resume")).value();
+  auto writer = client->open_writer("in").value();
+  for (Time t = 0; t < 20; ++t) {
+    const std::vector<persist::Update> rows = {{"k" + std::to_string(t), t, 1}};
+    ASSERT_TRUE(writer.compare_and_append(rows, Frontier(t), Frontier(t + 1))->is_appended());
+  }
+  const persist::CriticalReaderId id = persist::CriticalReaderId::random();
+  ASSERT_TRUE(client->open_critical_since("in", id).ok());
+  // First run: reads up to 20; its consumer made only the times before 8 durable before it
+  // crashed (the run ends, as a crash would, with the consumer behind).
+  Recorded first;
+  PersistSourceConfig config;
+  config.shard = "in";
+  config.client = client;
+  config.as_of = 0;
+  config.until = 20;
+  config.poll = std::chrono::milliseconds(2);
+  config.hold_interval = std::chrono::milliseconds(0);
+  config.critical_reader = id;
+  config.hold_epoch = 1;
+  auto durable = std::make_shared<std::atomic<uint64_t>>(8);
+  config.resume_frontier = durable;
+  ASSERT_TRUE(read_all(1, config, first).ok());
+  ASSERT_TRUE(client->compact("in").ok());
+  const persist::ShardDescription d = client->describe("in").value();
+  std::cerr << "since after the first run: " << d.since.to_string() << "\n";
+  // Restart as of the consumer's durable frontier - 1.
+  Recorded second;
+  config.as_of = 7;
+  config.hold_epoch = 2;
+  absl::Status resumed = read_all(1, config, second);
+  EXPECT_TRUE(resumed.ok()) << resumed;
+  (void)writer.expire();
+}
+
+// A consensus outage of half a second (a PostgreSQL restart) while the source follows the shard.
+TEST(PersistSourceReviewTest, AShortConsensusOutageIsWaitedOut) {
+  auto blob = std::shared_ptr<persist::Blob>(persist::Blob::open("mem://outage-blob").value());
+  auto inner = std::shared_ptr<persist::Consensus>(
+      persist::Consensus::open("mem://outage-consensus").value());
+  auto faulty = std::make_shared<persist::FaultyConsensus>(inner, persist::FaultConfig{});
+  std::shared_ptr<persist::PersistClient> source_client =
+      persist::PersistClient::create(blob, faulty);
+  std::shared_ptr<persist::PersistClient> writer_client =
+      persist::PersistClient::open({"mem://outage-blob", "mem://outage-consensus"}).value();
+  auto writer = writer_client->open_writer("followed").value();
+  auto append = [&](Time t) {
+    const std::vector<persist::Update> rows = {{"k" + std::to_string(t), t, 1}};
+    (void)writer.compare_and_append(rows, Frontier(t), Frontier(t + 1));
+  };
+  for (Time t = 0; t < 5; ++t) append(t);
+  std::thread appender([&] {
+    for (Time t = 5; t < 30; ++t) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(40));
+      if (t == 10) faulty->configure({.fail_rate = 1});
+      if (t == 22) faulty->configure({});
+      append(t);
+    }
+  });
+  Recorded recorded;
+  PersistSourceConfig config;
+  config.shard = "followed";
+  config.client = source_client;
+  config.as_of = 0;
+  config.until = 30;
+  config.poll = std::chrono::milliseconds(5);
+  absl::Status run = read_all(1, config, recorded);
+  appender.join();
+  EXPECT_TRUE(run.ok()) << run;
   (void)writer.expire();
 }
 

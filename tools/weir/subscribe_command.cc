@@ -57,19 +57,18 @@ extern "C" void on_subscribe_signal(int signal) {
 // Prints, on the worker that gets every update, each time's changes once it is complete.
 class Printer {
  public:
-  // `as_of`: the snapshot's time (skipped with `skip_snapshot`); `until`: where an empty
-  // frontier is reported as progress.
-  Printer(std::optional<sources::postgres::RelationDesc> relation, std::string shard, Time as_of,
-          bool skip_snapshot, bool progress, std::optional<Time> until)
+  // `as_of`: the read's as_of once chosen (UINT64_MAX before); `until`: where an empty frontier
+  // is reported as progress.
+  Printer(std::optional<sources::postgres::RelationDesc> relation, std::string shard,
+          std::shared_ptr<const std::atomic<uint64_t>> as_of, bool progress,
+          std::optional<Time> until)
       : relation_(std::move(relation)),
         shard_(std::move(shard)),
-        as_of_(as_of),
-        skip_snapshot_(skip_snapshot),
+        as_of_(std::move(as_of)),
         progress_(progress),
         until_(until) {}
 
   void add(Time time, const std::string& data, int64_t diff) {
-    if (skip_snapshot_ && time == as_of_) return;
     auto& sums = pending_[time];
     if ((sums[data] += diff) == 0) sums.erase(data);
   }
@@ -90,20 +89,22 @@ class Printer {
     }
     // Progress from the snapshot's completion on.
     const std::optional<Time> upper = frontier ? frontier : until_;
-    if (progress_ && upper && *upper > as_of_ && (!reported_ || *reported_ < *upper)) {
+    const Time as_of = as_of_->load(std::memory_order_acquire);
+    if (progress_ && upper && as_of != UINT64_MAX && *upper > as_of &&
+        (!reported_ || *reported_ < *upper)) {
       std::cout << *upper << "\tprogress\n";
       reported_ = upper;
       printed = true;
     }
     if (printed) std::cout.flush();
+    if (!std::cout) return absl::CancelledError("standard output was closed");
     return absl::OkStatus();
   }
 
  private:
   const std::optional<sources::postgres::RelationDesc> relation_;
   const std::string shard_;
-  const Time as_of_;
-  const bool skip_snapshot_;
+  const std::shared_ptr<const std::atomic<uint64_t>> as_of_;
   const bool progress_;
   const std::optional<Time> until_;
   std::map<Time, std::map<std::string, int64_t>> pending_;
@@ -120,19 +121,13 @@ void subscribe(const SubscribeFlags& flags) {
   auto id = client->find_shard(flags.shard);
   if (!id.ok()) fail(id.status());
   if (!id->has_value()) fail(absl::NotFoundError("no shard named \"" + flags.shard + "\""));
-  auto described = client->describe(flags.shard);
-  if (!described.ok()) fail(described.status());
-  // Default: the latest readable time (the shard's upper - 1), or 0 for a shard nothing was
-  // appended to yet (the read waits for it).
-  const Time as_of =
-      flags.as_of.value_or(described->upper.is_empty()
-                               ? UINT64_MAX
-                               : (described->upper.time() == 0 ? 0 : described->upper.time() - 1));
   auto relation = relation_of(*client, flags.shard);
   if (!relation.ok()) fail(relation.status());
 
   auto stop = std::make_shared<std::atomic<bool>>(false);
   subscribe_stop = stop.get();
+  // A reader of a pipe that goes away ends the subscription like SIGINT (stdout fails).
+  signal(SIGPIPE, SIG_IGN);
   struct sigaction action {};
   action.sa_handler = on_subscribe_signal;
   sigemptyset(&action.sa_mask);
@@ -144,23 +139,27 @@ void subscribe(const SubscribeFlags& flags) {
   config.workers = flags.workers;
   absl::Status executed = execute(config, [&](Worker& worker) {
     // Every update goes to worker 0, which prints.
+    auto as_of = std::make_shared<std::atomic<uint64_t>>(UINT64_MAX);
     std::shared_ptr<Printer> printer;
     if (worker.index() == 0) {
-      printer = std::make_shared<Printer>(*relation, flags.shard, as_of, flags.no_snapshot,
-                                          flags.progress, flags.until);
+      printer =
+          std::make_shared<Printer>(*relation, flags.shard, as_of, flags.progress, flags.until);
     }
     const size_t index = worker.next_dataflow_index();
     worker.dataflow<Time>([&](Scope<Time>& scope) {
       sources::PersistSourceConfig source;
       source.shard = flags.shard;
       source.client = client;
-      source.as_of = as_of;
+      source.as_of = flags.as_of;
+      source.start = sources::PersistSourceConfig::Start::kLatest;
+      source.snapshot = !flags.no_snapshot;
+      source.chosen_as_of = as_of;
       source.until = flags.until;
       source.purpose = "weir subscribe";
       auto read = sources::persist_source(scope, source);
       auto all = concat(read.updates, read.errors);
       sink(all, Exchange([](const sources::Update&) { return uint64_t{0}; }), "Print",
-           [printer, &printing](auto& input) {
+           [printer, &printing, stop, &worker](auto& input) {
              input.for_each([&](const auto& cap, std::vector<sources::Update>& batch) {
                for (const auto& [data, diff] : batch) printer->add(cap.time(), data, diff);
              });
@@ -168,13 +167,19 @@ void subscribe(const SubscribeFlags& flags) {
              const auto frontier = input.frontier().frontier();
              printing = printer->complete(frontier.empty() ? std::nullopt
                                                            : std::optional<Time>(frontier[0]));
+             // Every worker stops (a closed stdout ends the run as SIGINT does).
+             if (printing.code() == absl::StatusCode::kCancelled) {
+               stop->store(true);
+             } else if (!printing.ok()) {
+               worker.fail(printing);
+             }
            });
     });
     auto installed = [&] {
       auto all = worker.installed_dataflows();
       return std::find(all.begin(), all.end(), index) != all.end();
     };
-    while (installed() && !stop->load() && (worker.index() != 0 || printing.ok())) {
+    while (installed() && !stop->load()) {
       worker.step_or_park(std::chrono::milliseconds(10));
     }
     // Dropping the dataflow unwinds persist_source, which expires its reader (the hold).
@@ -185,7 +190,6 @@ void subscribe(const SubscribeFlags& flags) {
   subscribe_stop = nullptr;
   std::cout.flush();
   if (!executed.ok()) fail(executed);
-  if (!printing.ok()) fail(printing);
 }
 
 }  // namespace

@@ -255,6 +255,11 @@ void run_view(const ViewFlags& flags) {
       std::make_shared<persist::BackgroundMaintenance>(client, [](const absl::Status& error) {
         std::cerr << "weir view: persist maintenance: " << error.message() << "\n";
       });
+  // The output's upper as the sink moves it: the inputs' critical holds stay behind it, so that a
+  // restart can read as of upper - 1.
+  auto stats = std::make_shared<sinks::SinkStats>();
+  stats->persisted_upper.store(resume);
+  const std::shared_ptr<const std::atomic<uint64_t>> durable(stats, &stats->persisted_upper);
   Config config;
   config.workers = flags.workers;
   absl::Status executed = execute(config, [&](Worker& worker) {
@@ -271,6 +276,7 @@ void run_view(const ViewFlags& flags) {
         source.until = flags.until;
         source.critical_reader = input.id;
         source.hold_epoch = input.epoch;
+        source.resume_frontier = durable;
         source.purpose = "weir view " + output;
         auto read = sources::persist_source(scope, source);
         collections.emplace_back(read.updates);
@@ -285,6 +291,7 @@ void run_view(const ViewFlags& flags) {
       sink.shard_upper = resume;
       sink.final_upper = flags.until;
       sink.maintenance = maintenance;
+      sink.stats = stats;
       auto rendered = sinks::render_persist_sink(view.stream(), sink);
       for (auto& f : rendered.errors) failures.push_back(f);
       for (auto& f : failures) {

@@ -181,6 +181,8 @@ class ReadHandle {
 
   // Renews the lease and releases consensus versions no cursor or listen of this reader uses.
   absl::Status heartbeat();
+  // Renews the lease if a quarter of it has passed since the last renewal (a write only then).
+  absl::Status heartbeat_if_due();
 
   // Deregisters the reader, releasing its hold. The handle is spent afterwards.
   absl::Status expire();

@@ -21,6 +21,7 @@
 
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -37,15 +38,32 @@
 namespace weir::sources {
 
 struct PersistSourceConfig {
+  enum class Start {
+    kSince,   // The shard's since.
+    kLatest,  // Its latest readable time, upper - 1 (0 while the upper is 0), not before the since.
+  };
+
   std::string shard;                               // The shard's name (created if missing).
   std::shared_ptr<persist::PersistClient> client;  // This process's; shared by its workers.
-  std::optional<uint64_t> as_of;                   // Default: the shard's since.
-  std::optional<uint64_t> until;                   // Nothing at times >= until; ends there.
+  std::optional<uint64_t> as_of;  // Default: `start`, chosen once the leader holds the shard.
+  Start start = Start::kSince;
+  std::optional<uint64_t> until;  // Nothing at times >= until; ends there.
+  bool snapshot = true;           // False: only the changes after as_of.
+  // Optional: set to as_of once the leader has chosen it (from UINT64_MAX), for a consumer in
+  // the leader's process.
+  std::shared_ptr<std::atomic<uint64_t>> chosen_as_of;
   // A durable hold (SinceHandle) besides the leased reader: registered under this id, moved to
-  // `hold_epoch` at start (FailedPrecondition if another owner moved it past: this one is stale),
-  // and downgraded with the leased one.
+  // `hold_epoch` at start unless a newer owner (a higher epoch) has it (FailedPrecondition: this
+  // one is stale; every incarnation must use an epoch of its own), and downgraded with the leased
+  // one, but never past `resume_frontier` - 1.
   std::optional<persist::CriticalReaderId> critical_reader;
   uint64_t hold_epoch = 0;
+  // Where a restart of the consumer would read from (a view's output upper, say): the critical
+  // hold stays at or before it - 1. Null: the fetches' frontier alone bounds it.
+  std::shared_ptr<const std::atomic<uint64_t>> resume_frontier;
+  // How long a store that does not answer (Unavailable) is waited out, with backoff, before the
+  // read fails.
+  std::chrono::milliseconds outage_limit{60000};
   std::string error_prefix = definite_error("");  // Rows that go to the error stream.
   std::string purpose = "persist_source";         // Shown by `weir persist describe`.
   size_t leader = 0;                              // The worker that lists.
@@ -56,8 +74,10 @@ struct PersistSourceConfig {
 
 struct PersistSourceStreams {
   Stream<uint64_t, Update> updates;  // (row, diff) at the update's time.
-  // Error rows as the shard holds them; a part that cannot be fetched or decoded as one row
-  // naming the shard, the part and why (diff 1), at the first time the part can hold.
+  // Error rows as the shard holds them; a part that does not decode (or a malformed part
+  // description from a peer) as one row naming the shard, the part and why (diff 1), at the
+  // first time the part can hold. A part missing from the blob store fails the read instead (its
+  // lease was lost: what it held cannot be skipped).
   Stream<uint64_t, Update> errors;
   std::vector<Stream<uint64_t, AsyncError>> failures;  // Of the operators (stores failing).
   std::vector<ShutdownButton> buttons;
