@@ -1,0 +1,219 @@
+// `weir view` through the real binaries, over shards `weir ingest` writes: both views equal a
+// recomputation from their input shards at every time, and ten SIGKILLs while ingest writes the
+// inputs leave the same output as an uninterrupted run.
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "ingest_test_util.h"
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "weir/persist/client.h"
+
+namespace weir::ingest {
+namespace {
+
+namespace fs = std::filesystem;
+using Contents = std::map<std::string, int64_t>;
+
+// Runs `args` to completion with its output in `log`; returns its exit status (-1 if killed).
+int run(const std::vector<std::string>& args, const fs::path& log) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    dup2(fd, STDOUT_FILENO);
+    dup2(fd, STDERR_FILENO);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+pid_t spawn(const std::vector<std::string>& args, const fs::path& log) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    dup2(fd, STDOUT_FILENO);
+    dup2(fd, STDERR_FILENO);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::vector<std::string> fields(const std::string& row) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t comma; (comma = row.find(',', start)) != std::string::npos; start = comma + 1) {
+    out.push_back(row.substr(start, comma - start));
+  }
+  out.push_back(row.substr(start));
+  return out;
+}
+
+// The views recomputed from the inputs' contents at one time.
+Contents bids_per_auction(const Contents& bids) {
+  std::map<uint64_t, int64_t> counts;
+  for (const auto& [row, n] : bids) counts[std::stoull(fields(row)[2])] += n;
+  Contents out;
+  for (const auto& [auction, n] : counts) {
+    if (n != 0) out[std::to_string(auction) + "," + std::to_string(n)] = 1;
+  }
+  return out;
+}
+
+Contents max_bid(const Contents& bids, const Contents& users) {
+  std::map<uint64_t, std::string> region;
+  for (const auto& [row, n] : users) {
+    if (n > 0) region[std::stoull(fields(row)[0])] = fields(row)[2];
+  }
+  // auction -> the highest (amount, bid id, buyer, region).
+  std::map<uint64_t, std::tuple<uint64_t, uint64_t, uint64_t, std::string>> best;
+  for (const auto& [row, n] : bids) {
+    if (n <= 0) continue;
+    const auto f = fields(row);
+    const uint64_t buyer = std::stoull(f[1]);
+    auto r = region.find(buyer);
+    if (r == region.end()) continue;
+    const auto candidate = std::tuple(std::stoull(f[3]), std::stoull(f[0]), buyer, r->second);
+    auto [it, fresh] = best.try_emplace(std::stoull(f[2]), candidate);
+    if (!fresh && it->second < candidate) it->second = candidate;
+  }
+  Contents out;
+  for (const auto& [auction, b] : best) {
+    const auto& [amount, bid, buyer, where] = b;
+    out[std::to_string(auction) + "," + std::to_string(amount) + "," + std::to_string(bid) + "," +
+        std::to_string(buyer) + "," + where] = 1;
+  }
+  return out;
+}
+
+std::vector<std::string> ingest_args(const fs::path& dir, uint64_t until, uint64_t rate) {
+  return {WEIR_TOOL_PATH,
+          "ingest",
+          "--source",
+          "loadgen:auction",
+          "--scale",
+          "2",
+          "--persist",
+          dir.string(),
+          "-w",
+          "2",
+          "--until",
+          std::to_string(until),
+          "--rate",
+          std::to_string(rate),
+          "--quiet",
+          "--compaction-window",
+          "18446744073709551615"};
+}
+
+std::vector<std::string> view_args(const fs::path& dir, const std::string& view,
+                                   const std::vector<std::string>& more) {
+  std::vector<std::string> args = {WEIR_TOOL_PATH, "view", "--persist", dir.string(),
+                                   view,           "-w",   "2"};
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+TEST(ViewTest, BothViewsEqualARecomputationFromTheirInputsAtEveryTime) {
+  const fs::path dir = testing::fresh_dir("view");
+  constexpr uint64_t kUntil = 1500;
+  ASSERT_EQ(run(ingest_args(dir, kUntil, 0), dir / "ingest.log"), 0)
+      << read_file(dir / "ingest.log");
+  for (const std::string view : {"bids-per-auction", "max-bid"}) {
+    ASSERT_EQ(run(view_args(dir, view, {"--until", std::to_string(kUntil + 1)}), dir / "view.log"),
+              0)
+        << read_file(dir / "view.log");
+  }
+  auto client =
+      persist::PersistClient::open(persist::PersistLocation::in_directory(dir.string())).value();
+  for (uint64_t t = 0; t <= kUntil; t += (t < 20 ? 1 : 37)) {
+    const Contents bids = testing::shard_at(*client, "auction.bids", t);
+    const Contents users = testing::shard_at(*client, "auction.users", t);
+    ASSERT_EQ(testing::shard_at(*client, "view.bids-per-auction", t), bids_per_auction(bids))
+        << "bids-per-auction at " << t;
+    ASSERT_EQ(testing::shard_at(*client, "view.max-bid", t), max_bid(bids, users))
+        << "max-bid at " << t;
+  }
+  EXPECT_FALSE(testing::shard_at(*client, "view.max-bid", kUntil).empty());
+  fs::remove_all(dir);
+}
+
+TEST(ViewTest, TenKillsWhileIngestWritesLeaveTheSameOutputAsAnUninterruptedRun) {
+  const fs::path dir = testing::fresh_dir("view-kills");
+  constexpr uint64_t kUntil = 4000;
+  const pid_t ingest = spawn(ingest_args(dir, kUntil, 700), dir / "ingest.log");
+  auto client_ready = [&] { return fs::exists(dir / "consensus.db"); };
+  while (!client_ready()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  auto client =
+      persist::PersistClient::open(persist::PersistLocation::in_directory(dir.string())).value();
+  auto output_upper = [&]() -> uint64_t {
+    auto d = client->describe("view.max-bid");
+    return !d.ok() ? 0 : d->upper.is_empty() ? UINT64_MAX : d->upper.time();
+  };
+  std::mt19937_64 random(7);
+  int killed = 0, progressed = 0;
+  uint64_t last = 0;
+  for (int round = 0; round < 10; ++round) {
+    const pid_t view = spawn(view_args(dir, "max-bid", {}), dir / "view.log");
+    std::this_thread::sleep_for(std::chrono::milliseconds(300 + random() % 600));
+    if (kill(view, SIGKILL) == 0) ++killed;
+    waitpid(view, nullptr, 0);
+    const uint64_t upper = output_upper();
+    if (upper > last) ++progressed;
+    last = upper;
+  }
+  // Runs appended before they were killed: their restarts resumed from the output's upper.
+  EXPECT_GE(progressed, 3) << "runs that moved the output's upper";
+  int status = 0;
+  waitpid(ingest, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_file(dir / "ingest.log");
+  EXPECT_EQ(killed, 10);
+  // The last run finishes; then an uninterrupted one into another shard.
+  ASSERT_EQ(
+      run(view_args(dir, "max-bid", {"--until", std::to_string(kUntil + 1)}), dir / "view.log"), 0)
+      << read_file(dir / "view.log");
+  ASSERT_EQ(run(view_args(dir, "max-bid",
+                          {"--output", "reference", "--until", std::to_string(kUntil + 1)}),
+                dir / "view.log"),
+            0)
+      << read_file(dir / "view.log");
+  const persist::ShardDescription d = client->describe("view.max-bid").value();
+  EXPECT_GT(d.batches.size(), 1u) << "the killed runs appended before they died";
+  for (uint64_t t = 0; t <= kUntil; t += 97) {
+    ASSERT_EQ(testing::shard_at(*client, "view.max-bid", t),
+              testing::shard_at(*client, "reference", t))
+        << "at " << t;
+  }
+  ASSERT_EQ(testing::shard_at(*client, "view.max-bid", kUntil),
+            testing::shard_at(*client, "reference", kUntil));
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace weir::ingest
