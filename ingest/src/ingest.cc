@@ -254,6 +254,7 @@ absl::Status check_source_identity(persist::PersistClient& client, const std::st
   WEIR_ASSIGN_OR_RETURN(const auto upper, writer.fetch_recent_upper());
   if (upper == Frontier(0)) {
     std::vector<persist::Update> rows;
+    rows.reserve(ours.size());
     for (const auto& field : ours) rows.push_back({field, 0, 1});
     WEIR_ASSIGN_OR_RETURN(const auto result,
                           writer.compare_and_append(rows, Frontier(0), Frontier(1)));
@@ -311,7 +312,7 @@ struct HealthOutput {
 // errors (a failed status append).
 Stream<Offset, AsyncError> render_health(Scope<Offset>& scope,
                                          const Stream<Offset, sources::HealthUpdate>& health,
-                                         HealthOutput out) {
+                                         const HealthOutput& out) {
   AsyncOperatorBuilder<Offset> builder("Health", scope);
   auto input =
       builder.add_input(health, Exchange([](const sources::HealthUpdate&) { return uint64_t{0}; }));

@@ -51,6 +51,7 @@ class PostgresIngestSource final : public IngestSource {
                                                         options_.slot, pg::UpstreamCheck::kStart));
     until_ = options_.until;
     std::vector<std::string> tables;
+    tables.reserve(upstream_.tables.size());
     for (const auto& t : upstream_.tables) tables.push_back(t.name);
     // A table ingested before that has left the publication (or was dropped) since stays an
     // export, so that the plan writes its definite error instead of leaving it silently behind.

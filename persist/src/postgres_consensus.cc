@@ -332,7 +332,7 @@ class PostgresConsensus final : public Consensus {
 
   // The connection failed mid-query: its state cannot be reused.
   absl::Status lost(std::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    const absl::Status status = absl::UnavailableError(internal::str_cat(
+    absl::Status status = absl::UnavailableError(internal::str_cat(
         "postgres consensus \"", redact(url_), "\": ", what, ": ", PQerrorMessage(conn_.get())));
     conn_.reset();
     return status;

@@ -279,7 +279,7 @@ std::pair<Stream<Time, Update>, Stream<Time, Update>> render_fetch(
     for (auto& set : caps) set.clear();
     auto client = config.client;
     std::optional<persist::ShardId> shard_id;  // Looked up with the first part.
-    auto error_row = [&](const InputCapability<Time>& cap, std::string message) {
+    auto error_row = [&](const InputCapability<Time>& cap, const std::string& message) {
       errors_out.give(cap.retain_for_output(1),
                       Update{absl::StrCat(config.error_prefix, "persist_source of shard \"",
                                           config.shard, "\": ", message),
@@ -359,7 +359,7 @@ std::pair<Stream<Time, Update>, Stream<Time, Update>> render_fetch(
 
 }  // namespace
 
-PersistSourceStreams persist_source(Scope<uint64_t>& scope, PersistSourceConfig config) {
+PersistSourceStreams persist_source(Scope<uint64_t>& scope, const PersistSourceConfig& config) {
   Failures failures;
   ProbeHandle<Time> fetched;
   Stream<Time, std::string> parts = render_list(scope, config, fetched, failures);

@@ -49,7 +49,7 @@ class Sql {
     EXPECT_TRUE(status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK)
         << sql.substr(0, 300) << ": " << PQresultErrorMessage(result);
     if (status == PGRES_TUPLES_OK) {
-      for (int i = 0; i < PQntuples(result); ++i) column.push_back(PQgetvalue(result, i, 0));
+      for (int i = 0; i < PQntuples(result); ++i) column.emplace_back(PQgetvalue(result, i, 0));
     }
     PQclear(result);
     return column;

@@ -138,7 +138,10 @@ TEST(SubscribeTest, ShowsEachChangeOnceInTimeOrderAndExitsCleanlyOnSigint) {
     const uint64_t upper = printed.progress[i];
     std::map<std::string, int64_t> sums;
     for (const auto& [time, diff, row] : printed.changes) {
-      if (time < upper && (sums[row] += diff) == 0) sums.erase(row);
+      if (time >= upper) continue;
+      int64_t& sum = sums[row];
+      sum += diff;
+      if (sum == 0) sums.erase(row);
     }
     EXPECT_EQ(sums, testing::shard_at(*client, shard, upper - 1)) << "at progress " << upper;
   }

@@ -371,7 +371,7 @@ TEST(FlowControlTest, CyclesAndIterativeScopesRunToTheEndWithAOneByteWindow) {
   ASSERT_TRUE(result.ok()) << result.status();
   // Each worker sent 2000 records of values 0..49, 40 of each: a record of value v is seen v + 1
   // times in each loop.
-  const uint64_t per_loop = 2 * 40 * (50 * 51 / 2);
+  const uint64_t per_loop = uint64_t{2} * 40 * (50 * 51 / 2);
   EXPECT_EQ(looped.load(), per_loop);
   EXPECT_EQ(iterated.load(), per_loop);
 }

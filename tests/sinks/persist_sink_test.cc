@@ -149,7 +149,7 @@ constexpr int kRows = 200;
 
 std::vector<Update> rows() {
   std::vector<Update> updates;
-  for (int i = 0; i < kRows; ++i) updates.push_back({"row-" + std::to_string(i), 1});
+  for (int i = 0; i < kRows; ++i) updates.emplace_back("row-" + std::to_string(i), 1);
   return updates;
 }
 

@@ -1034,6 +1034,7 @@ TEST_F(MariadbBinlogTest, MariadbDecodesEveryTypeFromAGtidDump) {
   const std::string n17 =
       "NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|";
   const std::vector<std::string> expected = {
+      // NOLINTNEXTLINE(bugprone-suspicious-missing-comma): long rows are split over lines.
       "bl_numbers:  -> 1|-128|255|-32768|65535|-8388608|16777215|-2147483648|4294967295|"
       "-9223372036854775808|18446744073709551615|-12345678.90|-123456789012345.123456789012345|"
       "0.1|-2.5e-300|1000000001|2155|",

@@ -62,7 +62,10 @@ std::map<std::string, int64_t> accumulate_at(
     const std::vector<std::tuple<Time, std::string, int64_t>>& updates, Time t) {
   std::map<std::string, int64_t> sums;
   for (const auto& [time, data, diff] : updates) {
-    if (time <= t && (sums[data] += diff) == 0) sums.erase(data);
+    if (time > t) continue;
+    int64_t& sum = sums[data];
+    sum += diff;
+    if (sum == 0) sums.erase(data);
   }
   return sums;
 }

@@ -328,7 +328,7 @@ TEST(ValueTest, DamagedBinaryValuesAreErrors) {
        "timestamp out of range"},
       {scalar(TypeKind::kTimestampTz), NetworkBytes().i64(-211813488000000001).bytes,
        "timestamp out of range"},
-      {scalar(TypeKind::kNumeric), "\x00\x01\x00", "truncated numeric"},
+      {scalar(TypeKind::kNumeric), std::string("\x00\x01\x00", 3), "truncated numeric"},
       {scalar(TypeKind::kNumeric), numeric_bytes(0, 0, 0, {1}).substr(0, 9), "1 digits"},
       {scalar(TypeKind::kNumeric), numeric_bytes(0, 0, 0, {10000}), "digit out of range"},
       {scalar(TypeKind::kNumeric), numeric_bytes(0, 0, 0, {-1}), "digit out of range"},

@@ -70,7 +70,9 @@ class Printer {
 
   void add(Time time, const std::string& data, int64_t diff) {
     auto& sums = pending_[time];
-    if ((sums[data] += diff) == 0) sums.erase(data);
+    int64_t& sum = sums[data];
+    sum += diff;
+    if (sum == 0) sums.erase(data);
   }
 
   // Prints every time before `frontier` (empty: every time); an error if a row does not decode.

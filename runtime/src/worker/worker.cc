@@ -50,6 +50,7 @@ inline void cpu_relax() {
 
 namespace internal {
 absl::StatusOr<std::optional<std::chrono::nanoseconds>> stall_report_after_from_env() {
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): weir never sets the environment.
   const char* value = std::getenv("WEIR_STALL_REPORT_AFTER");
   if (value == nullptr || *value == '\0') return std::nullopt;
   // Beyond this (about 31 years) a stall report is as good as never; the bound keeps the

@@ -177,7 +177,7 @@ class Reader {
       }
     }
     absl::StrAppend(&text, ": ", av(detail), " (at byte ", pos_, " of ", data_.size(), ")");
-    return absl::Status(code, std::move(text));
+    return absl::Status(code, text);
   }
 
   absl::Status truncated(std::string_view field, uint64_t needed) const {

@@ -496,6 +496,7 @@ void render_snapshot(Scope<Offset>& scope, const MysqlSourceConfig& config,
         WEIR_RETURN_IF_ERROR(connected.status());
         locker.emplace(*std::move(connected));
         std::vector<std::string> names;
+        names.reserve(snapshotting.size());
         for (size_t e : snapshotting) names.push_back(qualified(config, config.tables[e]));
         // The flush waits for transactions that hold one of the tables, and their writers
         // queue behind it: give up after a while (transient: the next epoch tries again).
@@ -549,6 +550,7 @@ void render_snapshot(Scope<Offset>& scope, const MysqlSourceConfig& config,
       bool errored = false;
       if (mine && !table.columns.empty()) {
         std::vector<std::string> select;
+        select.reserve(table.columns.size());
         for (const auto& column : table.columns) select.push_back(select_expression(column));
         std::string sql = absl::StrCat("SELECT ", absl::StrJoin(select, ", "), " FROM ",
                                        qualified(config, table));
@@ -760,7 +762,7 @@ class Replication {
     heard_ns_.store(Clock::now().time_since_epoch().count());
     const auto limit = std::max<Clock::duration>(std::chrono::seconds(15), 10 * config_.heartbeat);
     const int fd = static_cast<int>(mysql_get_socket(conn_->raw()));
-    watchdog_ = std::jthread([this, limit, fd](std::stop_token stop) {
+    watchdog_ = std::jthread([this, limit, fd](const std::stop_token& stop) {
       while (!stop.stop_requested()) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
         const Clock::time_point heard{Clock::duration(heard_ns_.load())};

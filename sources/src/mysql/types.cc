@@ -431,7 +431,7 @@ absl::StatusOr<postgres::RelationDesc> relation_desc(std::string_view database,
 }
 
 std::string select_expression(const MysqlColumn& column) {
-  const std::string name = quote_identifier(column.name);
+  std::string name = quote_identifier(column.name);
   switch (classify(column)) {
     case Kind::kFloat:
       // FLOAT prints with 6 digits; as a double it prints exactly (shortest round trip). Neither

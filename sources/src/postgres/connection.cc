@@ -200,7 +200,7 @@ absl::StatusOr<std::optional<std::string_view>> PgConnection::read_copy(
           *wait_until - std::chrono::steady_clock::now());
       if (left.count() <= 0) return std::optional<std::string_view>(std::string_view());
       const int timeout = static_cast<int>(std::min<int64_t>(left.count(), 1000));
-      const int polled = ctx.run_blocking([fd, timeout](std::stop_token) {
+      const int polled = ctx.run_blocking([fd, timeout](const std::stop_token&) {
         pollfd pfd{fd, POLLIN, 0};
         return ::poll(&pfd, 1, timeout);
       });

@@ -75,7 +75,7 @@ class Parser {
       absl::StrAppend(&text, ", ", av(part_), " ", part_index_, " of ", part_count_);
     }
     absl::StrAppend(&text, ": ", av(detail), " (at byte ", pos_, " of ", data_.size(), ")");
-    return absl::InvalidArgumentError(std::move(text));
+    return absl::InvalidArgumentError(text);
   }
 
   absl::Status truncated(std::string_view field, size_t needed) const {

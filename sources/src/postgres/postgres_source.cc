@@ -6,7 +6,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <limits>
 #include <map>
 #include <set>
@@ -17,6 +16,7 @@
 #include "postgres/connection.h"
 #include <unistd.h>
 
+#include "weir/errno_message.h"
 #include "weir/operators/concat.h"
 #include "weir/sources/change_stream.h"
 #include "weir/status.h"
@@ -354,6 +354,7 @@ class Streamed {
   absl::Status open(Xid xid) {
     xid_ = xid;
     // In $TMPDIR (std::tmpfile ignores it), unlinked at once.
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): weir never sets the environment.
     const char* tmpdir = std::getenv("TMPDIR");
     const std::string dir = tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp";
     std::string path = dir + "/weir-streamed-XXXXXX";
@@ -416,7 +417,7 @@ class Streamed {
   absl::Status failed(std::string_view what) const {
     return absl::InternalError(absl::StrCat("postgres source: ", std::string(what),
                                             " the temporary file of streamed transaction ", xid_,
-                                            ": ", std::strerror(errno)));
+                                            ": ", weir::errno_message(errno)));
   }
 
   Xid xid_ = 0;

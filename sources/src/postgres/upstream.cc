@@ -180,6 +180,7 @@ absl::StatusOr<UpstreamInfo> check_upstream(const std::string& conninfo,
   }
   if (!not_full.empty() && strict) {
     std::vector<std::string> statements;
+    statements.reserve(not_full.size());
     for (const auto& t : not_full) {
       statements.push_back(absl::StrCat("ALTER TABLE ", t, " REPLICA IDENTITY FULL;"));
     }

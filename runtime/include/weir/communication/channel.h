@@ -139,7 +139,7 @@ class ChannelEnd final : public InputEndBase {
   ChannelEnd(const ChannelEnd&) = delete;
   ChannelEnd& operator=(const ChannelEnd&) = delete;
   // What was never pulled is given back too: a sender must not wait for a consumer that is gone.
-  ~ChannelEnd() {
+  ~ChannelEnd() override {
     if (gate_ == nullptr) return;
     if (has_next_) settle(next_);
     if (inbox_ != nullptr) inbox_->drain(local_);

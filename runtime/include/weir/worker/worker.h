@@ -160,7 +160,7 @@ class Worker {
   // operator a worker is stuck in (see OperatorBeat). `op` and `dataflow` must live until the
   // dataflow is dropped. Allocation-free once the nesting depth was reached before.
   void enter_operator(const std::string& op, const std::string& dataflow) {
-    running_.push_back({&op, &dataflow});
+    running_.emplace_back(&op, &dataflow);
     publish_running();
   }
   void leave_operator() {

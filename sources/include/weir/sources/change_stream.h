@@ -75,6 +75,7 @@ class ChangeStreamOutputs {
 template <class Table>
 std::vector<std::string> errors_to_write(const std::vector<Table>& tables) {
   std::vector<std::string> errors;
+  errors.reserve(tables.size());
   for (const auto& table : tables) errors.push_back(table.error_to_write);
   return errors;
 }

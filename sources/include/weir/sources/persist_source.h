@@ -83,6 +83,6 @@ struct PersistSourceStreams {
   std::vector<ShutdownButton> buttons;
 };
 
-PersistSourceStreams persist_source(Scope<uint64_t>& scope, PersistSourceConfig config);
+PersistSourceStreams persist_source(Scope<uint64_t>& scope, const PersistSourceConfig& config);
 
 }  // namespace weir::sources
