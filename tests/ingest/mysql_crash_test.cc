@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "../support/sanitizers.h"
 #include "../support/mariadb/mariadb_fixture.h"
+#include "../support/sanitizers.h"
 #include "absl/strings/str_cat.h"
 #include "ingest_test_util.h"
 #include "typed_shard_util.h"

@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "../support/sanitizers.h"
 #include "../support/postgres/postgres_fixture.h"
+#include "../support/sanitizers.h"
 #include "ingest_test_util.h"
 #include "postgres_test_util.h"
 #include <fcntl.h>
