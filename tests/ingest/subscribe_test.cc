@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ingest_test_util.h"
+#include "tool_process.h"
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -27,26 +28,11 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-// Starts `args` with stdout in `out` (and stderr in `out`.err); returns its pid.
-pid_t spawn(const std::vector<std::string>& args, const fs::path& out) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    const int fd = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int err = open((out.string() + ".err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, STDOUT_FILENO);
-    dup2(err, STDERR_FILENO);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
-}
+using testing::read_file;
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
+// Starts `args` with stdout in `out` and stderr in `out`.err; returns its pid.
+pid_t spawn(const std::vector<std::string>& args, const fs::path& out) {
+  return testing::spawn_tool(args, out, out.string() + ".err");
 }
 
 struct Printed {
