@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "commands.h"
 #include "shard_text.h"
+#include "stop_signals.h"
 #include <unistd.h>
 
 #include "weir/operators/concat.h"
@@ -41,13 +42,6 @@ struct SubscribeFlags {
   bool progress = false;
   size_t workers = 1;
 };
-
-std::atomic<bool>* subscribe_stop = nullptr;
-
-extern "C" void on_subscribe_signal(int signal) {
-  if (subscribe_stop != nullptr && !subscribe_stop->exchange(true)) return;
-  std::_Exit(128 + signal);
-}
 
 [[noreturn]] void fail(const absl::Status& status) {
   std::cerr << "weir subscribe: " << status << "\n";
@@ -127,14 +121,9 @@ void subscribe(const SubscribeFlags& flags) {
   if (!relation.ok()) fail(relation.status());
 
   auto stop = std::make_shared<std::atomic<bool>>(false);
-  subscribe_stop = stop.get();
+  const StopOnSignals signals(stop);
   // A reader of a pipe that goes away ends the subscription like SIGINT (stdout fails).
   signal(SIGPIPE, SIG_IGN);
-  struct sigaction action {};
-  action.sa_handler = on_subscribe_signal;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
 
   absl::Status printing;  // Written by worker 0 only.
   Config config;
@@ -187,9 +176,6 @@ void subscribe(const SubscribeFlags& flags) {
     // Dropping the dataflow unwinds persist_source, which expires its reader (the hold).
     if (installed()) worker.drop_dataflow(index);
   });
-  signal(SIGINT, SIG_DFL);
-  signal(SIGTERM, SIG_DFL);
-  subscribe_stop = nullptr;
   std::cout.flush();
   if (!executed.ok()) fail(executed);
 }

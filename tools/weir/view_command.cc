@@ -30,6 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "commands.h"
 #include "shard_text.h"
+#include "stop_signals.h"
 #include <signal.h>
 
 #include "weir/collections/collections.h"
@@ -54,13 +55,6 @@ struct ViewFlags {
   std::optional<uint64_t> until;
   size_t workers = 1;
 };
-
-std::atomic<bool>* view_stop = nullptr;
-
-extern "C" void on_view_signal(int signal) {
-  if (view_stop != nullptr && !view_stop->exchange(true)) return;
-  std::_Exit(128 + signal);
-}
 
 [[noreturn]] void fail(const absl::Status& status) {
   std::cerr << "weir view: " << status << "\n";
@@ -244,12 +238,7 @@ void run_view(const ViewFlags& flags) {
   }
 
   auto stop = std::make_shared<std::atomic<bool>>(false);
-  view_stop = stop.get();
-  struct sigaction action {};
-  action.sa_handler = on_view_signal;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
+  const StopOnSignals signals(stop);
 
   auto maintenance =
       std::make_shared<persist::BackgroundMaintenance>(client, [](const absl::Status& error) {
@@ -308,9 +297,6 @@ void run_view(const ViewFlags& flags) {
     while (installed() && !stop->load()) worker.step_or_park(std::chrono::milliseconds(10));
     if (installed()) worker.drop_dataflow(index);
   });
-  signal(SIGINT, SIG_DFL);
-  signal(SIGTERM, SIG_DFL);
-  view_stop = nullptr;
   maintenance->finish();
   if (!executed.ok()) fail(executed);
   (void)writer->expire();
