@@ -229,15 +229,25 @@ absl::Status FileBlob::set(std::string_view key, std::string_view value) {
   std::snprintf(suffix, sizeof(suffix), ".tmp-%016llx",
                 static_cast<unsigned long long>(absl::Uniform<uint64_t>(gen)));
   const std::string temp = file + suffix;
-  // A concurrent remove() may delete a directory we just made; try again then.
-  for (int attempt = 0;; ++attempt) {
-    WEIR_RETURN_IF_ERROR(make_dirs(dir, &durable_));
+  // A concurrent remove() may delete a directory we just made, or the parent of one we are
+  // making (it prunes directories left empty); try again then. Made or removed since: it and its
+  // parents are not known durable any more.
+  constexpr int kAttempts = 32;
+  const auto forget_dirs = [&] {
+    for (std::string d = dir; d.size() > root_.size(); d = parent_of(d)) durable_.erase(d);
+  };
+  for (int attempt = 1;; ++attempt) {
+    if (absl::Status made = make_dirs(dir, &durable_); !made.ok()) {
+      if (absl::IsNotFound(made) && attempt < kAttempts) {
+        forget_dirs();
+        continue;
+      }
+      return made;
+    }
     Fd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
     if (fd.get() < 0) {
-      if (errno == ENOENT && attempt < 3) {
-        // Removed since it was made (by this process's remove, another process or another
-        // FileBlob): it and its parents are not known durable any more.
-        for (std::string d = dir; d.size() > root_.size(); d = parent_of(d)) durable_.erase(d);
+      if (errno == ENOENT && attempt < kAttempts) {
+        forget_dirs();
         continue;
       }
       return errno_status(errno, "create", temp);

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "file_blob.h"
 #include "gtest/gtest.h"
@@ -107,6 +110,39 @@ TEST(FileBlobTest, ADirectoryAnotherThreadMadeIsMadeDurableBeforeUse) {
   EXPECT_EQ(blob->directory_fsyncs() - before, 2u) << "s1 (for w2's entry), then w2 (for p1's)";
   ASSERT_TRUE(blob->set("s1/w2/p2", "z").ok());
   EXPECT_EQ(blob->directory_fsyncs() - before, 3u) << "w2 is known durable: only p2's entry";
+}
+
+// Stop 23's CI: a writer making "s/w2" found "s" there, then a remove of the last key under a
+// sibling "s/w1" pruned "s" as empty before the writer's mkdir of "s/w2": set() failed with
+// NOT_FOUND ("blob mkdir"), and the persist model test saw a batch build fail that should not.
+// Each thread here sets and removes its own key under one shared parent, so each set races the
+// others' pruning of that parent; every set must succeed and leave its value readable.
+TEST(FileBlobTest, SetsSucceedWhileOtherRemovesPruneTheirParent) {
+  const std::string dir = testing::temp_dir() + "/blob";
+  auto blob = Blob::open("file://" + dir).value();
+  constexpr int kThreads = 4;
+  constexpr int kRounds = 400;
+  std::vector<std::string> failures(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const std::string key = "s/w" + std::to_string(t) + "/p";
+      for (int round = 0; round < kRounds && failures[t].empty(); ++round) {
+        if (absl::Status set = blob->set(key, "v"); !set.ok()) {
+          failures[t] = "set: " + set.ToString();
+        } else if (absl::StatusOr<std::optional<std::string>> got = blob->get(key);
+                   !got.ok() || !got->has_value()) {
+          failures[t] = "get after set found nothing";
+        } else if (absl::Status removed = blob->remove(key); !removed.ok()) {
+          failures[t] = "remove: " + removed.ToString();
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(failures[t], "") << "thread " << t;
+  }
 }
 
 }  // namespace
