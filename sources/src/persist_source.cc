@@ -1,5 +1,7 @@
 #include "weir/sources/persist_source.h"
 
+#include <algorithm>
+#include <array>
 #include <functional>
 #include <map>
 #include <utility>
@@ -315,20 +317,37 @@ std::pair<Stream<Time, Update>, Stream<Time, Update>> render_fetch(
           error_row(data->capability, std::string(part.status().message()));
           continue;
         }
-        // Fetched off the worker; the updates come back sorted by time for the capabilities.
-        using Fetched = std::vector<std::pair<Time, Update>>;
-        auto fetched = run_retrying(
-            ctx, config.outage_limit, [client, part = *part]() -> absl::StatusOr<Fetched> {
-              Fetched out;
-              out.reserve(std::min<uint64_t>(part.part.num_updates, uint64_t{1} << 16));
-              WEIR_RETURN_IF_ERROR(
-                  client->fetch_part(part, [&](std::string_view data, uint64_t time, int64_t diff) {
-                    out.emplace_back(time, Update{std::string(data), diff});
-                  }));
-              std::stable_sort(out.begin(), out.end(),
-                               [](const auto& a, const auto& b) { return a.first < b.first; });
-              return out;
-            });
+        // Fetched off the worker; the updates come back grouped by port and time (ascending),
+        // each group given whole.
+        using Groups = std::map<Time, std::vector<Update>>;
+        using Fetched = std::array<Groups, 2>;  // Updates, errors.
+        auto fetched =
+            run_retrying(ctx, config.outage_limit,
+                         [client, part = *part, until = config.until,
+                          prefix = config.error_prefix]() -> absl::StatusOr<Fetched> {
+                           Fetched out;
+                           std::vector<Update>* last[2] = {nullptr, nullptr};
+                           Time last_time[2] = {0, 0};
+                           WEIR_RETURN_IF_ERROR(client->fetch_part(
+                               part, [&](std::string_view data, uint64_t time, int64_t diff) {
+                                 if (until && time >= *until) return;
+                                 const size_t port = data.starts_with(prefix) ? 1 : 0;
+                                 if (last[port] == nullptr || last_time[port] != time) {
+                                   auto [it, added] = out[port].try_emplace(time);
+                                   // A snapshot's part is all at as_of: one group of (nearly) every
+                                   // update. num_updates comes from a peer: trusted only as far as
+                                   // a sane part holds.
+                                   if (added && port == 0 && part.as_of) {
+                                     it->second.reserve(std::min<uint64_t>(part.part.num_updates,
+                                                                           uint64_t{1} << 20));
+                                   }
+                                   last[port] = &it->second;
+                                   last_time[port] = time;
+                                 }
+                                 last[port]->emplace_back(std::string(data), diff);
+                               }));
+                           return out;
+                         });
         if (!fetched.ok()) {
           const absl::StatusCode code = fetched.status().code();
           // A part that does not decode is an error of the shard's; anything else (a part gone
@@ -340,14 +359,11 @@ std::pair<Stream<Time, Update>, Stream<Time, Update>> render_fetch(
                                                    fetched.status().message()));
           continue;
         }
-        std::optional<Capability<Time>> at[2];
-        for (auto& [time, update] : *fetched) {
-          if (config.until && time >= *config.until) continue;
-          const size_t port = update.first.starts_with(config.error_prefix) ? 1 : 0;
-          if (!at[port] || at[port]->time() != time) {
-            at[port] = data->capability.delayed_for_output(time, port);
+        for (size_t port = 0; port < 2; ++port) {
+          for (auto& [time, batch] : (*fetched)[port]) {
+            const Capability<Time> cap = data->capability.delayed_for_output(time, port);
+            (port == 0 ? updates_out : errors_out).give_vec(cap, batch);
           }
-          (port == 0 ? updates_out : errors_out).give(*at[port], std::move(update));
         }
       }
     }

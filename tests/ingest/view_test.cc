@@ -178,8 +178,8 @@ TEST(ViewTest, TenKillsWhileIngestWritesLeaveTheSameOutputAsAnUninterruptedRun) 
                      dir / "view.log"),
             0)
       << read_file(dir / "view.log");
-  const persist::ShardDescription d = client->describe("view.max-bid").value();
-  EXPECT_GT(d.batches.size(), 1u) << "the killed runs appended before they died";
+  // (That the killed runs appended is `progressed` above: the output's batches cannot tell, as
+  // the view's maintenance may have compacted them into one.)
   for (uint64_t t = 0; t <= kUntil; t += 97) {
     ASSERT_EQ(testing::shard_at(*client, "view.max-bid", t),
               testing::shard_at(*client, "reference", t))
