@@ -6,7 +6,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build ccache pkgconf git clang libclang-rt-14-dev
   clang-16 libclang-rt-16-dev llvm-16 clang-tidy-16 clang-format-14
-  libboost-context-dev libtbb-dev libprotobuf-dev protobuf-compiler libgrpc++-dev
+  libboost-context-dev libprotobuf-dev protobuf-compiler libgrpc++-dev
   protobuf-compiler-grpc libabsl-dev libfmt-dev libspdlog-dev libcli11-dev libzstd-dev
   libsqlite3-dev libpq-dev libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
   postgresql-15 postgresql-client-15 mariadb-server mariadb-client libmariadb-dev openssl python3

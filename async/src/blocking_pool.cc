@@ -5,8 +5,6 @@
 #include <thread>
 #include <utility>
 
-#include "tbb_arena.h"
-
 #include "weir/mutex.h"
 
 namespace weir::internal {
@@ -33,55 +31,84 @@ struct Queued {
   std::shared_ptr<BlockingLimit> limit;
 };
 
-// The queue of calls: each task the arena runs takes one call from it, so calls cross threads
-// through this mutex, which the sanitizers see.
-class BlockingQueue {
+// The pool's threads: made when a call is queued and no thread waits for one (up to
+// kMaxPoolThreads), parked on a condition variable while there is none, and gone after
+// kIdleExit without one. Parked, not spinning: on a machine with as many cores as workers a
+// spinning pool thread takes the core a worker or another call needs (oneTBB's arena, used
+// before, kept a fifth of a busy `weir view`'s CPU in sched_yield; docs/benchmarks.md).
+class Pool {
  public:
-  static BlockingQueue& instance() {
+  static Pool& instance() {
     // Never destroyed: a call may still be running when static destructors run.
-    static BlockingQueue* queue = new BlockingQueue();
-    return *queue;
+    static Pool* pool = new Pool();
+    return *pool;
   }
 
   void push(Queued queued) {
-    weir::MutexLock lock(mu_);
-    calls_.push_back(std::move(queued));
-  }
-  bool pop(Queued& queued) {
-    weir::MutexLock lock(mu_);
-    if (calls_.empty()) return false;
-    queued = std::move(calls_.front());
-    calls_.pop_front();
-    return true;
+    bool start = false;
+    {
+      weir::MutexLock lock(mu_);
+      calls_.push_back(std::move(queued));
+      // Every queued call has a parked thread to take it, or gets a new one.
+      if (calls_.size() > waiting_ && threads_ < kMaxPoolThreads) {
+        ++threads_;
+        start = true;
+      } else {
+        ready_.notify_one();
+      }
+    }
+    if (start) std::thread([this] { serve(); }).detach();
   }
 
  private:
-  weir::Mutex mu_;
-  std::deque<Queued> calls_ ABSL_GUARDED_BY(mu_);
-};
-
-void enqueue(Queued queued);
-
-void run_one() {
-  Queued queued;
-  if (!BlockingQueue::instance().pop(queued)) return;
-  // A call abandoned before it started (its operator was dropped) never runs.
-  if (queued.call->start()) queued.call->run();
-  queued.call->finish();
-  // An abandoned call's function and result are destroyed here, on the pool thread, unless the
-  // body still holds the call.
-  queued.call.reset();
-  if (queued.limit) {
-    if (std::shared_ptr<BlockingCall> next = BlockingPoolAccess::next(*queued.limit)) {
-      enqueue(Queued{std::move(next), std::move(queued.limit)});
+  void serve() {
+    for (;;) {
+      Queued queued;
+      {
+        weir::MutexLock lock(mu_);
+        while (calls_.empty()) {
+          ++waiting_;
+          const bool notified = ready_.wait_for(mu_, kIdleExit);
+          --waiting_;
+          if (!notified && calls_.empty()) {
+            --threads_;
+            return;
+          }
+        }
+        queued = std::move(calls_.front());
+        calls_.pop_front();
+      }
+      // The limit's next call runs on this thread too.
+      while (queued.call) queued = run(std::move(queued));
     }
   }
-}
 
-void enqueue(Queued queued) {
-  BlockingQueue::instance().push(std::move(queued));
-  arena_enqueue(&run_one);
-}
+  // Runs `queued`; returns the next call of its limit, if one waits.
+  static Queued run(Queued queued) {
+    // A call abandoned before it started (its operator was dropped) never runs.
+    if (queued.call->start()) queued.call->run();
+    queued.call->finish();
+    // An abandoned call's function and result are destroyed here, on the pool thread, unless
+    // the body still holds the call.
+    queued.call.reset();
+    if (queued.limit) {
+      if (std::shared_ptr<BlockingCall> next = BlockingPoolAccess::next(*queued.limit)) {
+        return Queued{std::move(next), std::move(queued.limit)};
+      }
+    }
+    return {};
+  }
+
+  static constexpr auto kIdleExit = std::chrono::seconds(30);
+
+  weir::Mutex mu_;
+  weir::CondVar ready_;
+  std::deque<Queued> calls_ ABSL_GUARDED_BY(mu_);
+  size_t threads_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t waiting_ ABSL_GUARDED_BY(mu_) = 0;  // Parked in serve(), waiting for a call.
+};
+
+void enqueue(Queued queued) { Pool::instance().push(std::move(queued)); }
 
 }  // namespace
 

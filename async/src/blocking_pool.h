@@ -1,15 +1,11 @@
-// The blocking pool: runs the functions async bodies hand to `AsyncContext::run_blocking` on the
-// threads of a oneTBB task arena, so blocking calls (database clients, file IO) never block a
-// worker thread.
-//
-// Calls are queued here and the arena only gets tasks that each take one call from the
-// queue: the hand-off between threads goes through a mutex the sanitizers see, not through
-// oneTBB's own (uninstrumented) synchronization.
+// The blocking pool: runs the functions async bodies hand to `AsyncContext::run_blocking` on
+// threads of its own (at most kMaxPoolThreads, parked while idle), so blocking calls (database
+// clients, file IO) never block a worker thread.
 //
 // Each async operator has a BlockingLimit, shared by its instances on the workers of a process:
 // at most `max` of its calls are queued for or running on the pool, the others wait in the
 // limit's own queue, so one operator's slow or hung calls take at most `max` of the pool's
-// kMaxArenaConcurrency threads. A call counts until it returns, also when the operator that made
+// kMaxPoolThreads threads. A call counts until it returns, also when the operator that made
 // it was dropped meanwhile (the call holds the limit).
 //
 // Thread safety: thread-safe.
@@ -24,6 +20,9 @@
 #include "weir/mutex.h"
 
 namespace weir::internal {
+
+// The most threads the pool runs at once; more calls wait in its queue.
+inline constexpr size_t kMaxPoolThreads = 64;
 
 class BlockingLimit {
  public:

@@ -24,11 +24,11 @@
 #include <string>
 #include <vector>
 
+#include "bench_rows.h"
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "bench_rows.h"
 #include "weir/persist/client.h"
 
 namespace {

@@ -23,9 +23,9 @@
 #include <string>
 #include <vector>
 
+#include "bench_rows.h"
 #include <unistd.h>
 
-#include "bench_rows.h"
 #include "weir/operators/inspect.h"
 #include "weir/persist/client.h"
 #include "weir/sources/persist_source.h"
@@ -211,10 +211,10 @@ int main(int argc, char** argv) {
   std::filesystem::remove_all(options.dir);
   weir::persist::PersistConfig config;
   config.part_target_bytes = options.part_mib << 20;
-  std::shared_ptr<weir::persist::PersistClient> client = check(
-      weir::persist::PersistClient::open(weir::persist::PersistLocation::in_directory(options.dir),
-                                         config),
-      "open");
+  std::shared_ptr<weir::persist::PersistClient> client =
+      check(weir::persist::PersistClient::open(
+                weir::persist::PersistLocation::in_directory(options.dir), config),
+            "open");
   const Clock::time_point write_start = Clock::now();
   const Written written = write_shard(*client, options);
   const auto described = check(client->describe("bench"), "describe");
@@ -222,8 +222,7 @@ int main(int argc, char** argv) {
       "persist_source_bench: %llu updates (%.0f MB of update bytes, %zu batches) written in "
       "%.1f s, parts of %zu MiB, file blob + SQLite consensus in %s\n",
       static_cast<unsigned long long>(written.updates), static_cast<double>(written.bytes) / 1e6,
-      described.batches.size(), seconds_since(write_start), options.part_mib,
-      options.dir.c_str());
+      described.batches.size(), seconds_since(write_start), options.part_mib, options.dir.c_str());
   std::vector<double> cursor;
   std::vector<std::vector<double>> source(options.workers.size());
   const auto rate = [&](double seconds) {

@@ -10,7 +10,8 @@
 // the time until the output's upper reaches it (every output upper >= u holds everything the
 // input held below u). After --warmup seconds, --seconds of latencies are kept. Figures: p50, p99
 // and max in milliseconds, and the input's achieved rate (offsets per second: the loadgen
-// changes at most one row per offset). The poll interval bounds the resolution.
+// changes at most one row per offset). The poll interval bounds the resolution. With
+// VIEW_LATENCY_TRACE set, every latency goes to stderr (seconds since the view started, upper).
 
 #include <algorithm>
 #include <chrono>
@@ -142,8 +143,8 @@ Options parse(int argc, char** argv) {
   }
   if (options.weir.empty()) die("--weir PATH (the weir tool) is required");
   if (options.dir.empty()) {
-    options.dir = (fs::temp_directory_path() / ("weir-view-latency-" + std::to_string(::getpid())))
-                      .string();
+    options.dir =
+        (fs::temp_directory_path() / ("weir-view-latency-" + std::to_string(::getpid()))).string();
   }
   return options;
 }
@@ -156,12 +157,12 @@ int main(int argc, char** argv) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   const std::string persist = (dir / "persist").string();
-  const pid_t ingest = spawn({options.weir, "ingest", "--source", "loadgen:auction", "--persist",
-                              persist, "-w", options.workers, "--rate", std::to_string(options.rate),
-                              "--quiet"},
-                             dir / "ingest.log");
-  auto client = weir::persist::PersistClient::open(
-      weir::persist::PersistLocation::in_directory(persist));
+  const pid_t ingest =
+      spawn({options.weir, "ingest", "--source", "loadgen:auction", "--persist", persist, "-w",
+             options.workers, "--rate", std::to_string(options.rate), "--quiet"},
+            dir / "ingest.log");
+  auto client =
+      weir::persist::PersistClient::open(weir::persist::PersistLocation::in_directory(persist));
   if (!client.ok()) die(client.status().ToString());
   std::shared_ptr<weir::persist::PersistClient> shared = *std::move(client);
   UpperPoller input(shared, "auction.bids");
@@ -172,9 +173,9 @@ int main(int argc, char** argv) {
     if (Clock::now() - started > std::chrono::seconds(60)) die("ingest wrote nothing in 60 s");
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  const pid_t view = spawn({options.weir, "view", "--persist", persist, options.view, "-w",
-                            options.workers},
-                           dir / "view.log");
+  const pid_t view =
+      spawn({options.weir, "view", "--persist", persist, options.view, "-w", options.workers},
+            dir / "view.log");
 
   std::deque<std::pair<uint64_t, Clock::time_point>> pending;  // Input uppers not yet in output.
   std::vector<double> latencies_ms;
@@ -183,6 +184,7 @@ int main(int argc, char** argv) {
                                                  std::chrono::duration<double>(options.warmup));
   const auto end = measuring_from + std::chrono::duration_cast<Clock::duration>(
                                         std::chrono::duration<double>(options.seconds));
+  const bool trace = std::getenv("VIEW_LATENCY_TRACE") != nullptr;
   uint64_t first_upper = 0;
   uint64_t last_upper = 0;
   Clock::time_point first_seen;
@@ -205,6 +207,12 @@ int main(int argc, char** argv) {
         if (pending.front().second >= measuring_from) {
           latencies_ms.push_back(
               std::chrono::duration<double, std::milli>(seen - pending.front().second).count());
+          if (trace) {
+            std::fprintf(stderr, "%.3f s: upper %llu after %.1f ms\n",
+                         std::chrono::duration<double>(seen - view_started).count(),
+                         static_cast<unsigned long long>(pending.front().first),
+                         latencies_ms.back());
+          }
         }
         pending.pop_front();
       }
@@ -212,8 +220,8 @@ int main(int argc, char** argv) {
     for (pid_t pid : {ingest, view}) {
       int status = 0;
       if (::waitpid(pid, &status, WNOHANG) == pid) {
-        die(std::string(pid == ingest ? "weir ingest" : "weir view") +
-            " exited early; see " + (dir / (pid == ingest ? "ingest.log" : "view.log")).string());
+        die(std::string(pid == ingest ? "weir ingest" : "weir view") + " exited early; see " +
+            (dir / (pid == ingest ? "ingest.log" : "view.log")).string());
       }
     }
     std::this_thread::sleep_for(std::chrono::microseconds(options.poll_us));
@@ -225,16 +233,15 @@ int main(int argc, char** argv) {
   }
   input.expire();
   output.expire();
-  const double rate =
-      last_seen > first_seen
-          ? static_cast<double>(last_upper - first_upper) /
-                std::chrono::duration<double>(last_seen - first_seen).count()
-          : 0;
+  const double rate = last_seen > first_seen
+                          ? static_cast<double>(last_upper - first_upper) /
+                                std::chrono::duration<double>(last_seen - first_seen).count()
+                          : 0;
   std::printf(
       "view_latency: %s over weir ingest at --rate %llu (-w %s): %zu input uppers measured, "
       "%zu still pending at the end, input at %.0f offsets/s\n",
-      options.view.c_str(), static_cast<unsigned long long>(options.rate),
-      options.workers.c_str(), latencies_ms.size(), pending.size(), rate);
+      options.view.c_str(), static_cast<unsigned long long>(options.rate), options.workers.c_str(),
+      latencies_ms.size(), pending.size(), rate);
   std::printf("RESULT view_latency_p50_ms %.1f\n", percentile(latencies_ms, 0.5));
   std::printf("RESULT view_latency_p99_ms %.1f\n", percentile(latencies_ms, 0.99));
   std::printf("RESULT view_latency_max_ms %.1f\n", percentile(latencies_ms, 1.0));

@@ -301,14 +301,15 @@ class ListenImpl {
   Frontier frontier() const { return frontier_; }
 
  private:
-  // Loads the next batch into batch_ unless one is loaded; false if the upper has not passed
-  // frontier_ yet.
-  absl::StatusOr<bool> load_batch();
+  // Loads every batch from frontier_ to the upper of the latest state into batches_ unless some
+  // are loaded; false if the upper has not passed frontier_ yet.
+  absl::StatusOr<bool> load_batches();
 
   std::shared_ptr<ReaderCore> reader_;
   Frontier frontier_;
-  // The batch being yielded part by part, and the seqno of the state it came from.
-  std::optional<proto::ProtoBatch> batch_;
+  // The batches not yet yielded, in order (the front one part by part from next_part_), and the
+  // seqno of the state they came from.
+  std::deque<proto::ProtoBatch> batches_;
   int next_part_ = 0;
   SeqnoHold hold_;
 };

@@ -439,13 +439,13 @@ bool SnapshotCursorImpl::next() {
   return false;
 }
 
-absl::StatusOr<bool> ListenImpl::load_batch() {
+absl::StatusOr<bool> ListenImpl::load_batches() {
   const Shard& shard = reader_->shard();
   if (absl::Status alive = reader_->maybe_heartbeat();
       !alive.ok() && alive.code() != absl::StatusCode::kUnavailable) {
     return alive;
   }
-  if (batch_) {
+  if (!batches_.empty()) {
     return true;
   }
   if (frontier_.is_empty()) {
@@ -456,23 +456,24 @@ absl::StatusOr<bool> ListenImpl::load_batch() {
   if (!(frontier_ < frontier_of(state.proto.upper()))) {
     return false;
   }
+  // The batch that holds the frontier, and every one after it (they tile up to the upper).
   const uint64_t f = frontier_.time();
   for (const proto::ProtoBatch& batch : state.proto.batches()) {
-    if (!frontier_of(batch.upper()).less_equal(f)) {
-      batch_ = batch;
-      break;
+    if (!batches_.empty() || !frontier_of(batch.upper()).less_equal(f)) {
+      batches_.push_back(batch);
     }
   }
-  if (!batch_) {
+  if (batches_.empty()) {
     return absl::DataLossError(
         internal::str_cat(shard.label(), ": no batch holds time ", f, " below the upper"));
   }
   // Compaction advances times before the batch's since to it. If it did that to times we
   // already yielded, and moved them to or past our frontier, we would yield them again.
-  const Frontier since = frontier_of(batch_->since());
-  if (frontier_of(batch_->lower()).less_than(f) && !since.less_than(f)) {
-    const Frontier lower = frontier_of(batch_->lower());
-    batch_.reset();
+  const proto::ProtoBatch& first = batches_.front();
+  const Frontier since = frontier_of(first.since());
+  if (frontier_of(first.lower()).less_than(f) && !since.less_than(f)) {
+    const Frontier lower = frontier_of(first.lower());
+    batches_.clear();
     return absl::FailedPreconditionError(internal::str_cat(
         shard.label(), ": the listen at frontier ", f, " cannot continue: batch starting at ",
         lower.to_string(), " was compacted to since ", since.to_string(),
@@ -484,13 +485,14 @@ absl::StatusOr<bool> ListenImpl::load_batch() {
 }
 
 absl::StatusOr<std::optional<ListenEvent>> ListenImpl::next() {
-  WEIR_ASSIGN_OR_RETURN(const bool loaded, load_batch());
+  WEIR_ASSIGN_OR_RETURN(const bool loaded, load_batches());
   if (!loaded) {
     return std::nullopt;
   }
+  const proto::ProtoBatch& batch = batches_.front();
   ListenEvent event;
-  if (next_part_ < batch_->parts_size()) {
-    const proto::ProtoPartRef& ref = batch_->parts(next_part_);
+  if (next_part_ < batch.parts_size()) {
+    const proto::ProtoPartRef& ref = batch.parts(next_part_);
     WEIR_ASSIGN_OR_RETURN(
         std::shared_ptr<const DecodedPart> part,
         reader_->shard().part_fetcher()(
@@ -503,33 +505,40 @@ absl::StatusOr<std::optional<ListenEvent>> ListenImpl::next() {
       }
     }
   }
-  if (next_part_ >= batch_->parts_size()) {
-    frontier_ = frontier_of(batch_->upper());
-    batch_.reset();
-    hold_.release();
+  if (next_part_ >= batch.parts_size()) {
+    frontier_ = frontier_of(batch.upper());
+    batches_.pop_front();
+    next_part_ = 0;
+    if (batches_.empty()) {
+      hold_.release();
+    }
   }
   event.progress = frontier_;
   return event;
 }
 
 absl::StatusOr<std::optional<PartsBatch>> ListenImpl::next_parts() {
-  WEIR_ASSIGN_OR_RETURN(const bool loaded, load_batch());
+  WEIR_ASSIGN_OR_RETURN(const bool loaded, load_batches());
   if (!loaded) {
     return std::nullopt;
   }
   const Shard& shard = reader_->shard();
   PartsBatch parts;
-  for (int i = next_part_; i < batch_->parts_size(); ++i) {
-    const proto::ProtoPartRef& ref = batch_->parts(i);
-    parts.parts.push_back(
-        LeasedPart{shard.id(), shard.name(),
-                   PartRef{ref.key(), ref.encoded_bytes(), ref.num_updates(), ref.update_bytes()},
-                   frontier_.time(), std::nullopt});
+  // Every loaded batch at once: a reader behind by many batches catches up in one state read.
+  for (const proto::ProtoBatch& batch : batches_) {
+    for (int i = next_part_; i < batch.parts_size(); ++i) {
+      const proto::ProtoPartRef& ref = batch.parts(i);
+      parts.parts.push_back(
+          LeasedPart{shard.id(), shard.name(),
+                     PartRef{ref.key(), ref.encoded_bytes(), ref.num_updates(), ref.update_bytes()},
+                     frontier_.time(), std::nullopt});
+    }
+    next_part_ = 0;
+    frontier_ = frontier_of(batch.upper());
   }
-  frontier_ = frontier_of(batch_->upper());
+  batches_.clear();
   parts.progress = frontier_;
   parts.lease = PartsLease(std::make_shared<SeqnoHold>(std::move(hold_)));
-  batch_.reset();
   return parts;
 }
 

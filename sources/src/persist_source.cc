@@ -267,6 +267,34 @@ Stream<Time, std::string> render_list(Scope<Time>& scope, const PersistSourceCon
   return parts;
 }
 
+// A part's updates grouped by port (updates, errors) and time, ascending: each group is given
+// whole (one give_vec).
+using Fetched = std::array<std::map<Time, std::vector<Update>>, 2>;
+
+absl::StatusOr<Fetched> fetch_grouped(persist::PersistClient& client, const LeasedPart& part,
+                                      std::optional<Time> until, const std::string& error_prefix) {
+  Fetched out;
+  std::vector<Update>* last[2] = {nullptr, nullptr};
+  Time last_time[2] = {0, 0};
+  WEIR_RETURN_IF_ERROR(
+      client.fetch_part(part, [&](std::string_view row, uint64_t time, int64_t diff) {
+        if (until && time >= *until) return;
+        const size_t port = row.starts_with(error_prefix) ? 1 : 0;
+        if (last[port] == nullptr || last_time[port] != time) {
+          auto [it, added] = out[port].try_emplace(time);
+          // A snapshot's part is all at as_of: one group of (nearly) every update. num_updates
+          // comes from a peer: trusted only as far as a sane part holds.
+          if (added && port == 0 && part.as_of) {
+            it->second.reserve(std::min<uint64_t>(part.part.num_updates, uint64_t{1} << 20));
+          }
+          last[port] = &it->second;
+          last_time[port] = time;
+        }
+        last[port]->emplace_back(std::string(row), diff);
+      }));
+  return out;
+}
+
 // fetch: on every worker, the parts it is sent. Returns the updates and the errors.
 std::pair<Stream<Time, Update>, Stream<Time, Update>> render_fetch(
     const Stream<Time, std::string>& parts, const PersistSourceConfig& config, Failures& failures) {
@@ -317,37 +345,12 @@ std::pair<Stream<Time, Update>, Stream<Time, Update>> render_fetch(
           error_row(data->capability, std::string(part.status().message()));
           continue;
         }
-        // Fetched off the worker; the updates come back grouped by port and time (ascending),
-        // each group given whole.
-        using Groups = std::map<Time, std::vector<Update>>;
-        using Fetched = std::array<Groups, 2>;  // Updates, errors.
-        auto fetched =
-            run_retrying(ctx, config.outage_limit,
-                         [client, part = *part, until = config.until,
-                          prefix = config.error_prefix]() -> absl::StatusOr<Fetched> {
-                           Fetched out;
-                           std::vector<Update>* last[2] = {nullptr, nullptr};
-                           Time last_time[2] = {0, 0};
-                           WEIR_RETURN_IF_ERROR(client->fetch_part(
-                               part, [&](std::string_view data, uint64_t time, int64_t diff) {
-                                 if (until && time >= *until) return;
-                                 const size_t port = data.starts_with(prefix) ? 1 : 0;
-                                 if (last[port] == nullptr || last_time[port] != time) {
-                                   auto [it, added] = out[port].try_emplace(time);
-                                   // A snapshot's part is all at as_of: one group of (nearly) every
-                                   // update. num_updates comes from a peer: trusted only as far as
-                                   // a sane part holds.
-                                   if (added && port == 0 && part.as_of) {
-                                     it->second.reserve(std::min<uint64_t>(part.part.num_updates,
-                                                                           uint64_t{1} << 20));
-                                   }
-                                   last[port] = &it->second;
-                                   last_time[port] = time;
-                                 }
-                                 last[port]->emplace_back(std::string(data), diff);
-                               }));
-                           return out;
-                         });
+        // Fetched off the worker.
+        auto fetched = run_retrying(
+            ctx, config.outage_limit,
+            [client, part = *part, until = config.until, prefix = config.error_prefix] {
+              return fetch_grouped(*client, part, until, prefix);
+            });
         if (!fetched.ok()) {
           const absl::StatusCode code = fetched.status().code();
           // A part that does not decode is an error of the shard's; anything else (a part gone

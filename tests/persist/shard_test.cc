@@ -327,6 +327,50 @@ TEST_P(ShardTest, ListenSeesEveryBatchOnceInOrder) {
   EXPECT_EQ(consolidate(all, upper), consolidate(history, upper));
 }
 
+// A reader behind by several batches gets the parts of all of them from one next_parts(), each
+// with its own batch's lower, and progress at the last one's upper (stop 24: it got one batch per
+// state read, so a view that fell behind an ingest appending 100 batches/s never caught up).
+TEST_P(ShardTest, NextPartsCatchesUpOnEveryBatchBelowTheUpperAtOnce) {
+  std::shared_ptr<PersistClient> client = open_client();
+  WriteHandle writer = client->open_writer("behind").value();
+  ReadHandle reader = client->open_reader("behind").value();
+  std::vector<Update> history;
+  for (uint64_t b = 0; b < 6; ++b) {
+    std::vector<Update> batch = {{"k" + std::to_string(b), b * 10 + 3, 1},
+                                 {"j" + std::to_string(b), b * 10 + 9, 2}};
+    ASSERT_TRUE(writer.compare_and_append(batch, Frontier(b * 10), Frontier(b * 10 + 10))
+                    .value()
+                    .is_appended());
+    if (b > 0) history.insert(history.end(), batch.begin(), batch.end());
+  }
+  Listen listen = reader.listen(9).value();  // Everything from time 10.
+  absl::StatusOr<std::optional<PartsBatch>> parts = listen.next_parts();
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  ASSERT_TRUE(parts->has_value());
+  EXPECT_EQ((*parts)->progress, Frontier(60));
+  EXPECT_EQ(listen.frontier(), Frontier(60));
+  std::vector<Update> fetched;
+  for (const LeasedPart& part : (*parts)->parts) {
+    EXPECT_EQ(part.lower % 10, 0u);
+    ASSERT_TRUE(client
+                    ->fetch_part(part,
+                                 [&](std::string_view data, uint64_t time, int64_t diff) {
+                                   EXPECT_GE(time, part.lower) << data;
+                                   fetched.push_back({std::string(data), time, diff});
+                                 })
+                    .ok());
+  }
+  EXPECT_EQ(as_map(fetched), as_map(history));
+  EXPECT_FALSE(listen.next_parts().value().has_value()) << "nothing more below the upper";
+  std::vector<Update> more = {{"late", 61, 1}};
+  ASSERT_TRUE(writer.compare_and_append(more, Frontier(60), Frontier(70)).value().is_appended());
+  parts = listen.next_parts();
+  ASSERT_TRUE(parts.ok() && parts->has_value());
+  EXPECT_EQ((*parts)->progress, Frontier(70));
+  ASSERT_EQ((*parts)->parts.size(), 1u);
+  EXPECT_EQ((*parts)->parts[0].lower, 60u);
+}
+
 TEST_P(ShardTest, ListenRefusesToContinueWhenCompactedPastItsFrontier) {
   WriteHandle writer = client_->open_writer("listen-since").value();
   ReadHandle reader = client_->open_reader("listen-since").value();

@@ -5,8 +5,8 @@
 // resumes the body the next time the operator is activated, when the body checks again whether
 // what it waits for has happened. What activates the operator: new data or a frontier change on
 // one of its inputs, a timer or a file descriptor turning ready (sleep_for, await_readable: the
-// process's IO reactor thread), a blocking call finishing (run_blocking, on a oneTBB task arena),
-// or anyone holding its Activator or SyncActivator.
+// process's IO reactor thread), a blocking call finishing (run_blocking, on a thread of the
+// blocking pool), or anyone holding its Activator or SyncActivator.
 //
 //   builder.build([&](weir::AsyncContext& ctx, std::span<weir::CapabilitySet<uint64_t>> caps) {
 //     ctx.sleep_for(std::chrono::milliseconds(10));
@@ -254,7 +254,7 @@ class AsyncContext {
   absl::Status await_readable(int fd);
   absl::Status await_writable(int fd);
 
-  // Runs `fn()` (or `fn(stop_token)`) on a thread of the blocking pool (a oneTBB task arena) and
+  // Runs `fn()` (or `fn(stop_token)`) on a thread of the blocking pool (parked while idle) and
   // suspends until it returns; then returns its result, or rethrows its exception on the fiber.
   // `fn` may borrow the body's locals (capture by reference): if the operator is dropped or shut
   // down while the call runs, its stop token is stopped and unwinding the body WAITS for the call

@@ -134,8 +134,10 @@ class Listen {
   // frontier() yet. Batches are fetched one part at a time.
   absl::StatusOr<std::optional<ListenEvent>> next();
 
-  // The next batch's parts (the rest of a batch next() started), unfetched; nullopt as next().
-  // Its progress is the batch's upper.
+  // The parts of every batch from frontier() to the upper of the shard's latest state (the rest
+  // of a batch next() started, then the batches after it), unfetched, each with the lower of its
+  // batch; nullopt as next(). Its progress is the last batch's upper. One state read however
+  // far behind the listen is.
   absl::StatusOr<std::optional<PartsBatch>> next_parts();
 
   // Every update at a time before this has been yielded.
