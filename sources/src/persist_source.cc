@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <deque>
 #include <functional>
 #include <map>
 #include <utility>
@@ -267,6 +268,9 @@ Stream<Time, std::string> render_list(Scope<Time>& scope, const PersistSourceCon
   return parts;
 }
 
+// Parts a fetch operator has in flight on the blocking pool at once (decoded ones wait in memory).
+constexpr size_t kPrefetch = 3;
+
 // A part's updates grouped by port (updates, errors) and time, ascending: each group is given
 // whole (one give_vec).
 using Fetched = std::array<std::map<Time, std::vector<Update>>, 2>;
@@ -321,6 +325,7 @@ std::pair<Stream<Time, Update>, Stream<Time, Update>> render_fetch(
       auto* data = event.data();
       if (data == nullptr) continue;
       const Time at_least = data->time();
+      std::vector<LeasedPart> valid;  // The descriptions to fetch, in the order they came.
       for (const std::string& encoded : data->batch) {
         absl::StatusOr<LeasedPart> part = LeasedPart::decode(encoded);
         if (!shard_id && part.ok()) {
@@ -345,12 +350,26 @@ std::pair<Stream<Time, Update>, Stream<Time, Update>> render_fetch(
           error_row(data->capability, std::string(part.status().message()));
           continue;
         }
-        // Fetched off the worker.
-        auto fetched = run_retrying(
-            ctx, config.outage_limit,
-            [client, part = *part, until = config.until, prefix = config.error_prefix] {
-              return fetch_grouped(*client, part, until, prefix);
-            });
+        valid.push_back(*std::move(part));
+      }
+      // Fetched off the worker, kPrefetch at a time, and given in order: the worker gives one
+      // part's updates while the pool decodes the next ones.
+      auto fetch = [client, until = config.until, prefix = config.error_prefix](LeasedPart part) {
+        return [client, until, prefix, part = std::move(part)] {
+          return fetch_grouped(*client, part, until, prefix);
+        };
+      };
+      std::deque<BlockingFuture<decltype(fetch(LeasedPart{}))>> in_flight;
+      size_t started = 0;
+      for (const LeasedPart& part : valid) {
+        while (started < valid.size() && in_flight.size() < kPrefetch) {
+          in_flight.push_back(ctx.start_blocking_owned(fetch(valid[started++])));
+        }
+        absl::StatusOr<Fetched> fetched = in_flight.front().get(ctx);
+        in_flight.pop_front();
+        if (unavailable(fetched)) {
+          fetched = run_retrying(ctx, config.outage_limit, fetch(part));
+        }
         if (!fetched.ok()) {
           const absl::StatusCode code = fetched.status().code();
           // A part that does not decode is an error of the shard's; anything else (a part gone
@@ -358,7 +377,7 @@ std::pair<Stream<Time, Update>, Stream<Time, Update>> render_fetch(
           if (code != absl::StatusCode::kDataLoss && code != absl::StatusCode::kInvalidArgument) {
             return fetched.status();
           }
-          error_row(data->capability, absl::StrCat("part \"", part->part.key, "\" cannot be read: ",
+          error_row(data->capability, absl::StrCat("part \"", part.part.key, "\" cannot be read: ",
                                                    fetched.status().message()));
           continue;
         }

@@ -276,6 +276,66 @@ TEST(AsyncBlockingTest, AQueuedBorrowingCallDoesNotHangTheDrop) {
   EXPECT_FALSE(borrowed_ran->load());  // Abandoned before it started: it never ran.
 }
 
+// Calls started with start_blocking_owned run at once, side by side (each of the three here
+// returns only once all three have started), and get() hands back each one's result.
+TEST(AsyncBlockingTest, StartedCallsRunTogetherAndGetReturnsEachResult) {
+  Watchdog watchdog("StartedCallsRunTogetherAndGetReturnsEachResult");
+  auto started = std::make_shared<std::atomic<int>>(0);
+  std::vector<int> results;
+  auto status = testing::run_workers(1, [&](Worker& worker) {
+    worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+      AsyncOperatorBuilder<uint64_t> builder("Prefetch", scope);
+      builder.add_output<uint64_t>();
+      builder.build([started, &results](AsyncContext& ctx, Caps) {
+        auto call = [started](int i) {
+          return [started, i] {
+            ++*started;
+            const auto until = std::chrono::steady_clock::now() + 10s;
+            while (started->load() < 3 && std::chrono::steady_clock::now() < until) {
+              std::this_thread::sleep_for(1ms);
+            }
+            return started->load() == 3 ? i : -1;
+          };
+        };
+        std::vector<BlockingFuture<decltype(call(0))>> futures;
+        for (int i = 0; i < 3; ++i) futures.push_back(ctx.start_blocking_owned(call(i)));
+        for (auto& future : futures) results.push_back(future.get(ctx));
+      });
+    });
+  });
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(results, (std::vector<int>{0, 1, 2}));
+}
+
+// A future destroyed before its call returns (the body returned without get(), as one unwound
+// does) abandons the call: the operator completes without waiting for it, and the call sees its
+// stop token stopped.
+TEST(AsyncBlockingTest, AFutureLeftBehindAbandonsItsCall) {
+  Watchdog watchdog("AFutureLeftBehindAbandonsItsCall");
+  auto latch = std::make_shared<Latch>();
+  auto status = testing::run_workers(1, [&](Worker& worker) {
+    worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+      AsyncOperatorBuilder<uint64_t> builder("LeftBehind", scope);
+      builder.add_output<uint64_t>();
+      builder.build([latch](AsyncContext& ctx, Caps) {
+        auto future = ctx.start_blocking_owned([latch](std::stop_token stop) {
+          latch->call_started = true;
+          const auto until = std::chrono::steady_clock::now() + 10s;
+          while (!stop.stop_requested() && std::chrono::steady_clock::now() < until) {
+            std::this_thread::sleep_for(1ms);
+          }
+          latch->saw_release = stop.stop_requested();
+          latch->call_returned = true;
+        });
+        while (!latch->call_started.load()) ctx.sleep_for(1ms);
+      });
+    });
+  });
+  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_TRUE(latch->wait_returned());
+  EXPECT_TRUE(latch->saw_release.load()) << "the call's stop token was stopped";
+}
+
 // ---- timers ----
 
 // A wait with a deadline that returns early (here: 20000 times) cancels its timer; the

@@ -205,6 +205,40 @@ class ScopedTimer {
 
 }  // namespace internal
 
+// A blocking call started without waiting for it (AsyncContext::start_blocking_owned), so that a
+// body can have several in flight (prefetching) and take each result when it needs it.
+// Destroying one whose call has not returned abandons the call, as unwinding
+// run_blocking_owned does: it goes on on its pool thread and its result is discarded there.
+// Move-only; from the body only.
+template <class Fn>
+class BlockingFuture {
+ public:
+  using Result = internal::BlockingResult<Fn>;
+
+  BlockingFuture(BlockingFuture&&) noexcept = default;
+  BlockingFuture& operator=(BlockingFuture&& other) noexcept {
+    abandon();
+    call_ = std::move(other.call_);
+    return *this;
+  }
+  ~BlockingFuture() { abandon(); }
+
+  // Whether the call has returned (get() would not suspend).
+  bool ready() const { return call_->is_done(); }
+  // Suspends until the call returns; then its result, or its exception rethrown. Once only.
+  Result get(AsyncContext& ctx);
+
+ private:
+  friend class AsyncContext;
+  using Call = internal::BlockingCallFor<Fn, Result>;
+  explicit BlockingFuture(std::shared_ptr<Call> call) : call_(std::move(call)) {}
+  void abandon() {
+    if (call_ && !call_->is_done()) call_->abandon();
+  }
+
+  std::shared_ptr<Call> call_;
+};
+
 class AsyncContext {
  public:
   // Made by the async operator. `worker` must outlive the context.
@@ -287,6 +321,19 @@ class AsyncContext {
     wait_until([&] { return call->is_done(); });
     return call->take();
   }
+  // The same without waiting: starts `fn` (owning everything it uses, as for
+  // run_blocking_owned) and returns at once; the future's get() waits for the result. Calls
+  // started so count against the operator's bound on blocking calls like any other (more wait
+  // in its queue).
+  template <class F>
+  BlockingFuture<std::decay_t<F>> start_blocking_owned(F&& fn) {
+    using Fn = std::decay_t<F>;
+    using R = internal::BlockingResult<Fn>;
+    static_assert(!std::is_reference_v<R>, "start_blocking_owned returns by value");
+    auto call = std::make_shared<internal::BlockingCallFor<Fn, R>>(Fn(std::forward<F>(fn)));
+    start_blocking(call);
+    return BlockingFuture<Fn>(std::move(call));
+  }
 
   // ---- fuel ----
 
@@ -335,5 +382,12 @@ class AsyncContext {
   int64_t fuel_limit_ = static_cast<int64_t>(kDefaultFuelBytes);
   int64_t fuel_left_ = static_cast<int64_t>(kDefaultFuelBytes);
 };
+
+template <class Fn>
+typename BlockingFuture<Fn>::Result BlockingFuture<Fn>::get(AsyncContext& ctx) {
+  ctx.wait_until([this] { return call_->is_done(); });
+  std::shared_ptr<Call> call = std::move(call_);
+  return call->take();
+}
 
 }  // namespace weir
