@@ -8,10 +8,10 @@
 
 #include <atomic>
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -19,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "commands.h"
+#include "stop_signals.h"
 #include <unistd.h>
 
 #include "weir/ingest/ingest.h"
@@ -30,15 +31,6 @@
 
 namespace weir::tools {
 namespace {
-
-// The run's stop flag, for the signal handler: the first SIGINT or SIGTERM asks the run to stop
-// (the epoch ends, what is durable stays, nothing is half-written); a second one ends the process.
-std::atomic<bool>* stop_requested = nullptr;
-
-extern "C" void on_stop_signal(int signal) {
-  if (stop_requested != nullptr && !stop_requested->exchange(true)) return;
-  std::_Exit(128 + signal);
-}
 
 struct IngestFlags {
   std::string source = "loadgen:auction";
@@ -249,13 +241,9 @@ void run(const IngestFlags& flags) {
   options.add_table = flags.add_table;
   options.add_after = std::chrono::milliseconds(static_cast<int64_t>(flags.add_after * 1000));
 
+  // The first SIGINT or SIGTERM ends the epoch (what is durable stays, nothing is half-written).
   options.stop = std::make_shared<std::atomic<bool>>(false);
-  stop_requested = options.stop.get();
-  struct sigaction action {};
-  action.sa_handler = on_stop_signal;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
+  std::optional<StopOnSignals> signals(std::in_place, options.stop);
 
   ingest::IngestMonitor monitor;
   Display display(monitor, !flags.quiet && isatty(STDOUT_FILENO));
@@ -263,9 +251,7 @@ void run(const IngestFlags& flags) {
     if (!flags.quiet) display.print(line);
   };
   auto report = ingest::run_ingest(options, &monitor);
-  signal(SIGINT, SIG_DFL);
-  signal(SIGTERM, SIG_DFL);
-  stop_requested = nullptr;
+  signals.reset();
   display.stop();
   if (!report.ok()) fail(report.status());
   uint64_t total = 0;
