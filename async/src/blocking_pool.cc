@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <deque>
+#include <exception>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -57,7 +59,12 @@ class Pool {
         ready_.notify_one();
       }
     }
-    if (start) std::thread([this] { serve(); }).detach();
+    if (!start) return;
+    try {
+      std::thread([this] { serve(); }).detach();
+    } catch (const std::system_error& e) {
+      no_thread(e.code());
+    }
   }
 
  private:
@@ -83,10 +90,35 @@ class Pool {
     }
   }
 
-  // Runs `queued`; returns the next call of its limit, if one waits.
-  static Queued run(Queued queued) {
+  // A thread could not be started (a limit on threads, no memory for its stack). The pool's
+  // other threads take the queued calls when they are free; with none left, nothing would (until
+  // some later call starts one, which would run them after their bodies had given up): the calls
+  // fail with a std::system_error saying so, which a body's wait rethrows.
+  void no_thread(std::error_code error) {
+    std::deque<Queued> failed;
+    {
+      weir::MutexLock lock(mu_);
+      --threads_;
+      if (threads_ > 0) return;
+      failed.swap(calls_);
+    }
+    for (Queued& queued : failed) {
+      // The limit's calls waiting behind it find no thread either.
+      while (queued.call) queued = run(std::move(queued), error);
+    }
+  }
+
+  // Runs `queued` (or fails it with `error`); returns the next call of its limit, if one waits.
+  static Queued run(Queued queued, std::error_code error = {}) {
     // A call abandoned before it started (its operator was dropped) never runs.
-    if (queued.call->start()) queued.call->run();
+    if (queued.call->start()) {
+      if (error) {
+        queued.call->fail(std::make_exception_ptr(
+            std::system_error(error, "weir's blocking pool cannot start a thread")));
+      } else {
+        queued.call->run();
+      }
+    }
     queued.call->finish();
     // An abandoned call's function and result are destroyed here, on the pool thread, unless
     // the body still holds the call.

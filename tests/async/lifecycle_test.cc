@@ -4,12 +4,15 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -17,6 +20,7 @@
 #include "testing/harness.h"
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -334,6 +338,124 @@ TEST(AsyncBlockingTest, AFutureLeftBehindAbandonsItsCall) {
   ASSERT_TRUE(status.ok()) << status;
   ASSERT_TRUE(latch->wait_returned());
   EXPECT_TRUE(latch->saw_release.load()) << "the call's stop token was stopped";
+}
+
+// Moving a future onto itself keeps its call: the call still runs and get() returns its result.
+// Here the call waits behind the operator's bound (another call holds its only slot) when the
+// future is moved, so abandoning it would mean it never runs.
+TEST(AsyncBlockingTest, AFutureMovedOntoItselfKeepsItsCall) {
+  Watchdog watchdog("AFutureMovedOntoItselfKeepsItsCall");
+  auto ran = std::make_shared<std::atomic<bool>>(false);
+  int result = 0;
+  auto status = testing::run_workers(1, [&](Worker& worker) {
+    worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+      AsyncOperatorBuilder<uint64_t> builder("SelfMove", scope);
+      builder.add_output<uint64_t>();
+      builder.set_max_blocking_calls(1);
+      builder.build([ran, &result](AsyncContext& ctx, Caps) {
+        auto first = ctx.start_blocking_owned([] {
+          std::this_thread::sleep_for(20ms);
+          return 1;
+        });
+        auto second = ctx.start_blocking_owned([ran] {
+          ran->store(true);
+          return 42;
+        });
+        auto& same = second;
+        second = std::move(same);
+        result = second.get(ctx);
+        (void)first.get(ctx);
+      });
+    });
+  });
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_TRUE(ran->load());
+  EXPECT_EQ(result, 42);
+}
+
+// A future's result can be taken once: a second get() is a bug, which aborts naming it (not a
+// null dereference).
+TEST(AsyncBlockingDeathTest, GettingAFutureTwice) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        (void)testing::run_workers(1, [](Worker& worker) {
+          worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+            AsyncOperatorBuilder<uint64_t> builder("Twice", scope);
+            builder.add_output<uint64_t>();
+            builder.build([](AsyncContext& ctx, Caps) {
+              auto future = ctx.start_blocking_owned([] { return 1; });
+              (void)future.get(ctx);
+              (void)future.get(ctx);
+            });
+          });
+          while (worker.step_or_park(1ms)) {
+          }
+        });
+      },
+      "BlockingFuture.*get.*once");
+}
+
+// Makes pthread_create fail for the threads started while it lives: every new thread asks for a
+// stack larger than the address space.
+class NoNewThreads {
+ public:
+  NoNewThreads() {
+    pthread_getattr_default_np(&saved_);
+    pthread_attr_t huge;
+    pthread_attr_init(&huge);
+    pthread_attr_setstacksize(&huge, size_t{1} << 47);
+    pthread_setattr_default_np(&huge);
+    pthread_attr_destroy(&huge);
+  }
+  NoNewThreads(const NoNewThreads&) = delete;
+  NoNewThreads& operator=(const NoNewThreads&) = delete;
+  ~NoNewThreads() {
+    pthread_setattr_default_np(&saved_);
+    pthread_attr_destroy(&saved_);
+  }
+
+ private:
+  pthread_attr_t saved_;
+};
+
+// The pool cannot start a thread for a call (a limit on threads, no memory for its stack) and has
+// none: the call fails with that error and never runs, also not once the pool has threads again
+// (a borrowing call's function is gone by then). Run in a fresh process (the pool has no thread
+// yet), so the call's push is the one that starts a thread.
+TEST(AsyncBlockingDeathTest, ACallNoThreadCanBeStartedForFailsAndNeverRuns) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        auto ran = std::make_shared<std::atomic<bool>>(false);
+        std::string failure;
+        int later = 0;
+        auto status = testing::run_workers(1, [&](Worker& worker) {
+          worker.dataflow<uint64_t>([&](Scope<uint64_t>& scope) {
+            AsyncOperatorBuilder<uint64_t> builder("NoThread", scope);
+            builder.add_output<uint64_t>();
+            builder.build([ran, &failure, &later](AsyncContext& ctx, Caps) {
+              try {
+                std::optional<NoNewThreads> no_threads(std::in_place);
+                auto future = ctx.start_blocking_owned([ran] { ran->store(true); });
+                no_threads.reset();
+                future.get(ctx);
+              } catch (const std::system_error& e) {
+                failure = e.what();
+              }
+              // Once threads start again, a call runs (after anything queued before it).
+              later = ctx.run_blocking_owned([] { return 7; });
+            });
+          });
+          while (worker.step_or_park(1ms)) {
+          }
+        });
+        const bool ok = status.ok() && !failure.empty() && !ran->load() && later == 7;
+        std::fprintf(stderr, "status: %s; failure: %s; the failed call ran: %d; later: %d\n",
+                     status.ToString().c_str(), failure.c_str(), ran->load() ? 1 : 0, later);
+        std::exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "cannot start a thread");
 }
 
 // ---- timers ----

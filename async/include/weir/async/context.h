@@ -39,6 +39,7 @@
 #include "absl/status/status.h"
 
 #include "weir/async/fiber.h"
+#include "weir/check.h"
 #include "weir/progress/timestamp.h"
 #include "weir/worker/activator.h"
 
@@ -87,6 +88,9 @@ class BlockingCall {
 
   // Runs the call on a pool thread; catches what it throws.
   virtual void run() noexcept = 0;
+  // Instead of run(), when the pool cannot run the call (it cannot start a thread): the body's
+  // wait rethrows `error`.
+  virtual void fail(std::exception_ptr error) noexcept = 0;
 
   bool is_done() const { return done_.load(std::memory_order_acquire); }
   // The body no longer wants the result (its operator is being dropped): one that runs sees its
@@ -155,10 +159,12 @@ class BlockingCallFor final : public BlockingCall {
     }
   }
 
-  // The result, or the exception rethrown. REQUIRES: is_done(), and the call ran. The exception
-  // leaves the call: the body's catch is then its last owner, and the pool thread, which may drop
-  // the call last, never frees it (a free TSan cannot order after the catch's reads, since the
-  // exception's reference count lives in uninstrumented libstdc++).
+  void fail(std::exception_ptr error) noexcept override { error_ = std::move(error); }
+
+  // The result, or the exception rethrown. REQUIRES: is_done(), and the call ran or failed. The
+  // exception leaves the call: the body's catch is then its last owner, and the pool thread, which
+  // may drop the call last, never frees it (a free TSan cannot order after the catch's reads, since
+  // the exception's reference count lives in uninstrumented libstdc++).
   R take() {
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
     if constexpr (!std::is_void_v<R>) return std::move(*result_);
@@ -217,14 +223,19 @@ class BlockingFuture {
 
   BlockingFuture(BlockingFuture&&) noexcept = default;
   BlockingFuture& operator=(BlockingFuture&& other) noexcept {
-    abandon();
-    call_ = std::move(other.call_);
+    if (this != &other) {
+      abandon();
+      call_ = std::move(other.call_);
+    }
     return *this;
   }
   ~BlockingFuture() { abandon(); }
 
   // Whether the call has returned (get() would not suspend).
-  bool ready() const { return call_->is_done(); }
+  bool ready() const {
+    check_call();
+    return call_->is_done();
+  }
   // Suspends until the call returns; then its result, or its exception rethrown. Once only.
   Result get(AsyncContext& ctx);
 
@@ -234,6 +245,10 @@ class BlockingFuture {
   explicit BlockingFuture(std::shared_ptr<Call> call) : call_(std::move(call)) {}
   void abandon() {
     if (call_ && !call_->is_done()) call_->abandon();
+  }
+  void check_call() const {
+    WEIR_CHECK(call_ != nullptr) << "BlockingFuture: get() or ready() on a future whose result was "
+                                    "taken (get() takes it once) or that was moved from";
   }
 
   std::shared_ptr<Call> call_;
@@ -385,6 +400,7 @@ class AsyncContext {
 
 template <class Fn>
 typename BlockingFuture<Fn>::Result BlockingFuture<Fn>::get(AsyncContext& ctx) {
+  check_call();
   ctx.wait_until([this] { return call_->is_done(); });
   std::shared_ptr<Call> call = std::move(call_);
   return call->take();
