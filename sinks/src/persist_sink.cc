@@ -36,6 +36,33 @@ absl::StatusOr<Batch> merge_batches(std::vector<Batch> batches) {
   return merged;
 }
 
+absl::StatusOr<Batch> concat_batches(std::vector<Batch> batches) {
+  if (batches.empty()) return absl::InvalidArgumentError("no batches to concatenate");
+  Batch joined = std::move(batches[0]);
+  for (size_t i = 1; i < batches.size(); ++i) {
+    Batch& b = batches[i];
+    if (b.shard_id != joined.shard_id || b.writer_id != joined.writer_id ||
+        b.description.lower != joined.description.upper ||
+        b.description.since != joined.description.since) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cannot concatenate batches of different shards or writers, or that do not follow "
+          "each other ([",
+          joined.description.lower.to_string(), ", ", joined.description.upper.to_string(),
+          ") then [", b.description.lower.to_string(), ", ", b.description.upper.to_string(), ")"));
+    }
+    joined.description.upper = b.description.upper;
+    // The last one's token: unique, and no batch is appended with it but this one.
+    joined.idempotency_token = std::move(b.idempotency_token);
+    if (b.parts.empty()) continue;
+    if (!joined.parts.empty())
+      joined.run_starts.push_back(static_cast<uint32_t>(joined.parts.size()));
+    const uint32_t base = static_cast<uint32_t>(joined.parts.size());
+    for (uint32_t start : b.run_starts) joined.run_starts.push_back(base + start);
+    for (auto& part : b.parts) joined.parts.push_back(std::move(part));
+  }
+  return joined;
+}
+
 namespace {
 
 using Description = std::pair<Time, Time>;  // [lower, upper)
@@ -234,14 +261,33 @@ void render_append(const Stream<Time, std::string>& batches, const PersistSinkCo
             ? std::make_shared<const Window>(Window{config.since_hold, config.hold_epoch,
                                                     config.compaction_window, config.name})
             : nullptr;
+    // The workers' batches of the first ready description, merged into one.
+    auto take_ready = [&]() -> absl::StatusOr<Batch> {
+      auto node = pending.extract(pending.begin());
+      return merge_batches(std::move(node.mapped()));
+    };
     auto append_ready = [&](const Antichain<Time>& frontier) -> absl::Status {
       while (!pending.empty() && !frontier.less_equal(pending.begin()->first)) {
-        auto node = pending.extract(pending.begin());
-        std::vector<Batch>& parts = node.mapped();
-        const Time lower = node.key();
-        const Time upper = parts.front().description.upper.time();
-        auto merged = merge_batches(std::move(parts));
+        const Time lower = pending.begin()->first;
+        auto merged = take_ready();
         if (!merged.ok()) return merged.status();
+        Time upper = merged->description.upper.time();
+        if (expected == lower) {
+          // The ready descriptions that follow go into the same append: an append is a consensus
+          // write (an fsync), and one per description falls behind a source that moves its
+          // frontier more often than that.
+          std::vector<Batch> run;
+          run.push_back(*std::move(merged));
+          while (!pending.empty() && !frontier.less_equal(pending.begin()->first) &&
+                 pending.begin()->first == upper) {
+            auto next = take_ready();
+            if (!next.ok()) return next.status();
+            upper = next->description.upper.time();
+            run.push_back(*std::move(next));
+          }
+          merged = run.size() == 1 ? std::move(run.front()) : concat_batches(std::move(run));
+          if (!merged.ok()) return merged.status();
+        }
         // The calls below own what they use: one still running when the operator is dropped
         // (consensus or blob stopped answering) is left to return on its own; a late
         // compare-and-append is fenced by its expected upper (docs/design/sinks.md).

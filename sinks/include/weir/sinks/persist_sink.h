@@ -11,9 +11,11 @@
 //   lower goes into the builder at once: a snapshot at one time streams into a single batch (the
 //   snapshot lookahead); later times wait, in memory, for their description.
 // - append (one worker): once every worker's batch for a description is in, appends them with
-//   compare_and_append(expected = lower). On an upper mismatch: if the shard already holds the
-//   description's whole range (another incarnation wrote it), its batches are discarded;
-//   otherwise the sink fails with a transient error and the driver restarts from the uppers.
+//   compare_and_append(expected = lower); descriptions that are ready together (the appends fell
+//   behind the input's frontier) go into one append (concat_batches). On an upper mismatch: if
+//   the shard already holds the description's whole range (another incarnation wrote it), its
+//   batches are discarded; otherwise the sink fails with a transient error and the driver
+//   restarts from the uppers.
 //
 // Exactly once = definite contents per time (the source) + atomic compare-and-set appends +
 // resuming from the shard's upper.
@@ -43,7 +45,7 @@ using Update = std::pair<std::string, int64_t>;  // (row, diff)
 
 struct SinkStats {
   std::atomic<uint64_t> persisted_upper{0};  // The shard's upper as of the last append.
-  std::atomic<uint64_t> batches{0};          // Descriptions appended.
+  std::atomic<uint64_t> batches{0};          // Appends (each of one or more descriptions).
   std::atomic<uint64_t> updates{0};          // Updates written.
   // Set before a row that starts with PersistSinkConfig::flag_prefix goes into a batch (whether
   // or not its append then goes through), and when an append finds its range already appended
@@ -101,5 +103,11 @@ RenderedSink render_persist_sink(const Stream<Time, Update>& updates,
 // Combines the batches that the workers of one process wrote for one description into one batch
 // (their parts, run after run). InvalidArgument unless they share shard, writer and description.
 absl::StatusOr<persist::Batch> merge_batches(std::vector<persist::Batch> batches);
+
+// Joins batches of one shard and writer whose descriptions follow each other ([a, b), [b, c), ...)
+// into one batch [a, c) holding their parts, run after run, with the last one's idempotency
+// token: the append operator appends the descriptions that are ready together, in one consensus
+// write. InvalidArgument unless they share shard, writer and since and follow each other.
+absl::StatusOr<persist::Batch> concat_batches(std::vector<persist::Batch> batches);
 
 }  // namespace weir::sinks
