@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checks that a program linking only weir::runtime and weir::operators (examples/consumer, built
-# against the installed package) does not link Boost.Context or oneTBB (they belong to weir::async)
+# against the installed package) does not link Boost.Context (weir::async's) or oneTBB
 # nor gRPC or protobuf (weir::protocol, weir::persist).
 # Usage: scripts/check-consumer-deps.sh [BINARY]   (default: build/consumer/consumer)
 set -euo pipefail
