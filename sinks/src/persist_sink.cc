@@ -1,5 +1,6 @@
 #include "weir/sinks/persist_sink.h"
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <functional>
@@ -272,11 +273,14 @@ void render_append(const Stream<Time, std::string>& batches, const PersistSinkCo
         auto merged = take_ready();
         if (!merged.ok()) return merged.status();
         Time upper = merged->description.upper.time();
+        // The descriptions joined into this append, each merged, when there are several: kept so
+        // that an upper mismatch at a boundary between them goes on as appending them one by one
+        // would (below).
+        std::vector<Batch> run;
         if (expected == lower) {
           // The ready descriptions that follow go into the same append: an append is a consensus
           // write (an fsync), and one per description falls behind a source that moves its
           // frontier more often than that.
-          std::vector<Batch> run;
           run.push_back(*std::move(merged));
           while (!pending.empty() && !frontier.less_equal(pending.begin()->first) &&
                  pending.begin()->first == upper) {
@@ -285,7 +289,12 @@ void render_append(const Stream<Time, std::string>& batches, const PersistSinkCo
             upper = next->description.upper.time();
             run.push_back(*std::move(next));
           }
-          merged = run.size() == 1 ? std::move(run.front()) : concat_batches(std::move(run));
+          if (run.size() == 1) {
+            merged = std::move(run.front());
+            run.clear();
+          } else {
+            merged = concat_batches(run);
+          }
           if (!merged.ok()) return merged.status();
         }
         // The calls below own what they use: one still running when the operator is dropped
@@ -324,6 +333,29 @@ void render_append(const Stream<Time, std::string>& batches, const PersistSinkCo
             }
             expected = current.time();
             if (absl::Status s = discard_batch(ctx, config.writer, batch); !s.ok()) return s;
+            continue;
+          }
+          // Another writer appended the first few of the joined descriptions: theirs are
+          // discarded (as above) and the rest go back to be appended from its upper. The mismatch
+          // is definite (compare_and_append looked for this append's token first), so appending
+          // them again, with the same last token, cannot append anything twice.
+          const auto rest = std::find_if(run.begin(), run.end(), [&](const Batch& b) {
+            return !current.is_empty() && b.description.lower == current;
+          });
+          if (rest != run.begin() && rest != run.end()) {
+            if (!config.flag_prefix.empty() && config.stats) {
+              config.stats->flagged.store(true, std::memory_order_release);
+            }
+            auto covered = concat_batches(std::vector<Batch>(std::make_move_iterator(run.begin()),
+                                                             std::make_move_iterator(rest)));
+            if (!covered.ok()) return covered.status();
+            for (auto it = rest; it != run.end(); ++it) {
+              pending[it->description.lower.time()].push_back(std::move(*it));
+            }
+            expected = current.time();
+            const absl::Status discarded = discard_batch(
+                ctx, config.writer, std::make_shared<const Batch>(*std::move(covered)));
+            if (!discarded.ok()) return discarded;
             continue;
           }
           return absl::AbortedError(

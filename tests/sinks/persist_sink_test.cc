@@ -25,6 +25,7 @@
 
 #include "weir/async/async_operator.h"
 #include "weir/operators/input.h"
+#include "weir/operators/inspect.h"
 #include "weir/persist/client.h"
 #include "weir/persist/faults.h"
 #include "weir/weir.h"
@@ -137,6 +138,47 @@ class HangingConsensus final : public Consensus {
  private:
   std::shared_ptr<Consensus> inner_;
   std::shared_ptr<Gate> gate_;
+};
+
+// A consensus whose compare-and-sets wait at the gate (once armed) and then, before they reach the
+// store, run `before` until it returns true once: another writer that slips in just ahead of one.
+class InterposingConsensus final : public Consensus {
+ public:
+  InterposingConsensus(std::shared_ptr<Consensus> inner, std::shared_ptr<Gate> gate)
+      : inner_(std::move(inner)), gate_(std::move(gate)) {}
+  void set_before(std::function<bool()> before) {
+    std::lock_guard lock(mu_);
+    before_ = std::move(before);
+  }
+  absl::StatusOr<std::optional<persist::VersionedData>> head(std::string_view key) override {
+    return inner_->head(key);
+  }
+  absl::StatusOr<persist::CasResult> compare_and_set(
+      std::string_view key, std::optional<uint64_t> expected_seqno,
+      const persist::VersionedData& new_version) override {
+    const bool armed = gate_->is_armed();
+    gate_->pass();
+    if (armed) gate_->returned();
+    {
+      std::lock_guard lock(mu_);
+      if (before_ && before_()) before_ = nullptr;
+    }
+    return inner_->compare_and_set(key, expected_seqno, new_version);
+  }
+  absl::StatusOr<std::vector<persist::VersionedData>> scan(std::string_view key,
+                                                           uint64_t from_seqno,
+                                                           size_t limit) override {
+    return inner_->scan(key, from_seqno, limit);
+  }
+  absl::StatusOr<size_t> truncate(std::string_view key, uint64_t seqno) override {
+    return inner_->truncate(key, seqno);
+  }
+
+ private:
+  std::shared_ptr<Consensus> inner_;
+  std::shared_ptr<Gate> gate_;
+  std::mutex mu_;
+  std::function<bool()> before_;
 };
 
 // In-memory stores shared by every client of this process that opens the same URLs.
@@ -431,6 +473,82 @@ TEST(PersistSinkCoalesceTest, DescriptionsReadyTogetherGoIntoOneAppend) {
     for (Time t = 0; t <= as_of; ++t) expected["row at " + std::to_string(t)] = 1;
     EXPECT_EQ(shard_contents(*client, as_of), expected) << "as of " << as_of;
   }
+  (void)writer->expire();
+}
+
+// Another writer (a stale incarnation) appends [1, 2) just before the sink appends the
+// descriptions [1, 2) and [2, 3), which were ready together (the append of [0, 1) was slow): the
+// shard holds the first of them, so the sink discards its batch for it and flags the range, as it
+// does for a description appended on its own, and appends [2, 3). Found by review: the joined
+// append [1, 3) found the upper at 2 and failed the dataflow (Aborted, a restart of the driver's
+// epoch) where appending one description at a time went through.
+TEST(PersistSinkCoalesceTest, ADescriptionAnotherWriterAppendedIsDiscardedFromAJoinedAppend) {
+  testing::Watchdog watchdog("ADescriptionAnotherWriterAppendedIsDiscardedFromAJoinedAppend");
+  const auto location = fresh_mem_location("joined-prefix");
+  auto gate = std::make_shared<Gate>();
+  auto consensus =
+      std::make_shared<InterposingConsensus>(Consensus::open(location.consensus_url).value(), gate);
+  std::shared_ptr<persist::PersistClient> client =
+      persist::PersistClient::create(Blob::open(location.blob_url).value(), consensus);
+  auto writer = std::make_shared<persist::WriteHandle>(client->open_writer("orders").value());
+  // The other writer: its own client, on the same stores, past the gate.
+  auto other_client = persist::PersistClient::open(location).value();
+  auto other = other_client->open_writer("orders").value();
+  std::atomic<bool> other_appended{false};
+  // Before each of the sink's compare-and-sets: the other writer appends [1, 2) once the upper is
+  // 1 (that is, just before the sink's append after [0, 1)).
+  consensus->set_before([&] {
+    const std::vector<persist::Update> at_one = {{"row at 1 by the other writer", 1, 1}};
+    auto appended = other.compare_and_append(at_one, persist::Frontier(1), persist::Frontier(2));
+    if (!appended.ok() || !appended->is_appended()) return false;
+    other_appended = true;
+    return true;
+  });
+  gate->arm();
+  auto stats = std::make_shared<SinkStats>();
+  std::mutex errors_mu;
+  std::vector<absl::Status> errors;  // The sink's failures (its operators hold on error).
+  absl::Status run = testing::run_workers(1, [&](Worker& worker) {
+    std::optional<InputHandle<Time, Update>> input;
+    worker.dataflow<Time>([&](Scope<Time>& scope) {
+      auto [handle, updates] = new_input<Update>(scope);
+      input.emplace(std::move(handle));
+      PersistSinkConfig config;
+      config.name = "orders";
+      config.writer = writer;
+      config.final_upper = 3;
+      config.stats = stats;
+      config.flag_prefix = "!error:";
+      for (auto& stream : render_persist_sink(updates, config).errors) {
+        stream | inspect([&](const AsyncError& error) {
+          std::lock_guard lock(errors_mu);
+          errors.push_back(error.status);
+        });
+      }
+    });
+    input->send({"row at 0", 1});
+    input->advance_to(1);
+    // The append of [0, 1) waits at the gate...
+    EXPECT_TRUE(testing::step_until(worker, [&] { return gate->blocked() > 0; }));
+    // ... while [1, 2) and [2, 3) (no rows) are described one at a time and written.
+    input->advance_to(2);
+    for (int i = 0; i < 100; ++i) worker.step_or_park(1ms);
+    input->advance_to(3);
+    for (int i = 0; i < 100; ++i) worker.step_or_park(1ms);
+    gate->release();
+    input.reset();
+  });
+  EXPECT_TRUE(run.ok()) << run;
+  for (const absl::Status& error : errors) ADD_FAILURE() << "the sink failed: " << error;
+  EXPECT_TRUE(other_appended.load());
+  auto upper = writer->fetch_recent_upper();
+  ASSERT_TRUE(upper.ok()) << upper.status();
+  EXPECT_EQ(*upper, persist::Frontier(3));
+  EXPECT_EQ(shard_contents(*client, 2),
+            (std::map<std::string, int64_t>{{"row at 0", 1}, {"row at 1 by the other writer", 1}}));
+  EXPECT_EQ(stats->persisted_upper.load(), 3u);
+  EXPECT_TRUE(stats->flagged.load()) << "the shard gained another writer's rows";
+  (void)other.expire();
   (void)writer->expire();
 }
 

@@ -12,10 +12,11 @@
 //   snapshot lookahead); later times wait, in memory, for their description.
 // - append (one worker): once every worker's batch for a description is in, appends them with
 //   compare_and_append(expected = lower); descriptions that are ready together (the appends fell
-//   behind the input's frontier) go into one append (concat_batches). On an upper mismatch: if
-//   the shard already holds the description's whole range (another incarnation wrote it), its
-//   batches are discarded; otherwise the sink fails with a transient error and the driver
-//   restarts from the uppers.
+//   behind the input's frontier) go into one append (concat_batches). On an upper mismatch: the
+//   batches of each description whose whole range the shard already holds (another incarnation
+//   wrote it) are discarded, and those of the joined descriptions past that upper appended; an
+//   upper inside a description fails the sink with a transient error and the driver restarts
+//   from the uppers.
 //
 // Exactly once = definite contents per time (the source) + atomic compare-and-set appends +
 // resuming from the shard's upper.
