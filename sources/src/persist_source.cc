@@ -209,6 +209,13 @@ Stream<Time, std::string> render_list(Scope<Time>& scope, const PersistSourceCon
     // Gives the parts of `batch` at `time` and keeps its lease until the fetches pass its progress.
     auto give = [&](PartsBatch batch, Time time) {
       const Time progress = batch.progress.is_empty() ? UINT64_MAX : batch.progress.time();
+      // A listen behind by many batches lists some that start at or after `until`: nothing of
+      // theirs is read.
+      if (config.until) {
+        std::erase_if(batch.parts, [until = *config.until](const LeasedPart& part) {
+          return !part.as_of && part.lower >= until;
+        });
+      }
       if (!batch.parts.empty()) {
         const Capability<Time> cap = caps[0].delayed(time);
         for (const LeasedPart& part : batch.parts) output.give(cap, part.encode());
