@@ -16,6 +16,17 @@ namespace weir::sinks {
 using persist::Batch;
 using persist::Frontier;
 
+namespace {
+// Moves `from`'s parts to the end of `into`'s, run after run.
+void append_runs(Batch& into, Batch& from) {
+  if (from.parts.empty()) return;
+  if (!into.parts.empty()) into.run_starts.push_back(static_cast<uint32_t>(into.parts.size()));
+  const uint32_t base = static_cast<uint32_t>(into.parts.size());
+  for (uint32_t start : from.run_starts) into.run_starts.push_back(base + start);
+  for (auto& part : from.parts) into.parts.push_back(std::move(part));
+}
+}  // namespace
+
 absl::StatusOr<Batch> merge_batches(std::vector<Batch> batches) {
   if (batches.empty()) return absl::InvalidArgumentError("no batches to merge");
   Batch merged = std::move(batches[0]);
@@ -27,12 +38,7 @@ absl::StatusOr<Batch> merge_batches(std::vector<Batch> batches) {
           absl::StrCat("cannot merge batches of different shards, writers or descriptions (",
                        merged.writer_id, " vs ", b.writer_id, ")"));
     }
-    if (b.parts.empty()) continue;
-    if (!merged.parts.empty())
-      merged.run_starts.push_back(static_cast<uint32_t>(merged.parts.size()));
-    const uint32_t base = static_cast<uint32_t>(merged.parts.size());
-    for (uint32_t start : b.run_starts) merged.run_starts.push_back(base + start);
-    for (auto& part : b.parts) merged.parts.push_back(std::move(part));
+    append_runs(merged, b);
   }
   return merged;
 }
@@ -54,12 +60,7 @@ absl::StatusOr<Batch> concat_batches(std::vector<Batch> batches) {
     joined.description.upper = b.description.upper;
     // The last one's token: unique, and no batch is appended with it but this one.
     joined.idempotency_token = std::move(b.idempotency_token);
-    if (b.parts.empty()) continue;
-    if (!joined.parts.empty())
-      joined.run_starts.push_back(static_cast<uint32_t>(joined.parts.size()));
-    const uint32_t base = static_cast<uint32_t>(joined.parts.size());
-    for (uint32_t start : b.run_starts) joined.run_starts.push_back(base + start);
-    for (auto& part : b.parts) joined.parts.push_back(std::move(part));
+    append_runs(joined, b);
   }
   return joined;
 }
