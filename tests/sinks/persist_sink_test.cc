@@ -108,23 +108,12 @@ class HangingBlob final : public Blob {
   std::shared_ptr<Gate> gate_;
 };
 
-// A consensus whose compare-and-sets block at the gate (once armed) before they reach the store:
-// a stopped PostgreSQL. Released, the call goes on with the expectation it was made with.
-class HangingConsensus final : public Consensus {
+// A consensus that passes every call to `inner`; the gated ones below change compare-and-set.
+class ForwardingConsensus : public Consensus {
  public:
-  HangingConsensus(std::shared_ptr<Consensus> inner, std::shared_ptr<Gate> gate)
-      : inner_(std::move(inner)), gate_(std::move(gate)) {}
+  explicit ForwardingConsensus(std::shared_ptr<Consensus> inner) : inner_(std::move(inner)) {}
   absl::StatusOr<std::optional<persist::VersionedData>> head(std::string_view key) override {
     return inner_->head(key);
-  }
-  absl::StatusOr<persist::CasResult> compare_and_set(
-      std::string_view key, std::optional<uint64_t> expected_seqno,
-      const persist::VersionedData& new_version) override {
-    const bool armed = gate_->is_armed();
-    gate_->pass();
-    auto result = inner_->compare_and_set(key, expected_seqno, new_version);
-    if (armed) gate_->returned();
-    return result;
   }
   absl::StatusOr<std::vector<persist::VersionedData>> scan(std::string_view key,
                                                            uint64_t from_seqno,
@@ -135,23 +124,39 @@ class HangingConsensus final : public Consensus {
     return inner_->truncate(key, seqno);
   }
 
- private:
+ protected:
   std::shared_ptr<Consensus> inner_;
+};
+
+// A consensus whose compare-and-sets block at the gate (once armed) before they reach the store:
+// a stopped PostgreSQL. Released, the call goes on with the expectation it was made with.
+class HangingConsensus final : public ForwardingConsensus {
+ public:
+  HangingConsensus(std::shared_ptr<Consensus> inner, std::shared_ptr<Gate> gate)
+      : ForwardingConsensus(std::move(inner)), gate_(std::move(gate)) {}
+  absl::StatusOr<persist::CasResult> compare_and_set(
+      std::string_view key, std::optional<uint64_t> expected_seqno,
+      const persist::VersionedData& new_version) override {
+    const bool armed = gate_->is_armed();
+    gate_->pass();
+    auto result = inner_->compare_and_set(key, expected_seqno, new_version);
+    if (armed) gate_->returned();
+    return result;
+  }
+
+ private:
   std::shared_ptr<Gate> gate_;
 };
 
 // A consensus whose compare-and-sets wait at the gate (once armed) and then, before they reach the
 // store, run `before` until it returns true once: another writer that slips in just ahead of one.
-class InterposingConsensus final : public Consensus {
+class InterposingConsensus final : public ForwardingConsensus {
  public:
   InterposingConsensus(std::shared_ptr<Consensus> inner, std::shared_ptr<Gate> gate)
-      : inner_(std::move(inner)), gate_(std::move(gate)) {}
+      : ForwardingConsensus(std::move(inner)), gate_(std::move(gate)) {}
   void set_before(std::function<bool()> before) {
     std::lock_guard lock(mu_);
     before_ = std::move(before);
-  }
-  absl::StatusOr<std::optional<persist::VersionedData>> head(std::string_view key) override {
-    return inner_->head(key);
   }
   absl::StatusOr<persist::CasResult> compare_and_set(
       std::string_view key, std::optional<uint64_t> expected_seqno,
@@ -165,17 +170,8 @@ class InterposingConsensus final : public Consensus {
     }
     return inner_->compare_and_set(key, expected_seqno, new_version);
   }
-  absl::StatusOr<std::vector<persist::VersionedData>> scan(std::string_view key,
-                                                           uint64_t from_seqno,
-                                                           size_t limit) override {
-    return inner_->scan(key, from_seqno, limit);
-  }
-  absl::StatusOr<size_t> truncate(std::string_view key, uint64_t seqno) override {
-    return inner_->truncate(key, seqno);
-  }
 
  private:
-  std::shared_ptr<Consensus> inner_;
   std::shared_ptr<Gate> gate_;
   std::mutex mu_;
   std::function<bool()> before_;
