@@ -44,9 +44,38 @@ std::vector<IngestMonitor::ExportView> IngestMonitor::exports() const {
       v.snapshot_done = source_->snapshot_done(e);
       v.snapshot_total = source_->snapshot_total(e);
     }
+    const auto earlier = earlier_.find(v.table);
+    v.updates = sinks_[e]->updates.load(std::memory_order_relaxed);
+    v.appends = sinks_[e]->batches.load(std::memory_order_relaxed);
+    v.bytes = sinks_[e]->bytes.load(std::memory_order_relaxed);
+    if (earlier != earlier_.end()) {
+      v.updates += earlier->second.updates;
+      v.appends += earlier->second.appends;
+      v.bytes += earlier->second.bytes;
+    }
+    if (health_) {
+      weir::MutexLock health_lock(health_->mu);
+      // The health board is indexed like the run's tables; an epoch's tables are a prefix.
+      if (e < health_->exports.size()) {
+        v.health = health_->exports[e].status;
+        v.error = health_->exports[e].error;
+      }
+    }
     views.push_back(std::move(v));
   }
   return views;
+}
+
+size_t IngestMonitor::maintenance_completed() const {
+  weir::MutexLock lock(mu_);
+  return maintenance_ ? maintenance_->completed() : 0;
+}
+
+void IngestMonitor::set_run(std::shared_ptr<LastHealth> health,
+                            std::shared_ptr<persist::BackgroundMaintenance> maintenance) {
+  weir::MutexLock lock(mu_);
+  health_ = std::move(health);
+  maintenance_ = std::move(maintenance);
 }
 
 std::chrono::duration<double> IngestMonitor::lag(uint64_t persisted_upper) const {
@@ -63,6 +92,12 @@ void IngestMonitor::set_epoch(std::shared_ptr<sources::SourceStats> source,
                               std::vector<std::shared_ptr<sinks::SinkStats>> sinks,
                               std::vector<bool> snapshotting) {
   weir::MutexLock lock(mu_);
+  for (size_t e = 0; e < tables_.size(); ++e) {
+    Totals& totals = earlier_[tables_[e]];
+    totals.updates += sinks_[e]->updates.load(std::memory_order_relaxed);
+    totals.appends += sinks_[e]->batches.load(std::memory_order_relaxed);
+    totals.bytes += sinks_[e]->bytes.load(std::memory_order_relaxed);
+  }
   source_ = std::move(source);
   tables_ = std::move(tables);
   sinks_ = std::move(sinks);
@@ -285,19 +320,6 @@ absl::Status check_source_identity(persist::PersistClient& client, const std::st
       ": resuming would mix two sources' data. Run with the options the shards were written "
       "with, or use another persist location"));
 }
-
-// One export's last aggregated health, as the report gives it.
-struct ExportHealth {
-  sources::Health status = sources::Health::kStarting;
-  std::string error;  // For kStalled.
-};
-
-// The last aggregated health of every export, shared by the health operator and the report.
-struct LastHealth {
-  explicit LastHealth(size_t count) : exports(count) {}
-  weir::Mutex mu;
-  std::vector<ExportHealth> exports ABSL_GUARDED_BY(mu);
-};
 
 // Where render_health writes, and what it stamps on each row.
 struct HealthOutput {
@@ -626,6 +648,7 @@ absl::Status open_shards(Ingestion& in) {
   WEIR_ASSIGN_OR_RETURN(
       in.status, StatusShard::open(in.client, in.kind + ".status", in.incarnation, in.maintenance));
   in.health = std::make_shared<LastHealth>(all_tables.size());
+  if (in.monitor) in.monitor->set_run(in.health, in.maintenance);
   return absl::OkStatus();
 }
 
@@ -695,6 +718,7 @@ absl::Status run_epochs(Ingestion& in) {
   absl::Status plan_error;
 
   absl::Status executed = weir::execute(options.workers, [&](Worker& worker) {
+    if (options.on_worker) options.on_worker(worker);
     const bool leader = worker.index() == 0;
     for (uint64_t epoch = 0;; ++epoch) {
       Plan plan = control.plan(epoch);

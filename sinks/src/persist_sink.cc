@@ -120,11 +120,15 @@ std::pair<Stream<Time, std::string>, Stream<Time, uint8_t>> render_write(
           const Time time = d->time();
           if (time < lower) continue;  // Already in the shard.
           if (time == lower) {
+            uint64_t bytes = 0;
             for (const auto& [row, diff] : d->batch) {
               if (absl::Status s = add(row, time, diff); !s.ok()) return s;
+              bytes += row.size();
             }
-            if (config.stats)
+            if (config.stats) {
               config.stats->updates.fetch_add(d->batch.size(), std::memory_order_relaxed);
+              config.stats->bytes.fetch_add(bytes, std::memory_order_relaxed);
+            }
           } else {
             auto& pending = later[time];
             for (auto& u : d->batch) pending.push_back(std::move(u));
@@ -160,11 +164,15 @@ std::pair<Stream<Time, std::string>, Stream<Time, uint8_t>> render_write(
         const Time upper = queue.front().second;
         queue.pop_front();
         for (auto it = later.begin(); it != later.end() && it->first < upper;) {
+          uint64_t bytes = 0;
           for (const auto& [row, diff] : it->second) {
             if (absl::Status s = add(row, it->first, diff); !s.ok()) return s;
+            bytes += row.size();
           }
-          if (config.stats)
+          if (config.stats) {
             config.stats->updates.fetch_add(it->second.size(), std::memory_order_relaxed);
+            config.stats->bytes.fetch_add(bytes, std::memory_order_relaxed);
+          }
           it = later.erase(it);
         }
         if (!current) current = new_builder();

@@ -26,6 +26,7 @@
 #include "weir/ingest/mysql.h"
 #include "weir/ingest/postgres.h"
 #include "weir/mutex.h"
+#include "weir/observe/ingest_endpoints.h"
 #include "weir/persist/faults.h"
 #include "weir/sources/postgres/pgoutput.h"
 
@@ -48,6 +49,7 @@ struct IngestFlags {
   std::string add_table;
   double add_after = 0;
   bool quiet = false;
+  std::string http;  // --http ADDR: empty, off.
   uint64_t compaction_window = ingest::IngestOptions{}.compaction_window;
   double inject_faults = 0;
   // --source postgres
@@ -245,7 +247,21 @@ void run(const IngestFlags& flags) {
   options.stop = std::make_shared<std::atomic<bool>>(false);
   std::optional<StopOnSignals> signals(std::in_place, options.stop);
 
-  ingest::IngestMonitor monitor;
+  // --http: the observability endpoints (docs/observability.md), off unless asked for.
+  std::optional<observe::IngestObserver> observer;
+  ingest::IngestMonitor local_monitor;
+  if (!flags.http.empty()) {
+    auto address = observe::parse_http_address(flags.http);
+    if (!address.ok()) fail(address.status());
+    observer.emplace(observe::IngestObserverConfig{
+        .kind = options.upstream ? options.upstream->kind() : g.kind, .source = flags.source});
+    if (absl::Status s = observer->instrument(options); !s.ok()) fail(s);
+    auto port = observer->serve(observe::HttpServerOptions{.address = *address});
+    if (!port.ok()) fail(port.status());
+    const std::string host = address->substr(0, address->rfind(':'));
+    std::cerr << "weir ingest: serving http://" << host << ":" << *port << "/" << std::endl;
+  }
+  ingest::IngestMonitor& monitor = observer ? observer->monitor() : local_monitor;
   Display display(monitor, !flags.quiet && isatty(STDOUT_FILENO));
   options.log = [&](const std::string& line) {
     if (!flags.quiet) display.print(line);
@@ -341,6 +357,9 @@ void add_ingest_command(CLI::App& app) {
   cmd->add_option("--server-id", flags->server_id,
                   "mysql: the binlog dump's server id, unique among the server's replicas "
                   "(default: a hash of the persist location)");
+  cmd->add_option("--http", flags->http,
+                  "serve /metrics, /status, /graph and a dashboard on this address: PORT (on "
+                  "loopback) or HOST:PORT (docs/observability.md)");
   cmd->add_flag("--quiet", flags->quiet, "print only the summary");
   cmd->callback([flags] { run(*flags); });
 }

@@ -79,6 +79,7 @@ Worker::Worker(size_t index, std::shared_ptr<ProcessShared> process)
       beat_(allocator_.process().beat(index)),
       logger_(allocator_.index()),
       reports_seen_(progress_report_requests.load(std::memory_order_relaxed)),
+      graphs_seen_(internal::graph_requests()),
       stall_report_after_(internal::stall_report_after_from_env().value_or(std::nullopt)),
       last_work_(std::chrono::steady_clock::now()) {}
 
@@ -95,6 +96,19 @@ std::string Worker::describe_progress() {
     dataflow->describe_progress(out);
   }
   return out.str();
+}
+
+void Worker::publish_graph(uint64_t request) {
+  WorkerGraph graph;
+  graph.worker = index();
+  graph.request = request;
+  for (const auto& [index, dataflow] : dataflows_) {
+    DataflowGraph& d = graph.dataflows.emplace_back();
+    d.index = index;
+    d.name = dataflow->name();
+    dataflow->describe_graph(d);
+  }
+  internal::publish_graph(std::move(graph));
 }
 
 void Worker::report_progress(const char* why) {
@@ -150,6 +164,10 @@ bool Worker::step() {
       requests != reports_seen_) [[unlikely]] {
     reports_seen_ = requests;
     if (has_dataflows()) report_progress("progress report requested");
+  }
+  if (const uint64_t requests = internal::graph_requests(); requests != graphs_seen_) [[unlikely]] {
+    graphs_seen_ = requests;
+    publish_graph(requests);
   }
   allocator_.activation_queue()->drain_into(activations_);
   fire_timers();

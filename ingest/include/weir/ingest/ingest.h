@@ -33,6 +33,7 @@
 #include "absl/status/statusor.h"
 
 #include "weir/mutex.h"
+#include "weir/persist/background_maintenance.h"
 #include "weir/persist/blob.h"
 #include "weir/persist/config.h"
 #include "weir/persist/consensus.h"
@@ -123,6 +124,9 @@ struct IngestOptions {
   std::shared_ptr<persist::Consensus> consensus;
   // Set to stop: the dataflow is dropped and run_ingest returns its report.
   std::shared_ptr<std::atomic<bool>> stop;
+  // Optional: called on each worker's thread before it builds its first dataflow (an observer
+  // registers its log sink here: weir/observe/runtime_stats.h).
+  std::function<void(Worker&)> on_worker;
 };
 
 // How the driver treats an error of a source, sink or health operator, or of planning an epoch.
@@ -168,26 +172,57 @@ struct IngestReport {
 };
 
 // Live view of a running ingest, for displays and benchmarks.
+// One export's last aggregated health, as the report gives it.
+struct ExportHealth {
+  sources::Health status = sources::Health::kStarting;
+  std::string error;  // For kStalled.
+};
+
+// The last aggregated health of every export of a run (indexed like its tables), shared by the
+// health operator, the report and the monitor.
+struct LastHealth {
+  explicit LastHealth(size_t count) : exports(count) {}
+  weir::Mutex mu;
+  std::vector<ExportHealth> exports ABSL_GUARDED_BY(mu);
+};
+
 class IngestMonitor {
  public:
   struct ExportView {
     std::string table;
     uint64_t persisted_upper = 0;
     uint64_t snapshot_done = 0, snapshot_total = 0;  // Rows, summed over workers.
-    bool snapshotting = false;
+    bool snapshotting = false;                       // The current epoch snapshots it.
+    // Written by this run, every epoch so far (never decrease).
+    uint64_t updates = 0;
+    uint64_t bytes = 0;  // The updates' rows, before encoding.
+    uint64_t appends = 0;
+    sources::Health health = sources::Health::kStarting;
+    std::string error;  // For kStalled: the definite error.
   };
   uint64_t upstream_offset() const;
   std::vector<ExportView> exports() const;
   // How long ago the upstream reached `offset` (zero if it has not).
   std::chrono::duration<double> lag(uint64_t persisted_upper) const;
+  // Compactions and GCs (one maintain each) the run's background maintenance has finished.
+  size_t maintenance_completed() const;
 
   // Set by the driver.
   void set_epoch(std::shared_ptr<sources::SourceStats> source, std::vector<std::string> tables,
                  std::vector<std::shared_ptr<sinks::SinkStats>> sinks,
                  std::vector<bool> snapshotting);
+  void set_run(std::shared_ptr<LastHealth> health,
+               std::shared_ptr<persist::BackgroundMaintenance> maintenance);
 
  private:
   mutable weir::Mutex mu_;
+  std::shared_ptr<LastHealth> health_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<persist::BackgroundMaintenance> maintenance_ ABSL_GUARDED_BY(mu_);
+  // By table: what the sinks of the epochs before the current one wrote.
+  struct Totals {
+    uint64_t updates = 0, appends = 0, bytes = 0;
+  };
+  std::map<std::string, Totals> earlier_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<sources::SourceStats> source_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> tables_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<sinks::SinkStats>> sinks_ ABSL_GUARDED_BY(mu_);

@@ -294,6 +294,7 @@ class NestedOperator final : public Operator<TOuter>, public ProgressHost {
   void describe_progress(std::ostream& out, size_t depth) override {
     scope_->describe_progress(out, depth);
   }
+  void describe_graph(DataflowGraph& out) override { scope_->describe_graph(out); }
   void hold_outputs(CreditGate* gate) override { scope_->hold_boundary(gate); }
 
  private:

@@ -43,6 +43,14 @@ ExchangePact<KeyFn> Exchange(KeyFn key) {
 
 struct Broadcast {};
 
+// A pact's name, for introspection (weir/worker/introspection.h).
+inline const char* pact_name(const Pipeline&) { return "pipeline"; }
+template <class KeyFn>
+const char* pact_name(const ExchangePact<KeyFn>&) {
+  return "exchange";
+}
+inline const char* pact_name(const Broadcast&) { return "broadcast"; }
+
 // What a pact needs to know to make a channel into one operator input.
 struct ChannelSite {
   size_t index = 0;  // This worker (global index).

@@ -31,6 +31,7 @@
 #include <functional>
 #include <memory>
 #include <ostream>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -129,6 +130,8 @@ class ProgressHost {
   virtual bool is_incomplete() const = 0;
   // Writes the scope's progress report (see Scope::describe_progress), indented by `depth`.
   virtual void describe_progress(std::ostream& out, size_t depth) = 0;
+  // Appends the scope's operators and channels (see Scope::describe_graph).
+  virtual void describe_graph(DataflowGraph& out) = 0;
   // Flow control: `gate` (of a channel the scope's outputs feed in its parent) holds back the
   // operators inside that feed the scope's outputs. The scope itself always runs: skipping it
   // would drop the activations of the operators inside it for that step.
@@ -235,6 +238,7 @@ class Scope : public LocalActivator {
     ChannelPair<T, D> pair = make_channel<T, D>(pact, site, port.batch_capacity());
     port.add_pusher(target, std::move(pair.pusher));
     edges_.emplace_back(source, target);
+    edge_pacts_.push_back(pact_name(pact));
     if (pair.gate != nullptr) {
       gated_edges_.push_back(GatedEdge{source.node, target.node, pair.gate});
     }
@@ -333,6 +337,10 @@ class Scope : public LocalActivator {
   // the whole cluster. Builds the report only when called: allocates.
   void describe_progress(std::ostream& out, size_t depth);
 
+  // Introspection: appends this scope's operators (with the frontier at each input and output,
+  // this worker's view) and channels, then those of its nested scopes. Allocates.
+  void describe_graph(DataflowGraph& out);
+
  protected:
   using Update = std::pair<std::pair<Location, T>, int64_t>;
   struct ProgressMessage {
@@ -399,7 +407,8 @@ class Scope : public LocalActivator {
   std::vector<std::string> names_;
   std::vector<uint64_t> op_ids_;  // [node]: ids in this worker's logging events.
   std::vector<std::pair<Source, Target>> edges_;
-  std::vector<uint64_t> channels_;
+  std::vector<const char*> edge_pacts_;  // [edge]: pact_name of its pact.
+  std::vector<uint64_t> channels_;       // [edge]: its channel id; then the progress channel.
   std::vector<uint8_t> notify_;
   std::vector<ProgressHost*> hosts_;  // The nested scopes among the children (owned there).
 
@@ -872,6 +881,47 @@ void Scope<T>::describe_progress(std::ostream& out, size_t depth) {
     if (host == nullptr) continue;
     out << indent << "nested scope " << node_name(node) << ":\n";
     host->describe_progress(out, depth + 1);
+  }
+}
+
+template <Timestamp T>
+void Scope<T>::describe_graph(DataflowGraph& out) {
+  if (!built_) return;
+  auto frontier = [](std::span<const T> times) {
+    PortFrontier f;
+    for (const T& time : times) {
+      std::ostringstream text;
+      internal::write_time(text, time);
+      f.push_back(text.str());
+    }
+    return f;
+  };
+  for (uint32_t node = 1; node < children_.size(); ++node) {
+    if (children_[node] == nullptr) continue;
+    OperatorGraph& op = out.operators.emplace_back();
+    op.id = op_ids_[node];
+    op.address = path_of(node);
+    op.name = names_[node];
+    for (uint32_t input = 0; input < children_[node]->inputs(); ++input) {
+      op.inputs.push_back(frontier(tracker_.implications(Target{node, input})));
+    }
+    for (uint32_t output = 0; output < children_[node]->outputs(); ++output) {
+      op.outputs.push_back(frontier(tracker_.source_implications(Source{node, output})));
+    }
+    if (auto* host = dynamic_cast<ProgressHost*>(children_[node].get())) {
+      op.scope = true;
+      host->describe_graph(out);
+    }
+  }
+  for (size_t e = 0; e < edges_.size(); ++e) {
+    const auto& [source, target] = edges_[e];
+    out.channels.push_back(ChannelGraph{.id = channels_[e],
+                                        .scope = path_,
+                                        .source_node = source.node,
+                                        .source_port = source.port,
+                                        .target_node = target.node,
+                                        .target_port = target.port,
+                                        .pact = edge_pacts_[e]});
   }
 }
 

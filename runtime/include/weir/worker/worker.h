@@ -46,6 +46,7 @@
 #include "weir/communication/allocator.h"
 #include "weir/progress/timestamp.h"
 #include "weir/worker/activator.h"
+#include "weir/worker/introspection.h"
 #include "weir/worker/logging.h"
 
 namespace weir {
@@ -61,6 +62,8 @@ class DataflowBase {
   virtual bool step() = 0;
   // Writes what holds the dataflow back (Scope::describe_progress).
   virtual void describe_progress(std::ostream& out) = 0;
+  // Appends its operators and channels, with each port's frontier (Scope::describe_graph).
+  virtual void describe_graph(DataflowGraph& out) = 0;
   virtual const std::string& name() const = 0;
 };
 
@@ -207,6 +210,9 @@ class Worker {
   // Progress reports (describe_progress) on request and on stalls.
   void report_progress(const char* why);
   uint64_t reports_seen_ = 0;  // Requests (request_progress_reports) answered.
+  // Graph requests (weir/worker/introspection.h) answered.
+  void publish_graph(uint64_t request);
+  uint64_t graphs_seen_ = 0;
   std::optional<std::chrono::nanoseconds> stall_report_after_;  // WEIR_STALL_REPORT_AFTER.
   std::chrono::steady_clock::time_point last_work_;
   bool stall_reported_ = false;
@@ -225,6 +231,7 @@ class Dataflow final : public DataflowBase {
   explicit Dataflow(std::unique_ptr<Scope<T>> scope) : scope_(std::move(scope)) {}
   bool step() override { return scope_->step(); }
   void describe_progress(std::ostream& out) override { scope_->describe_progress(out, 1); }
+  void describe_graph(DataflowGraph& out) override { scope_->describe_graph(out); }
   const std::string& name() const override { return scope_->name(); }
 
  private:

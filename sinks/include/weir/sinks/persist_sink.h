@@ -48,6 +48,7 @@ struct SinkStats {
   std::atomic<uint64_t> persisted_upper{0};  // The shard's upper as of the last append.
   std::atomic<uint64_t> batches{0};          // Appends (each of one or more descriptions).
   std::atomic<uint64_t> updates{0};          // Updates written.
+  std::atomic<uint64_t> bytes{0};            // Their rows' bytes (before encoding).
   // Set before a row that starts with PersistSinkConfig::flag_prefix goes into a batch (whether
   // or not its append then goes through), and when an append finds its range already appended
   // by another writer (whose rows this sink has not seen). Only with a flag_prefix.

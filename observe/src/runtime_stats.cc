@@ -1,0 +1,205 @@
+#include "weir/observe/runtime_stats.h"
+
+#include <algorithm>
+#include <utility>
+#include <variant>
+
+namespace weir::observe {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A counter with one writer (its worker) and any number of readers: a relaxed load and store,
+// no read-modify-write.
+struct Counter {
+  std::atomic<uint64_t> value{0};
+  void add(uint64_t n) {
+    value.store(value.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+  uint64_t get() const { return value.load(std::memory_order_relaxed); }
+};
+
+}  // namespace
+
+struct RuntimeStats::PerWorker {
+  struct Op {
+    std::vector<size_t> address;  // Guarded by mu (written once, when built).
+    std::string name;             // Guarded by mu.
+    bool live = false;            // Guarded by mu.
+    Counter activations, busy_ns;
+  };
+  struct Channel {
+    Counter sent_local, sent_remote, received, batches;
+  };
+
+  size_t index = 0;
+  size_t first_local = 0, local_workers = 1;  // This process's workers: [first, first + n).
+
+  // Only the worker adds elements (under mu); it reads and counts without mu (no one else
+  // changes the containers), readers iterate under mu. A deque keeps elements in place.
+  weir::Mutex mu;
+  std::deque<Op> ops ABSL_GUARDED_BY(mu);            // By operator id.
+  std::deque<Channel> channels ABSL_GUARDED_BY(mu);  // By channel id.
+
+  // Worker-thread state.
+  std::vector<uint64_t> running_stack;
+  // steady_clock minus the log's time base; set from the first event.
+  std::optional<Clock::duration> base;
+
+  // Published for readers.
+  std::atomic<int64_t> running{-1};
+  std::atomic<int64_t> running_since_ns{0};  // Clock time_since_epoch.
+  std::atomic<int64_t> park_since_ns{-1};    // -1: not parked.
+  Counter parks, parked_ns, steps;
+
+  Op& op(uint64_t id) ABSL_NO_THREAD_SAFETY_ANALYSIS {  // Worker thread: see above.
+    if (id >= ops.size()) {
+      weir::MutexLock lock(mu);
+      while (ops.size() <= id) ops.emplace_back();
+    }
+    return ops[id];
+  }
+  Channel& channel(uint64_t id) ABSL_NO_THREAD_SAFETY_ANALYSIS {  // Worker thread.
+    if (id >= channels.size()) {
+      weir::MutexLock lock(mu);
+      while (channels.size() <= id) channels.emplace_back();
+    }
+    return channels[id];
+  }
+  int64_t clock_ns(std::chrono::nanoseconds log_time) const {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(*base + log_time).count();
+  }
+};
+
+RuntimeStats::RuntimeStats() = default;
+RuntimeStats::~RuntimeStats() = default;
+
+void RuntimeStats::attach(Worker& worker) {
+  auto w = std::make_unique<PerWorker>();
+  w->index = worker.index();
+  w->local_workers = worker.allocator().process().workers();
+  w->first_local = worker.allocator().process().first_worker();
+  PerWorker* raw = w.get();
+  {
+    weir::MutexLock lock(mu_);
+    workers_[worker.index()] = std::move(w);
+  }
+  worker.log_to([this, raw](const LogEvent& event) { on_event(*raw, event); });
+}
+
+void RuntimeStats::on_event(PerWorker& w, const LogEvent& event) {
+  if (!w.base) [[unlikely]] {
+    w.base = Clock::now().time_since_epoch() - event.time;
+  }
+  const LogEventData& data = event.data;
+  if (const auto* start = std::get_if<ScheduleStart>(&data)) {
+    w.running_stack.push_back(start->id);
+    w.running_since_ns.store(w.clock_ns(event.time), std::memory_order_relaxed);
+    w.running.store(static_cast<int64_t>(start->id), std::memory_order_relaxed);
+  } else if (const auto* stop = std::get_if<ScheduleStop>(&data)) {
+    PerWorker::Op& op = w.op(stop->id);
+    op.activations.add(1);
+    op.busy_ns.add(static_cast<uint64_t>(stop->duration.count()));
+    w.steps.add(1);
+    if (!w.running_stack.empty()) w.running_stack.pop_back();
+    w.running.store(w.running_stack.empty() ? -1 : static_cast<int64_t>(w.running_stack.back()),
+                    std::memory_order_relaxed);
+  } else if (const auto* messages = std::get_if<Messages>(&data)) {
+    PerWorker::Channel& channel = w.channel(messages->channel);
+    if (messages->is_send) {
+      const bool local =
+          messages->target >= w.first_local && messages->target < w.first_local + w.local_workers;
+      (local ? channel.sent_local : channel.sent_remote).add(messages->records);
+      channel.batches.add(1);
+    } else {
+      channel.received.add(messages->records);
+    }
+  } else if (std::holds_alternative<Park>(data)) {
+    w.parks.add(1);
+    w.park_since_ns.store(w.clock_ns(event.time), std::memory_order_relaxed);
+  } else if (std::holds_alternative<Unpark>(data)) {
+    const int64_t since = w.park_since_ns.exchange(-1, std::memory_order_relaxed);
+    if (since >= 0)
+      w.parked_ns.add(static_cast<uint64_t>(std::max<int64_t>(w.clock_ns(event.time) - since, 0)));
+  } else if (const auto* built = std::get_if<OperatorBuilt>(&data)) {
+    PerWorker::Op& op = w.op(built->id);
+    weir::MutexLock lock(w.mu);
+    op.address.assign(built->address.begin(), built->address.end());
+    op.name = std::string(built->name);
+    op.live = true;
+  } else if (const auto* dropped = std::get_if<OperatorDropped>(&data)) {
+    PerWorker::Op& op = w.op(dropped->id);
+    weir::MutexLock lock(w.mu);
+    op.live = false;
+  }
+}
+
+std::vector<RuntimeStats::OperatorSample> RuntimeStats::operators() const {
+  std::vector<OperatorSample> result;
+  weir::MutexLock lock(mu_);
+  for (const auto& [index, w] : workers_) {
+    weir::MutexLock worker_lock(w->mu);
+    for (uint64_t id = 0; id < w->ops.size(); ++id) {
+      const PerWorker::Op& op = w->ops[id];
+      if (!op.live) continue;
+      result.push_back(OperatorSample{.worker = index,
+                                      .id = id,
+                                      .address = op.address,
+                                      .name = op.name,
+                                      .activations = op.activations.get(),
+                                      .busy = std::chrono::nanoseconds(op.busy_ns.get())});
+    }
+  }
+  return result;
+}
+
+std::vector<RuntimeStats::ChannelSample> RuntimeStats::channels() const {
+  std::vector<ChannelSample> result;
+  weir::MutexLock lock(mu_);
+  for (const auto& [index, w] : workers_) {
+    weir::MutexLock worker_lock(w->mu);
+    if (result.size() < w->channels.size()) result.resize(w->channels.size());
+    for (uint64_t id = 0; id < w->channels.size(); ++id) {
+      const PerWorker::Channel& c = w->channels[id];
+      ChannelSample& s = result[id];
+      s.id = id;
+      s.sent_local += c.sent_local.get();
+      s.sent_remote += c.sent_remote.get();
+      s.received += c.received.get();
+      s.send_batches += c.batches.get();
+    }
+  }
+  std::erase_if(result, [](const ChannelSample& s) {
+    return s.sent_local == 0 && s.sent_remote == 0 && s.received == 0;
+  });
+  return result;
+}
+
+std::vector<RuntimeStats::WorkerSample> RuntimeStats::workers() const {
+  std::vector<WorkerSample> result;
+  const int64_t now =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+  weir::MutexLock lock(mu_);
+  for (const auto& [index, w] : workers_) {
+    WorkerSample s;
+    s.worker = index;
+    s.parks = w->parks.get();
+    const int64_t park_since = w->park_since_ns.load(std::memory_order_relaxed);
+    s.is_parked = park_since >= 0;
+    s.parked = std::chrono::nanoseconds(w->parked_ns.get() +
+                                        (s.is_parked ? std::max<int64_t>(now - park_since, 0) : 0));
+    s.steps = w->steps.get();
+    const int64_t running = w->running.load(std::memory_order_relaxed);
+    if (running >= 0) {
+      s.running = static_cast<uint64_t>(running);
+      s.running_for = std::chrono::nanoseconds(
+          std::max<int64_t>(now - w->running_since_ns.load(std::memory_order_relaxed), 0));
+      weir::MutexLock worker_lock(w->mu);
+      if (*s.running < w->ops.size()) s.running_name = w->ops[*s.running].name;
+    }
+    result.push_back(std::move(s));
+  }
+  return result;
+}
+
+}  // namespace weir::observe
