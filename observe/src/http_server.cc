@@ -62,6 +62,45 @@ absl::StatusOr<std::string> parse_http_address(std::string_view flag) {
   return absl::StrCat(std::string(host), ":", value);
 }
 
+absl::StatusOr<std::string> http_get(std::string_view address, std::string_view path,
+                                     std::chrono::milliseconds timeout) {
+  init_civetweb_once();
+  const std::string url = absl::StrCat("http://", std::string(address), std::string(path));
+  const size_t colon = address.rfind(':');
+  if (colon == std::string_view::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(url, ": no port in the address"));
+  }
+  std::string host(address.substr(0, colon));
+  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  const int port = std::atoi(std::string(address.substr(colon + 1)).c_str());
+  char error[256] = {};
+  mg_connection* connection = mg_connect_client(host.c_str(), port, 0, error, sizeof(error));
+  if (connection == nullptr) {
+    return absl::UnavailableError(absl::StrCat(url, ": ", error[0] ? error : "cannot connect"));
+  }
+  mg_printf(connection, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n",
+            std::string(path).c_str(), std::string(address).c_str());
+  const int got = mg_get_response(connection, error, sizeof(error),
+                                  static_cast<int>(std::max<int64_t>(timeout.count(), 1)));
+  if (got < 0) {
+    mg_close_connection(connection);
+    return absl::UnavailableError(absl::StrCat(url, ": ", error[0] ? error : "no answer"));
+  }
+  const int status = mg_get_response_info(connection)->status_code;
+  std::string body;
+  char buffer[16384];
+  for (;;) {
+    const int n = mg_read(connection, buffer, sizeof(buffer));
+    if (n <= 0) break;
+    body.append(buffer, static_cast<size_t>(n));
+  }
+  mg_close_connection(connection);
+  if (status != 200) {
+    return absl::FailedPreconditionError(absl::StrCat(url, ": HTTP ", status, ": ", body));
+  }
+  return body;
+}
+
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::start(
     const HttpServerOptions& options, std::map<std::string, HttpHandler> routes) {
   init_civetweb_once();

@@ -57,6 +57,12 @@ struct HttpServerOptions {
 // InvalidArgument naming the flag for anything else (a port outside 0..65535, an empty host).
 absl::StatusOr<std::string> parse_http_address(std::string_view flag);
 
+// GET `path` from the server at `address` (HOST:PORT, as parse_http_address gives it): the body
+// of a 200 answer. Unavailable (naming the URL) if it cannot connect or does not answer within
+// `timeout`; FailedPrecondition with the body for any other status.
+absl::StatusOr<std::string> http_get(std::string_view address, std::string_view path,
+                                     std::chrono::milliseconds timeout);
+
 class HttpServer {
  public:
   // Listens on options.address and serves `routes` (exact paths). Fails (naming the address) if

@@ -1,0 +1,112 @@
+// observe_overhead ROWS RUNS [-w W]: what `--http` costs `ingest_throughput`'s workload (a
+// ROWS-row snapshot of the counter generator into persist), scraped every second.
+//
+// Runs the workload RUNS times plain and RUNS times observed, alternating (plain first, then
+// observed, ...): observed runs attach RuntimeStats to every worker, count the persist stores
+// (IngestObserver::instrument), serve the endpoints, and a client GETs /metrics, /status and
+// /graph once a second throughout. Prints each run and the medians; the ratio observed / plain
+// rows/s is the figure (target: above 0.98, docs/benchmarks.md "Observability").
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../runtime/bench_util.h"
+
+#include "weir/ingest/ingest.h"
+#include "weir/observe/http_server.h"
+#include "weir/observe/ingest_endpoints.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+// One run; rows/s, or a negative number on failure. `scrapes`: GETs that answered.
+double run_once(uint64_t rows, const weir::Config& workers, bool observed, int* scrapes) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("weir-observe-overhead-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  weir::ingest::IngestOptions options;
+  options.location = weir::persist::PersistLocation::in_directory(dir.string());
+  options.workers = workers;
+  options.source.generator.kind = "counter";
+  options.source.generator.snapshot_rows["counter"] = rows;
+  options.source.rate = 0;
+  options.source.until = 0;  // The snapshot only.
+  std::optional<weir::observe::IngestObserver> observer;
+  std::atomic<bool> done{false};
+  std::thread scraper;
+  *scrapes = 0;
+  if (observed) {
+    observer.emplace(weir::observe::IngestObserverConfig{.kind = "counter", .source = "bench"});
+    if (!observer->instrument(options).ok()) return -1;
+    auto port = observer->serve({});
+    if (!port.ok()) return -1;
+    const std::string address = "127.0.0.1:" + std::to_string(*port);
+    scraper = std::thread([&done, address, scrapes] {
+      while (!done.load()) {
+        for (const char* path : {"/metrics", "/status", "/graph"}) {
+          if (weir::observe::http_get(address, path, std::chrono::seconds(5)).ok()) ++*scrapes;
+        }
+        for (int i = 0; i < 100 && !done.load(); ++i) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+      }
+    });
+  }
+  weir::bench::Timer timer;
+  auto report = weir::ingest::run_ingest(options, observer ? &observer->monitor() : nullptr);
+  const double seconds = timer.seconds();
+  done.store(true);
+  if (scraper.joinable()) scraper.join();
+  observer.reset();
+  fs::remove_all(dir);
+  if (!report.ok() || report->exports[0].updates != rows) {
+    std::fprintf(
+        stderr, "observe_overhead: %s\n",
+        report.ok() ? "wrong update count" : std::string(report.status().message()).c_str());
+    return -1;
+  }
+  return rows / seconds;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto args = weir::bench::parse(argc, argv, 2, "observe_overhead ROWS RUNS [-w W]");
+  const uint64_t rows = args.numbers[0];
+  const uint64_t runs = args.numbers[1];
+  std::vector<double> plain, observed;
+  for (uint64_t r = 0; r < runs; ++r) {
+    for (const bool with : {false, true}) {
+      int scrapes = 0;
+      const double rate = run_once(rows, args.config, with, &scrapes);
+      if (rate < 0) return 1;
+      (with ? observed : plain).push_back(rate);
+      std::printf("run %llu %-8s %12.0f rows/s%s\n", static_cast<unsigned long long>(r),
+                  with ? "observed" : "plain", rate,
+                  with ? (" (" + std::to_string(scrapes) + " scrapes answered)").c_str() : "");
+      std::fflush(stdout);
+    }
+  }
+  const double p = median(plain), o = median(observed);
+  std::printf(
+      "observe_overhead: %llu rows, %zu workers, %llu runs each: plain %.0f rows/s, "
+      "observed %.0f rows/s (medians), ratio %.3f\n",
+      static_cast<unsigned long long>(rows), args.config.workers,
+      static_cast<unsigned long long>(runs), p, o, o / p);
+  weir::bench::result("observe_plain_rows_per_s", p, "rows/s");
+  weir::bench::result("observe_observed_rows_per_s", o, "rows/s");
+  weir::bench::result("observe_ratio", o / p, "x");
+  return 0;
+}
