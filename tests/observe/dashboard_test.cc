@@ -4,19 +4,11 @@
 // loads. A screenshot is kept under the build tree (WEIR_DASHBOARD_SCREENSHOT) for a person to look
 // at. Chromium missing is a failure, not a skip: scripts/setup.sh installs it.
 
-#include <signal.h>
-#include <fcntl.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <regex>
 #include <set>
@@ -26,7 +18,14 @@
 #include <vector>
 
 #include "http_get.h"
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 namespace weir::observe {
 namespace {
@@ -238,7 +237,8 @@ class DashboardTest : public ::testing::Test {
                                      "--virtual-time-budget=4000"};
     args.insert(args.end(), extra.begin(), extra.end());
     args.push_back(url());
-    const fs::path out = base_ / ("chromium" + run + ".out"), err = base_ / ("chromium" + run + ".err");
+    const fs::path out = base_ / ("chromium" + run + ".out"),
+                   err = base_ / ("chromium" + run + ".err");
     const pid_t pid = spawn(args, out, err,
                             {{"HOME", (base_ / "home").string()},
                              {"XDG_CONFIG_HOME", (base_ / "home" / ".config").string()},
@@ -283,7 +283,8 @@ TEST_F(DashboardTest, ShowsTheGraphAndExportsAndUpdatesLive) {
   // The page shows the dataflow with the largest index.
   const json* newest = nullptr;
   for (const auto& d : graph["dataflows"]) {
-    if (newest == nullptr || d["index"].get<size_t>() > (*newest)["index"].get<size_t>()) newest = &d;
+    if (newest == nullptr || d["index"].get<size_t>() > (*newest)["index"].get<size_t>())
+      newest = &d;
   }
   std::multiset<std::string> operators;
   for (const auto& op : (*newest)["operators"]) operators.insert(op["name"].get<std::string>());
