@@ -2,7 +2,9 @@
 // CLI11 app; main.cc only calls these.
 //
 // A command reports failure by printing its error to stderr and throwing
-// CLI::RuntimeError(exit_code), which main turns into the exit status.
+// CLI::RuntimeError(exit_code), which main turns into the exit status. Its options' values are
+// checked as they are parsed (checks.h), so that a mistyped one fails before any work; its help
+// ends with an example (CLI11 footer()).
 
 #pragma once
 
@@ -21,5 +23,9 @@ void add_subscribe_command(CLI::App& app);
 
 // `weir view [--persist DIR | --blob URL --consensus URL] NAME [--until T] ...`.
 void add_view_command(CLI::App& app);
+
+// `weir completion bash`: a bash completion script generated from `app`'s commands and options.
+// REQUIRES: called after every other command is added.
+void add_completion_command(CLI::App& app);
 
 }  // namespace weir::tools

@@ -6,10 +6,13 @@
 //   weir ingest --source mysql --conn 'host=H port=P user=U database=D' [--tables a,b]
 //               --persist DIR [-w W] [--until-gtid N]
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -18,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "checks.h"
 #include "commands.h"
 #include "stop_signals.h"
 #include <unistd.h>
@@ -28,6 +32,7 @@
 #include "weir/mutex.h"
 #include "weir/observe/ingest_endpoints.h"
 #include "weir/persist/faults.h"
+#include "weir/sources/loadgen/generator.h"
 #include "weir/sources/postgres/pgoutput.h"
 
 namespace weir::tools {
@@ -62,6 +67,42 @@ struct IngestFlags {
 [[noreturn]] void fail(const absl::Status& status) {
   std::cerr << "weir ingest: " << status << "\n";
   throw CLI::RuntimeError(1);
+}
+
+// The snapshot of --scale S has 1000 S rows per table at most: far more than a run can ingest,
+// far from overflowing.
+constexpr uint64_t kMaxScale = 1'000'000;
+// --add-after in milliseconds fits an int64_t.
+constexpr double kMaxAddAfterSeconds = 1e9;
+
+// The tables the options name, checked before any work as each option's value is (the error names
+// the option): those of a load generator are known here, a database's only once it is connected.
+void check_tables(const IngestFlags& flags) {
+  if (!flags.add_table.empty() &&
+      (flags.tables.empty() || std::find(flags.tables.begin(), flags.tables.end(),
+                                         flags.add_table) != flags.tables.end())) {
+    throw CLI::ValidationError("--add-table", "\"" + flags.add_table +
+                                                  "\" is ingested from the start: --tables "
+                                                  "lists the tables ingested before it is added");
+  }
+  if (flags.source.rfind("loadgen:", 0) != 0) return;
+  sources::loadgen::GeneratorOptions options;
+  options.kind = flags.source.substr(8);
+  auto generator = sources::loadgen::Generator::make(options);
+  if (!generator.ok()) {
+    throw CLI::ValidationError("--source", std::string(generator.status().message()));
+  }
+  auto check = [&](const char* option, const std::string& table) {
+    if (auto index = generator->table_index(table); !index.ok()) {
+      throw CLI::ValidationError(option, std::string(index.status().message()));
+    }
+  };
+  for (const std::string& table : flags.tables) check("--tables", table);
+  if (!flags.add_table.empty()) check("--add-table", flags.add_table);
+  for (const std::string& spec : flags.snapshot_rows) {
+    check("--snapshot-rows", spec.substr(0, spec.find('=')));
+  }
+  if (!flags.fault.empty()) check("--fault", flags.fault.substr(0, flags.fault.find('@')));
 }
 
 std::string human(double n) {
@@ -310,58 +351,132 @@ void add_ingest_command(CLI::App& app) {
   auto flags = std::make_shared<IngestFlags>();
   CLI::App* cmd =
       app.add_subcommand("ingest", "ingest a source's tables into persist shards, exactly once");
+  // Every value is checked here (checks.h), so that a mistyped one is an error naming its option
+  // before anything is opened or created.
   cmd->add_option("--source", flags->source,
                   "loadgen:counter, loadgen:auction, postgres or mysql (MariaDB)")
-      ->capture_default_str();
-  cmd->add_option("--scale", flags->scale, "snapshot size multiplier")->capture_default_str();
-  cmd->add_option("--persist", flags->dir,
-                  "directory: a file blob store and SQLite consensus under it");
-  cmd->add_option("--blob", flags->blob_url, "blob store URL (file:///path, mem://)");
-  cmd->add_option("--consensus", flags->consensus_url,
-                  "consensus URL (sqlite:///path, postgres://...)");
-  cmd->add_option("-w,--workers", flags->workers, "worker threads")->capture_default_str();
-  cmd->add_option("--until", flags->until, "stop after this upstream offset");
+      ->capture_default_str()
+      ->check(one_of({"loadgen:counter", "loadgen:auction", "postgres", "mysql"}));
+  cmd->add_option("--scale", flags->scale, "snapshot size multiplier")
+      ->capture_default_str()
+      ->check(unsigned_in(0, kMaxScale));
+  CLI::Option* dir = cmd->add_option("--persist", flags->dir,
+                                     "directory: a file blob store and SQLite consensus under it")
+                         ->type_name("DIR")
+                         ->check(persist_dir());
+  CLI::Option* blob =
+      cmd->add_option("--blob", flags->blob_url, "blob store URL (file:///path, mem://)")
+          ->type_name("URL")
+          ->check(blob_url(/*existing=*/false));
+  CLI::Option* consensus = cmd->add_option("--consensus", flags->consensus_url,
+                                           "consensus URL (sqlite:///path, postgres://...)")
+                               ->type_name("URL")
+                               ->check(consensus_url(/*existing=*/false));
+  dir->excludes(blob)->excludes(consensus);
+  blob->needs(consensus);
+  consensus->needs(blob);
+  cmd->add_option("-w,--workers", flags->workers, "worker threads")
+      ->capture_default_str()
+      ->check(worker_count());
+  cmd->add_option("--until", flags->until, "stop after this upstream offset")->check(unsigned_in());
   cmd->add_option("--rate", flags->rate, "upstream changes per second (0: as fast as possible)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in(0, std::numeric_limits<double>::max()));
   cmd->add_option("--mode", flags->mode, "concurrent (per-export progress) or serial")
-      ->capture_default_str();
-  cmd->add_option("--tables", flags->tables, "tables to ingest (default: all)")->delimiter(',');
-  cmd->add_option("--snapshot-rows", flags->snapshot_rows, "TABLE=N: snapshot size of one table");
-  cmd->add_option("--seed", flags->seed, "generator seed")->capture_default_str();
-  cmd->add_option("--fault", flags->fault, "TABLE@OFFSET: a bad row (definite error)");
+      ->capture_default_str()
+      ->check(one_of({"concurrent", "serial"}));
+  cmd->add_option("--tables", flags->tables, "tables to ingest (default: all)")
+      ->delimiter(',')
+      ->check(non_empty());
+  cmd->add_option("--snapshot-rows", flags->snapshot_rows, "TABLE=N: snapshot size of one table")
+      ->check(name_and_number('=', "TABLE=N"));
+  cmd->add_option("--seed", flags->seed, "generator seed")
+      ->capture_default_str()
+      ->check(unsigned_in());
+  cmd->add_option("--fault", flags->fault, "TABLE@OFFSET: a bad row (definite error)")
+      ->check(name_and_number('@', "TABLE@OFFSET"));
   cmd->add_option("--transient-fault", flags->transient_fault,
-                  "fail once at this offset (transient error)");
-  cmd->add_option("--add-table", flags->add_table, "a table to add while running");
-  cmd->add_option("--add-after", flags->add_after, "seconds before adding --add-table");
+                  "fail once at this offset (transient error)")
+      ->check(unsigned_in());
+  CLI::Option* add_table = cmd->add_option("--add-table", flags->add_table,
+                                           "a table to add while running (one not in --tables)")
+                               ->check(non_empty());
+  cmd->add_option("--add-after", flags->add_after, "seconds before adding --add-table")
+      ->check(number_in(0, kMaxAddAfterSeconds))
+      ->needs(add_table);
   cmd->add_option("--compaction-window", flags->compaction_window,
                   "offsets of history kept readable behind the latest (each shard's since is "
                   "held at upper - 1 - N; 18446744073709551615: all)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(unsigned_in());
   cmd->add_option("--inject-faults", flags->inject_faults,
                   "soak runs: blob and consensus calls fail at this rate (0..1), and half as many "
-                  "writes report a failure after going through");
+                  "writes report a failure after going through")
+      ->check(number_in(0, 1));
   cmd->add_option("--conn", flags->conn,
                   "postgres: libpq connection string or URL of the upstream database; mysql: "
-                  "'host=H port=P user=U password=W database=D'");
-  cmd->add_option("--publication", flags->publication, "postgres: the publication to ingest");
+                  "'host=H port=P user=U password=W database=D'")
+      ->check(non_empty());
+  cmd->add_option("--publication", flags->publication, "postgres: the publication to ingest")
+      ->check(non_empty());
   cmd->add_option("--slot", flags->slot,
                   "postgres: the logical replication slot (default: weir_ and a hash of the "
-                  "persist location; created if missing)");
+                  "persist location; created if missing)")
+      ->check(CLI::Validator(
+          [](std::string& slot) -> std::string {
+            // PostgreSQL's rule for replication slot names.
+            const bool ok = !slot.empty() && slot.size() <= 63 &&
+                            std::all_of(slot.begin(), slot.end(), [](char c) {
+                              return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+                            });
+            return ok ? ""
+                      : "\"" + slot + "\" is no replication slot name: 1 to 63 of a-z, 0-9 and _";
+          },
+          ""));
   cmd->add_option("--name", flags->name,
-                  "postgres, mysql: the shards' name prefix (default: pg, mysql)");
+                  "postgres, mysql: the shards' name prefix (default: pg, mysql)")
+      ->check(CLI::Validator(
+          [](std::string& name) -> std::string {
+            const bool ok = !name.empty() && name.front() != '.' && name.back() != '.' &&
+                            std::all_of(name.begin(), name.end(), [](char c) {
+                              return std::isalnum(static_cast<unsigned char>(c)) || c == '_' ||
+                                     c == '-' || c == '.';
+                            });
+            return ok ? ""
+                      : "\"" + name +
+                            "\" is no shard name prefix: letters, digits, _, - and inner .";
+          },
+          ""));
   cmd->add_option("--until-lsn", flags->until_lsn,
-                  "postgres: stop once every table is complete up to this LSN (X/Y)");
+                  "postgres: stop once every table is complete up to this LSN (X/Y)")
+      ->check(CLI::Validator(
+          [](std::string& lsn) -> std::string {
+            const auto parsed = sources::postgres::parse_lsn(lsn);
+            return parsed.ok() ? "" : std::string(parsed.status().message());
+          },
+          ""));
   cmd->add_option("--until-gtid", flags->until_gtid,
                   "mysql: stop once every table holds every transaction up to this GTID "
-                  "sequence number");
+                  "sequence number")
+      ->check(unsigned_in());
   cmd->add_option("--server-id", flags->server_id,
                   "mysql: the binlog dump's server id, unique among the server's replicas "
-                  "(default: a hash of the persist location)");
+                  "(default: a hash of the persist location)")
+      ->check(unsigned_in(0, UINT32_MAX));
   cmd->add_option("--http", flags->http,
                   "serve /metrics, /status, /graph and a dashboard on this address: PORT (on "
-                  "loopback) or HOST:PORT (docs/observability.md)");
+                  "loopback) or HOST:PORT (docs/observability.md)")
+      ->check(http_address());
   cmd->add_flag("--quiet", flags->quiet, "print only the summary");
-  cmd->callback([flags] { run(*flags); });
+  cmd->footer(
+      "Examples:\n"
+      "  weir ingest --source loadgen:auction --scale 10 --persist DIR -w 4\n"
+      "  weir ingest --source postgres --conn postgres://u@h/db --publication p --persist DIR\n"
+      "  weir ingest --source mysql --conn 'host=h port=3306 user=u database=d' --persist DIR");
+  cmd->callback([flags] {
+    check_tables(*flags);
+    run(*flags);
+  });
 }
 
 }  // namespace weir::tools

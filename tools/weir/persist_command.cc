@@ -1,6 +1,7 @@
 // `weir persist`: inspects persist shards.
 //
 //   weir persist --persist DIR ls
+//   weir persist cat SHARD --persist DIR    (the store flags may also follow the subcommand)
 //   weir persist --blob file:///path --consensus sqlite:///path/consensus.db describe SHARD
 //   weir persist --blob file:///path --consensus postgres://... cat SHARD [--as-of T]
 
@@ -13,6 +14,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/time/time.h"
+#include "checks.h"
 #include "commands.h"
 #include "shard_text.h"
 
@@ -217,22 +219,32 @@ void add_persist_command(CLI::App& app) {
   CLI::App* persist = app.add_subcommand("persist", "Inspect persist shards");
   persist->require_subcommand(1);
   add_store_flags(*persist, options->store);
+  // The store flags may come before the subcommand or after it (main.cc: fallthrough).
+  persist->footer(
+      "Examples:\n"
+      "  weir persist --persist DIR ls\n"
+      "  weir persist cat auction.users --persist DIR\n"
+      "  weir persist --blob file:///DIR/blob --consensus postgres://u@h/db describe orders");
 
   CLI::App* ls = persist->add_subcommand("ls", "Print the shard names, one per line");
+  ls->footer("Example:\n  weir persist ls --persist DIR");
   ls->final_callback([options] { list_shards(*options); });
 
   CLI::App* describe =
       persist->add_subcommand("describe", "Print a shard's upper, since, batches and handles");
-  describe->add_option("SHARD", options->shard, "Shard name")->required();
+  describe->add_option("SHARD", options->shard, "Shard name")->required()->check(non_empty());
+  describe->footer("Example:\n  weir persist describe auction.bids --persist DIR");
   describe->final_callback([options] { describe_shard(*options); });
 
   CLI::App* cat = persist->add_subcommand(
       "cat",
       "Print the consolidated contents as DATA<tab>TIME<tab>DIFF lines (typed rows as COPY "
       "prints them)");
-  cat->add_option("SHARD", options->shard, "Shard name")->required();
+  cat->add_option("SHARD", options->shard, "Shard name")->required()->check(non_empty());
   cat->add_option("--as-of", options->as_of,
-                  "Read at this time (default: the latest readable time, upper - 1)");
+                  "Read at this time (default: the latest readable time, upper - 1)")
+      ->check(unsigned_in());
+  cat->footer("Example:\n  weir persist cat auction.users --persist DIR --as-of 100");
   cat->final_callback([options] { cat_shard(*options); });
 }
 

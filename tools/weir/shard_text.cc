@@ -1,5 +1,7 @@
 #include "shard_text.h"
 
+#include "checks.h"
+
 #include "weir/ingest/ingest.h"
 #include "weir/status.h"
 
@@ -14,6 +16,11 @@ void add_store_flags(CLI::App& app, StoreFlags& flags) {
   CLI::Option* consensus =
       app.add_option("--consensus", flags.consensus_url,
                      "Consensus URL: sqlite:///PATH/consensus.db or postgres://...");
+  // Every command with these flags reads a location that exists: a mistyped path is an error,
+  // not a new, empty location.
+  dir->type_name("DIR")->check(existing_persist_dir());
+  blob->type_name("URL")->check(blob_url(/*existing=*/true));
+  consensus->type_name("URL")->check(consensus_url(/*existing=*/true));
   dir->excludes(blob)->excludes(consensus);
   blob->needs(consensus);
   consensus->needs(blob);

@@ -23,7 +23,9 @@ struct StoreFlags {
   std::string consensus_url;
 };
 
-// Adds the store flags to `app`.
+// Adds the store flags to `app`, for a command that reads a location that exists: a path that
+// holds none is an error naming the flag ("no persist location at DIR"), before anything is
+// created there.
 void add_store_flags(CLI::App& app, StoreFlags& flags);
 
 // The location the flags name: InvalidArgument if they name none.

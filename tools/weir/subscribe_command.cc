@@ -17,6 +17,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "checks.h"
 #include "commands.h"
 #include "shard_text.h"
 #include "stop_signals.h"
@@ -189,16 +190,22 @@ void add_subscribe_command(CLI::App& app) {
       "Print a shard's contents, then every change as it becomes final: TIME<tab>DIFF<tab>ROW "
       "lines, one time after another");
   add_store_flags(*cmd, flags->store);
-  cmd->add_option("SHARD", flags->shard, "Shard name")->required();
+  cmd->add_option("SHARD", flags->shard, "Shard name")->required()->check(non_empty());
   cmd->add_option("--as-of", flags->as_of,
-                  "Start at this time (default: the latest readable time, upper - 1)");
+                  "Start at this time (default: the latest readable time, upper - 1)")
+      ->check(unsigned_in());
   cmd->add_flag("--no-snapshot", flags->no_snapshot,
                 "Print only the changes after --as-of, not the contents at it");
   cmd->add_flag("--progress", flags->progress,
                 "Also print TIME<tab>progress whenever the shard's upper moves");
-  cmd->add_option("--until", flags->until, "End before this time (default: follow forever)");
+  cmd->add_option("--until", flags->until, "End before this time (default: follow forever)")
+      ->check(unsigned_in());
   cmd->add_option("-w,--workers", flags->workers, "Worker threads that fetch parts")
-      ->check(CLI::Range(1, 256));
+      ->check(worker_count());
+  cmd->footer(
+      "Examples:\n"
+      "  weir subscribe --persist DIR auction.bids --progress\n"
+      "  weir subscribe --persist DIR auction.bids --as-of 100 --no-snapshot --until 200");
   cmd->final_callback([flags] { subscribe(*flags); });
 }
 

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "checks.h"
 #include "commands.h"
 #include "shard_text.h"
 #include "stop_signals.h"
@@ -311,11 +312,27 @@ void add_view_command(CLI::App& app) {
       "Maintain a view of the auction shards in a shard of its own, exactly once: "
       "bids-per-auction (AUCTION,BIDS) or max-bid (AUCTION,AMOUNT,BID,BUYER,REGION)");
   add_store_flags(*cmd, flags->store);
-  cmd->add_option("NAME", flags->name, "bids-per-auction or max-bid")->required();
-  cmd->add_option("--output", flags->output, "Output shard (default: view.NAME)");
+  cmd->add_option("NAME", flags->name, "bids-per-auction or max-bid")
+      ->required()
+      ->check(one_of({"bids-per-auction", "max-bid"}));
+  cmd->add_option("--output", flags->output, "Output shard (default: view.NAME)")
+      ->check(non_empty())
+      ->check(CLI::Validator(
+          [](std::string& output) -> std::string {
+            return output.rfind("auction.", 0) == 0
+                       ? "\"" + output +
+                             "\" is the load generator's (auction.*), whose shards the view reads"
+                       : "";
+          },
+          ""));
   cmd->add_option("--until", flags->until,
-                  "End once the output is complete before this time (default: follow forever)");
-  cmd->add_option("-w,--workers", flags->workers, "Worker threads")->check(CLI::Range(1, 256));
+                  "End once the output is complete before this time (default: follow forever)")
+      ->check(unsigned_in());
+  cmd->add_option("-w,--workers", flags->workers, "Worker threads")->check(worker_count());
+  cmd->footer(
+      "Examples:\n"
+      "  weir view --persist DIR max-bid\n"
+      "  weir view --persist DIR bids-per-auction --output view.bids --until 1000");
   cmd->final_callback([flags] { run_view(*flags); });
 }
 
