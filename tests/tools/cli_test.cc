@@ -551,6 +551,13 @@ TEST_F(CliTest, BashCompletionOffersEveryCommandAndOption) {
   EXPECT_TRUE(offers(cat, "--as-of") && offers(cat, "--persist")) << joined(cat);
   EXPECT_EQ(complete(script, {"ingest", "--quiet", "--mo"}), std::vector<std::string>{"--mode"})
       << "a flag takes no value";
+  // Bash splits words at colons: "loadgen:a" comes as "loadgen" ":" "a".
+  EXPECT_EQ(complete(script, {"ingest", "--source", "loadgen", ":", "a"}),
+            std::vector<std::string>{"auction"});
+  EXPECT_EQ(complete(script, {"ingest", "--source", "loadgen", ":"}),
+            (std::vector<std::string>{"counter", "auction"}));
+  EXPECT_EQ(complete(script, {"ingest", "--source", "loadgen", ":", "auction", "--mo"}),
+            std::vector<std::string>{"--mode"});
   EXPECT_EQ(complete(script, {"ingest", "--mode", ""}),
             (std::vector<std::string>{"concurrent", "serial"}));
   EXPECT_EQ(complete(script, {"view", "--persist", "/tmp", "m"}),

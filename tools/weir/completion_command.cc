@@ -25,15 +25,17 @@ namespace {
 // The script's functions; the generated _weir_command and _weir_choices come before them.
 constexpr const char* kFunctions = R"(
 _weir() {
-  local cur words cword
-  if declare -F _get_comp_words_by_ref >/dev/null; then
-    # bash-completion: keep "loadgen:auction" one word.
-    _get_comp_words_by_ref -n : cur words cword
-  else
-    cur=${COMP_WORDS[COMP_CWORD]}
-    words=("${COMP_WORDS[@]}")
-    cword=$COMP_CWORD
-  fi
+  # Bash splits "loadgen:auction" at the colon ("loadgen" ":" "auction"): join it again.
+  local cur words=() cword=0 k
+  for ((k = 0; k < ${#COMP_WORDS[@]}; k++)); do
+    if ((k > 1)) && [[ ${COMP_WORDS[k]} == : || ${COMP_WORDS[k - 1]} == : ]]; then
+      words[-1]+=${COMP_WORDS[k]}
+    else
+      words+=("${COMP_WORDS[k]}")
+    fi
+    ((k == COMP_CWORD)) && cword=$((${#words[@]} - 1))
+  done
+  cur=${words[cword]}
   local path="" value_of="" word i
   _weir_command ""
   # The subcommands typed so far make the path; an option that takes a value takes the next word.
@@ -62,8 +64,12 @@ _weir() {
     _weir_choices "$path" ""
     COMPREPLY=($(compgen -W "$_weir_subcommands $_weir_words" -- "$cur"))
   fi
-  if declare -F __ltrim_colon_completions >/dev/null; then
-    __ltrim_colon_completions "$cur"
+  # What bash replaces is only the text after the last colon.
+  if [[ $cur == *:* && $COMP_WORDBREAKS == *:* ]]; then
+    local colon_word=${cur%"${cur##*:}"}
+    for ((k = 0; k < ${#COMPREPLY[@]}; k++)); do
+      COMPREPLY[k]=${COMPREPLY[k]#"$colon_word"}
+    done
   fi
   return 0
 }
