@@ -98,6 +98,10 @@ struct Command {
     for (const std::string& p : path) out += (out.empty() ? "" : " ") + p;
     return out;
   }
+  // "persist cat --as-of"; "--log-level" for an option of weir itself.
+  std::string key(const std::string& option) const {
+    return path.empty() ? option : name() + " " + option;
+  }
 };
 
 // Parses CLI11's help: sections "Positionals:", "Options:" and "Subcommands:", one entry a line
@@ -153,7 +157,7 @@ const std::vector<Command>& commands() {
       std::vector<std::string> path = pending.front();
       pending.erase(pending.begin());
       std::vector<std::string> args = path;
-      args.push_back("--help");
+      args.emplace_back("--help");
       const ToolRun run = run_weir(args);
       EXPECT_EQ(run.exit_code, 0) << joined(args) << ": " << run.out;
       out->push_back(parse_help(path, run.out));
@@ -168,7 +172,8 @@ const std::vector<Command>& commands() {
   return *all;
 }
 
-// The values each option must refuse, by "COMMAND OPTION" (a positional by its name). An option
+// The values each option must refuse, by "COMMAND OPTION" (a positional by its name; an option of
+// weir itself by its own). An option
 // gets them as its argument ("--scale" "-1"); a flag as "--quiet=VALUE"; a positional in its
 // place. In a value, @ABSENT is a path where nothing is, @FILE a regular file, @EMPTY an empty
 // directory, @STORE the persist location the read-only commands are given.
@@ -238,6 +243,9 @@ const std::map<std::string, std::vector<std::string>> kBadValues = {
     {"view --workers", kWorkers},
     {"completion SHELL", {"", "zsh", "fish"}},
     {"ingest --http", {"", "x", "70000", "-1", "[::1", "::1:80", "host name:80"}},
+    {"top --http", {"", "x", "70000", "-1", "[::1"}},
+    {"top --interval", {"-1", "0", "", "x", "nan", "inf", "1e9"}},
+    {"top --once", kFlag},
 };
 
 // How each command is run with every value valid, so that only the one under test is wrong:
@@ -308,6 +316,7 @@ class CliTest : public ::testing::Test {
       options.emplace_back("--until", "1");
       return {{"bids-per-auction"}, options};
     }
+    if (command.empty()) return {{"completion", "bash"}, {}};  // Its options after a command.
     if (command == "completion") return {{"bash"}, {}};
     // Valid but for the server, which is not there: top fails, and only that error names no
     // option.
@@ -402,7 +411,7 @@ TEST_F(CliTest, EveryOptionHasCases) {
     std::vector<std::string> all = c.options;
     all.insert(all.end(), c.positionals.begin(), c.positionals.end());
     for (const std::string& option : all) {
-      const std::string key = c.name() + " " + option;
+      const std::string key = c.key(option);
       seen.insert(key);
       EXPECT_TRUE(kBadValues.contains(key))
           << "weir " << key << " has no mistyped values in kBadValues (tests/tools/cli_test.cc)";
@@ -420,7 +429,7 @@ TEST_F(CliTest, EveryMistypedValueIsAClearErrorBeforeAnyWork) {
     std::vector<std::string> all = c.options;
     all.insert(all.end(), c.positionals.begin(), c.positionals.end());
     for (const std::string& option : all) {
-      const auto cases = kBadValues.find(c.name() + " " + option);
+      const auto cases = kBadValues.find(c.key(option));
       if (cases == kBadValues.end()) continue;  // EveryOptionHasCases says so.
       for (const std::string& value : cases->second) {
         const std::vector<std::string> args = arguments(c, option, value);
@@ -530,9 +539,10 @@ TEST_F(CliTest, BashCompletionOffersEveryCommandAndOption) {
   for (const Command& c : commands()) {
     std::vector<std::string> words = c.path;
     const Valid v = valid(c.name());
-    words.insert(words.end(), v.positionals.begin(), v.positionals.end());
-    if (c.name() == "persist") words.pop_back();  // Its positional is the subcommand.
-    words.push_back("-");
+    // Its positionals, but not the subcommand that `weir` and `persist` are given.
+    if (!c.path.empty()) words.insert(words.end(), v.positionals.begin(), v.positionals.end());
+    if (c.name() == "persist") words.pop_back();
+    words.emplace_back("-");
     const std::vector<std::string> offered = complete(script, words);
     for (const std::string& option : c.options) {
       EXPECT_TRUE(offers(offered, option)) << "weir " << joined(words) << " offers no " << option;

@@ -131,7 +131,7 @@ void describe(const CLI::App& app, const std::string& path, Script& script) {
         valued.push_back(name);
         if (option->get_type_name().rfind("DIR", 0) == 0) dirs.push_back(name);
         if (!words.empty()) {
-          absl::StrAppend(&script.choices, "    ", shell_quoted(path + "|" + name),
+          absl::StrAppend(&script.choices, "    ", shell_quoted(absl::StrCat(path, "|", name)),
                           ") _weir_words=", shell_quoted(absl::StrJoin(words, " ")), ";;\n");
         }
       }
