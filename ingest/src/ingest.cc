@@ -389,8 +389,9 @@ struct Ingestion {
         kind(source->kind()),
         added(run_options.add_table.empty()) {}
 
-  void log(const std::string& line) const {
+  void log(const std::string& line, LogSeverity severity = LogSeverity::kInfo) const {
     if (options.log) options.log(line);
+    if (options.log_event) options.log_event(severity, line);
   }
   // Makes the plan of `epoch`: every current table resumes from its shard's upper.
   absl::StatusOr<Plan> make_plan(uint64_t epoch);
@@ -477,7 +478,9 @@ absl::StatusOr<Plan> Ingestion::make_plan(uint64_t epoch) {
     } else {
       WEIR_ASSIGN_OR_RETURN(error, definite_error_in(*client, shard_name(kind, table), upper));
     }
-    if (!error.empty() && epoch == 0) log(absl::StrCat(table, ": stays errored: ", error));
+    if (!error.empty() && epoch == 0) {
+      log(absl::StrCat(table, ": stays errored: ", error), LogSeverity::kWarning);
+    }
     planned_errors[table] = error;
     plan.exports.push_back(ExportSpec{table, resume, std::move(error)});
   }
@@ -513,7 +516,8 @@ bool Ingestion::back_off(const std::string& reason) {
   const auto delay = std::chrono::milliseconds(
       static_cast<int64_t>(std::uniform_real_distribution<double>(ceiling / 2, ceiling)(jitter)));
   log(absl::StrCat("backing off: attempt ", failed_attempts, " failed (", reason, "); retrying in ",
-                   delay.count(), " ms"));
+                   delay.count(), " ms"),
+      LogSeverity::kWarning);
   const auto until = Clock::now() + delay;
   while (Clock::now() < until) {
     if (stopping()) return false;
@@ -532,7 +536,8 @@ absl::Status Ingestion::reopen_expired_writers() {
     WEIR_ASSIGN_OR_RETURN(auto fresh, client->open_writer(shard, purpose));
     log(absl::StrCat(shard, ": writer ", writer->writer_id(),
                      " has expired (its lease ran out and a GC removed it); reopened as writer ",
-                     fresh.writer_id()));
+                     fresh.writer_id()),
+        LogSeverity::kWarning);
     writer = std::make_shared<persist::WriteHandle>(std::move(fresh));
     return absl::OkStatus();
   };
@@ -643,7 +648,7 @@ absl::Status open_shards(Ingestion& in) {
   // Appends that report maintenance_due ask for compaction and GC of their shard here.
   in.maintenance =
       std::make_shared<persist::BackgroundMaintenance>(in.client, [&in](const absl::Status& error) {
-        in.log(absl::StrCat("persist maintenance: ", error.message()));
+        in.log(absl::StrCat("persist maintenance: ", error.message()), LogSeverity::kWarning);
       });
   WEIR_ASSIGN_OR_RETURN(
       in.status, StatusShard::open(in.client, in.kind + ".status", in.incarnation, in.maintenance));
@@ -696,7 +701,8 @@ void render_epoch(Ingestion& in, Worker& worker, Scope<Offset>& scope, const Pla
                           error.status.message(),
                           error_class == ErrorClass::kFatal
                               ? "; ending the run"
-                              : "; restarting from the shard uppers after a backoff"));
+                              : "; restarting from the shard uppers after a backoff"),
+             error_class == ErrorClass::kFatal ? LogSeverity::kError : LogSeverity::kWarning);
       control.report_error(epoch, error, error_class);
     });
   }
@@ -765,7 +771,8 @@ absl::Status run_epochs(Ingestion& in) {
                                : in.plan_after(epoch + 1, errors, progressed);
         if (!next.ok()) {
           plan_error = next.status();
-          in.log(absl::StrCat("fatal error: ", plan_error.ToString(), "; ending the run"));
+          in.log(absl::StrCat("fatal error: ", plan_error.ToString(), "; ending the run"),
+                 LogSeverity::kError);
           control.abort();
           break;
         }
@@ -859,14 +866,20 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
         moved = sinks::downgrade_to_window(*ingestion.holds[table], ingestion.incarnation,
                                            upper->time(), options.compaction_window, shard);
       }
-      if (!moved.ok()) ingestion.log(absl::StrCat(shard, ": the since stays: ", moved.message()));
+      if (!moved.ok()) {
+        ingestion.log(absl::StrCat(shard, ": the since stays: ", moved.message()),
+                      LogSeverity::kWarning);
+      }
       ingestion.maintenance->request(shard);
     }
     ingestion.maintenance->finish();
   }
   if (ingestion.client) {
     const absl::Status finished = ingestion.source->finish(*ingestion.client);
-    if (!finished.ok()) ingestion.log(absl::StrCat("the source's finish: ", finished.message()));
+    if (!finished.ok()) {
+      ingestion.log(absl::StrCat("the source's finish: ", finished.message()),
+                    LogSeverity::kWarning);
+    }
   }
   return make_report(ingestion);
 }

@@ -317,10 +317,17 @@ std::string IngestObserver::metrics_text() const {
 }
 
 std::string IngestObserver::graph(bool dot, std::chrono::milliseconds timeout) const {
-  const uint64_t request = request_graphs();
-  const auto graphs = collect_graphs(request, workers_, timeout);
-  return dot ? graph_dot(graphs, workers_, stats_.get())
-             : graph_json(graphs, workers_, stats_.get());
+  // Every request makes each worker describe its dataflows at its next step: requests within
+  // kGraphReuse of the last share its answers, so that a client polling in a loop cannot keep
+  // the workers describing instead of working. One request at a time.
+  static constexpr auto kGraphReuse = std::chrono::milliseconds(250);
+  weir::MutexLock lock(graph_mu_);
+  if (graph_taken_ == Clock::time_point() || Clock::now() - graph_taken_ >= kGraphReuse) {
+    graphs_ = collect_graphs(request_graphs(), workers_, timeout);
+    graph_taken_ = Clock::now();
+  }
+  return dot ? graph_dot(graphs_, workers_, stats_.get())
+             : graph_json(graphs_, workers_, stats_.get());
 }
 
 }  // namespace weir::observe

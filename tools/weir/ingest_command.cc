@@ -18,6 +18,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -31,6 +32,7 @@
 #include "weir/ingest/postgres.h"
 #include "weir/mutex.h"
 #include "weir/observe/ingest_endpoints.h"
+#include "weir/observe/log.h"
 #include "weir/persist/faults.h"
 #include "weir/sources/loadgen/generator.h"
 #include "weir/sources/postgres/pgoutput.h"
@@ -119,6 +121,7 @@ class Display {
     if (terminal_) thread_ = std::thread([this] { run(); });
   }
   ~Display() { stop(); }
+  bool active() const { return thread_.joinable(); }
   void stop() {
     if (!thread_.joinable()) return;
     stop_.store(true);
@@ -304,9 +307,28 @@ void run(const IngestFlags& flags) {
   }
   ingest::IngestMonitor& monitor = observer ? observer->monitor() : local_monitor;
   Display display(monitor, !flags.quiet && isatty(STDOUT_FILENO));
-  options.log = [&](const std::string& line) {
-    if (!flags.quiet) display.print(line);
+  // The driver's events go to the log (weir/observe/log.h): above the live display on a
+  // terminal, to stderr otherwise; each with the worker it happened on. --quiet keeps warnings
+  // and errors only.
+  if (display.active()) {
+    observe::set_log_output([&display](const std::string& line) { display.print(line); });
+  }
+  absl::Cleanup log_to_stderr = [] { observe::set_log_output(nullptr); };
+  options.log_event = [quiet = flags.quiet](ingest::LogSeverity severity, const std::string& line) {
+    const observe::LogLevel level =
+        severity == ingest::LogSeverity::kError     ? observe::LogLevel::kError
+        : severity == ingest::LogSeverity::kWarning ? observe::LogLevel::kWarn
+                                                    : observe::LogLevel::kInfo;
+    if (quiet && level == observe::LogLevel::kInfo) return;
+    observe::log(level, line);
   };
+  {
+    std::function<void(Worker&)> earlier = std::move(options.on_worker);
+    options.on_worker = [earlier = std::move(earlier)](Worker& worker) {
+      observe::set_log_worker(worker.index());
+      if (earlier) earlier(worker);
+    };
+  }
   auto report = ingest::run_ingest(options, &monitor);
   signals.reset();
   display.stop();

@@ -94,6 +94,9 @@ class IngestSource {
       const Epoch& epoch) = 0;
 };
 
+// How much a driver event matters (IngestOptions::log_event).
+enum class LogSeverity { kInfo, kWarning, kError };
+
 struct IngestOptions {
   persist::PersistLocation location;
   persist::PersistConfig persist;                // Tuning of the persist client (defaults).
@@ -105,6 +108,9 @@ struct IngestOptions {
   std::string add_table;
   std::chrono::milliseconds add_after{0};
   std::function<void(const std::string&)> log;  // Events (snapshot done, restarts); may be null.
+  // The same events with their severity (a backoff, an expired writer: warnings; what ends the
+  // run: an error); may be null.
+  std::function<void(LogSeverity, const std::string&)> log_event;
   // Backoff after a transient error: the n-th consecutive failed attempt (an epoch that ended
   // with an error before any shard's upper moved, or a plan that could not be made) waits a
   // random time in [d/2, d] before the next, d = min(backoff_initial * backoff_multiplier^(n-1),

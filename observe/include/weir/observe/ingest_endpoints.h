@@ -34,14 +34,17 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 #include "weir/ingest/ingest.h"
+#include "weir/mutex.h"
 #include "weir/observe/http_server.h"
 #include "weir/observe/metered_store.h"
 #include "weir/observe/runtime_stats.h"
+#include "weir/worker/introspection.h"
 
 namespace weir::observe {
 
@@ -85,6 +88,10 @@ class IngestObserver {
   std::shared_ptr<RuntimeStats> stats_ = std::make_shared<RuntimeStats>();
   std::shared_ptr<PersistMetrics> persist_ = std::make_shared<PersistMetrics>();
   size_t workers_ = 1;
+  // The workers' last answers to a graph request, and when they were asked for.
+  mutable weir::Mutex graph_mu_;
+  mutable std::vector<WorkerGraph> graphs_ ABSL_GUARDED_BY(graph_mu_);
+  mutable std::chrono::steady_clock::time_point graph_taken_ ABSL_GUARDED_BY(graph_mu_);
   std::unique_ptr<HttpServer> server_;  // Last: stops before the rest goes.
 };
 
