@@ -53,6 +53,10 @@ std::vector<IngestMonitor::ExportView> IngestMonitor::exports() const {
       v.appends += earlier->second.appends;
       v.bytes += earlier->second.bytes;
     }
+    if (auto hold = holds_.find(v.table); hold != holds_.end()) {
+      const persist::Frontier since = hold->second->since();
+      if (!since.is_empty()) v.since = since.time();
+    }
     if (health_) {
       weir::MutexLock health_lock(health_->mu);
       // The health board is indexed like the run's tables; an epoch's tables are a prefix.
@@ -72,10 +76,12 @@ size_t IngestMonitor::maintenance_completed() const {
 }
 
 void IngestMonitor::set_run(std::shared_ptr<LastHealth> health,
-                            std::shared_ptr<persist::BackgroundMaintenance> maintenance) {
+                            std::shared_ptr<persist::BackgroundMaintenance> maintenance,
+                            std::map<std::string, std::shared_ptr<persist::SinceHandle>> holds) {
   weir::MutexLock lock(mu_);
   health_ = std::move(health);
   maintenance_ = std::move(maintenance);
+  holds_ = std::move(holds);
 }
 
 std::chrono::duration<double> IngestMonitor::lag(uint64_t persisted_upper) const {
@@ -653,7 +659,7 @@ absl::Status open_shards(Ingestion& in) {
   WEIR_ASSIGN_OR_RETURN(
       in.status, StatusShard::open(in.client, in.kind + ".status", in.incarnation, in.maintenance));
   in.health = std::make_shared<LastHealth>(all_tables.size());
-  if (in.monitor) in.monitor->set_run(in.health, in.maintenance);
+  if (in.monitor) in.monitor->set_run(in.health, in.maintenance, in.holds);
   return absl::OkStatus();
 }
 

@@ -164,6 +164,7 @@ std::string IngestObserver::status_json() const {
            {"health", std::string(sources::to_string(e.health))},
            {"error", e.error},
            {"upper", e.persisted_upper},
+           {"since", e.since},
            {"lag_offsets", upstream > e.persisted_upper ? upstream - e.persisted_upper : 0},
            {"lag_seconds", monitor_.lag(e.persisted_upper).count()},
            {"updates", e.updates},
@@ -198,7 +199,9 @@ std::string IngestObserver::status_json() const {
                     {"cas_mismatches", load(p.consensus_cas_mismatches)},
                     {"failures", load(p.blob_failures) + load(p.consensus_failures)},
                     {"maintenance_completed", monitor_.maintenance_completed()}};
-  return out.dump();
+  // Errors and names come from outside (an upstream's rows and messages) and need not be UTF-8:
+  // replaced, not thrown on (which would answer 500 for as long as the error stands).
+  return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::string IngestObserver::metrics_text() const {
@@ -251,6 +254,8 @@ std::string IngestObserver::metrics_text() const {
               static_cast<double>(e.appends), table);
     f.gauge("weir_export_upper", "The shard's upper: every time below it is durable.",
             static_cast<double>(e.persisted_upper), table);
+    f.gauge("weir_export_since", "The since of the driver's hold: reads at or after it are valid.",
+            static_cast<double>(e.since), table);
     f.gauge("weir_export_lag_offsets", "The upstream offset minus the shard's upper.",
             static_cast<double>(upstream > e.persisted_upper ? upstream - e.persisted_upper : 0),
             table);

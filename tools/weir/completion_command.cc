@@ -184,7 +184,8 @@ void add_completion_command(CLI::App& app) {
       "  source <(weir completion bash)    # or this, in ~/.bashrc");
   // The whole tree is there once the command line is parsed.
   const CLI::App* root = &app;
-  cmd->final_callback([root] { std::cout << bash_script(*root); });
+  // `shell` is captured so that the option's target lives as long as the app.
+  cmd->final_callback([root, shell] { std::cout << bash_script(*root); });
 }
 
 }  // namespace weir::tools

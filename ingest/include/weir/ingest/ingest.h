@@ -37,6 +37,7 @@
 #include "weir/persist/blob.h"
 #include "weir/persist/config.h"
 #include "weir/persist/consensus.h"
+#include "weir/persist/since_handle.h"
 #include "weir/sinks/persist_sink.h"
 #include "weir/sources/loadgen/loadgen_source.h"
 #include "weir/sources/source.h"
@@ -205,6 +206,8 @@ class IngestMonitor {
     uint64_t appends = 0;
     sources::Health health = sources::Health::kStarting;
     std::string error;  // For kStalled: the definite error.
+    // The since of the driver's hold on the shard (reads at or after it are valid).
+    uint64_t since = 0;
   };
   uint64_t upstream_offset() const;
   std::vector<ExportView> exports() const;
@@ -218,12 +221,14 @@ class IngestMonitor {
                  std::vector<std::shared_ptr<sinks::SinkStats>> sinks,
                  std::vector<bool> snapshotting);
   void set_run(std::shared_ptr<LastHealth> health,
-               std::shared_ptr<persist::BackgroundMaintenance> maintenance);
+               std::shared_ptr<persist::BackgroundMaintenance> maintenance,
+               std::map<std::string, std::shared_ptr<persist::SinceHandle>> holds);
 
  private:
   mutable weir::Mutex mu_;
   std::shared_ptr<LastHealth> health_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<persist::BackgroundMaintenance> maintenance_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<persist::SinceHandle>> holds_ ABSL_GUARDED_BY(mu_);
   // By table: what the sinks of the epochs before the current one wrote.
   struct Totals {
     uint64_t updates = 0, appends = 0, bytes = 0;
