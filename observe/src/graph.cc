@@ -106,7 +106,8 @@ std::string graph_json(const std::vector<WorkerGraph>& graphs, size_t workers,
       out["dataflows"].push_back(std::move(dataflow));
     }
   }
-  return out.dump();
+  // Names come from outside (tables, shards) and need not be UTF-8: replaced, not thrown on.
+  return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::string graph_dot(const std::vector<WorkerGraph>& graphs, size_t workers,

@@ -1,13 +1,25 @@
 #include "weir/observe/http_server.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <limits>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include <civetweb.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 namespace weir::observe {
 namespace {
@@ -64,37 +76,125 @@ absl::StatusOr<std::string> parse_http_address(std::string_view flag) {
 
 absl::StatusOr<std::string> http_get(std::string_view address, std::string_view path,
                                      std::chrono::milliseconds timeout) {
-  init_civetweb_once();
+  // Plain sockets, not civetweb's client: its reads after the headers wait without a limit.
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + timeout;
   const std::string url = absl::StrCat("http://", std::string(address), std::string(path));
   const size_t colon = address.rfind(':');
   if (colon == std::string_view::npos) {
     return absl::InvalidArgumentError(absl::StrCat(url, ": no port in the address"));
   }
   std::string host(address.substr(0, colon));
-  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  const int port = std::atoi(std::string(address.substr(colon + 1)).c_str());
-  char error[256] = {};
-  mg_connection* connection = mg_connect_client(host.c_str(), port, 0, error, sizeof(error));
-  if (connection == nullptr) {
-    return absl::UnavailableError(absl::StrCat(url, ": ", error[0] ? error : "cannot connect"));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
   }
-  mg_printf(connection, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n",
-            std::string(path).c_str(), std::string(address).c_str());
-  const int got = mg_get_response(connection, error, sizeof(error),
-                                  static_cast<int>(std::max<int64_t>(timeout.count(), 1)));
-  if (got < 0) {
-    mg_close_connection(connection);
-    return absl::UnavailableError(absl::StrCat(url, ": ", error[0] ? error : "no answer"));
+  const std::string port(address.substr(colon + 1));
+  // Milliseconds left before the deadline, at least 0.
+  auto left = [&] {
+    return static_cast<int>(std::clamp<int64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count(), 0,
+        std::numeric_limits<int>::max()));
+  };
+  auto late = [&] {
+    return absl::UnavailableError(absl::StrCat(
+        url, ": no complete answer within ", std::chrono::duration<double>(timeout).count(), " s"));
+  };
+
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (const int error = getaddrinfo(host.c_str(), port.c_str(), &hints, &found); error != 0) {
+    return absl::UnavailableError(absl::StrCat(url, ": ", gai_strerror(error)));
   }
-  const int status = mg_get_response_info(connection)->status_code;
-  std::string body;
-  char buffer[16384];
+  int fd = -1;
+  std::string connect_error = "cannot connect";
+  for (const addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
+    fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    int error = connect(fd, a->ai_addr, a->ai_addrlen) == 0 ? 0 : errno;
+    if (error == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      if (poll(&p, 1, left()) <= 0) {
+        error = ETIMEDOUT;
+      } else {
+        socklen_t size = sizeof(error);
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size) != 0) error = errno;
+      }
+    }
+    if (error != 0) {
+      connect_error = std::strerror(error);
+      close(fd);
+      fd = -1;
+    }
+  }
+  freeaddrinfo(found);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat(url, ": ", connect_error));
+  absl::Cleanup close_fd = [fd] { close(fd); };
+
+  // HTTP/1.0: the answer is not chunked, and it ends at its Content-Length or when the server
+  // closes.
+  const std::string request =
+      absl::StrCat("GET ", std::string(path), " HTTP/1.0\r\nHost: ", std::string(address),
+                   "\r\nUser-Agent: weir\r\n\r\n");
+  for (size_t sent = 0; sent < request.size();) {
+    pollfd p{fd, POLLOUT, 0};
+    if (poll(&p, 1, left()) <= 0) return late();
+    const ssize_t n = send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    if (n <= 0) return absl::UnavailableError(absl::StrCat(url, ": ", std::strerror(errno)));
+    sent += static_cast<size_t>(n);
+  }
+
+  std::string answer;
+  size_t header_end = std::string::npos;
+  std::optional<size_t> length;  // The body's, from Content-Length.
+  char buffer[65536];
   for (;;) {
-    const int n = mg_read(connection, buffer, sizeof(buffer));
-    if (n <= 0) break;
-    body.append(buffer, static_cast<size_t>(n));
+    if (header_end != std::string::npos && length && answer.size() >= header_end + *length) break;
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, left()) <= 0) return late();
+    const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    if (n < 0) return absl::UnavailableError(absl::StrCat(url, ": ", std::strerror(errno)));
+    if (n == 0) break;  // Closed: the answer is what came.
+    answer.append(buffer, static_cast<size_t>(n));
+    if (answer.size() > kMaxHttpAnswerBytes) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(url, ": the answer is over ", kMaxHttpAnswerBytes >> 20, " MiB"));
+    }
+    if (header_end == std::string::npos) {
+      const size_t end = answer.find("\r\n\r\n");
+      if (end == std::string::npos) continue;
+      header_end = end + 4;
+      const std::vector<std::string> lines = absl::StrSplit(answer.substr(0, end), "\r\n");
+      for (const std::string& line : lines) {
+        const size_t sep = line.find(':');
+        if (sep == std::string::npos ||
+            !absl::EqualsIgnoreCase(line.substr(0, sep), "Content-Length")) {
+          continue;
+        }
+        size_t value = 0;
+        if (!absl::SimpleAtoi(line.substr(sep + 1), &value)) {
+          return absl::DataLossError(absl::StrCat(url, ": a bad Content-Length: ", line));
+        }
+        length = value;
+      }
+    }
   }
-  mg_close_connection(connection);
+  int status = 0;
+  if (header_end == std::string::npos || !absl::StartsWith(answer, "HTTP/1.") ||
+      answer.size() < 12 || !absl::SimpleAtoi(answer.substr(9, 3), &status)) {
+    return absl::UnavailableError(absl::StrCat(url, ": not an HTTP answer"));
+  }
+  std::string body = answer.substr(header_end);
+  if (length) {
+    if (body.size() < *length) {
+      return absl::UnavailableError(
+          absl::StrCat(url, ": the answer ended after ", body.size(), " of ", *length, " bytes"));
+    }
+    body.resize(*length);
+  }
   if (status != 200) {
     return absl::FailedPreconditionError(absl::StrCat(url, ": HTTP ", status, ": ", body));
   }
@@ -108,21 +208,12 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::start(
   server->routes_ = std::move(routes);
   const std::string threads = std::to_string(std::max(options.threads, 1));
   const std::string timeout = std::to_string(std::max<int64_t>(options.request_timeout.count(), 1));
-  const char* config[] = {"listening_ports",
-                          options.address.c_str(),
-                          "num_threads",
-                          threads.c_str(),
-                          "request_timeout_ms",
-                          timeout.c_str(),
-                          "max_request_size",
-                          "16384",
-                          "enable_keep_alive",
-                          "yes",
-                          "keep_alive_timeout_ms",
-                          "5000",
-                          "linger_timeout_ms",
-                          "0",
-                          nullptr};
+  const char* config[] = {"listening_ports", options.address.c_str(), "num_threads",
+                          threads.c_str(), "request_timeout_ms", timeout.c_str(),
+                          "max_request_size", "16384",
+                          // One answer per connection (see the header): a kept-alive one
+                          // would hold its thread while idle.
+                          "enable_keep_alive", "no", "linger_timeout_ms", "0", nullptr};
   mg_callbacks callbacks;
   std::memset(&callbacks, 0, sizeof(callbacks));
   // civetweb logs errors of single connections (a client that went away) to stderr by default;

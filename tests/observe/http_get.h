@@ -1,17 +1,23 @@
 // Test helpers for the observability endpoints: a minimal HTTP/1.1 GET over a socket, raw
-// requests for hostile-client tests, and a strict reader of Prometheus' text exposition format.
+// requests for hostile-client tests, a strict reader of Prometheus' text exposition format, and
+// a raw server for hostile-server tests.
 
 #pragma once
 
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdlib>
+#include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <thread>
 #include <vector>
 
 #include <arpa/inet.h>
@@ -243,5 +249,102 @@ inline std::optional<double> sample_value(const std::vector<Sample>& samples,
   }
   return std::nullopt;
 }
+
+// A hostile or broken HTTP server for clients' tests, on 127.0.0.1 (a free port): every
+// connection gets a thread that reads the request head and calls `respond(path, connection)`,
+// which writes what it likes (RawServer::send_all) and may wait (RawServer::pause) before
+// returning; the connection is closed then. The destructor ends pauses, closes every connection
+// and joins.
+class RawServer {
+ public:
+  using Respond = std::function<void(const std::string& path, int fd, RawServer& server)>;
+
+  explicit RawServer(Respond respond) : respond_(std::move(respond)) {
+    listener_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t size = sizeof(addr);
+    if (listener_ < 0 || bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+        listen(listener_, 64) != 0 ||
+        getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &size) != 0) {
+      return;
+    }
+    port_ = ntohs(addr.sin_port);
+    acceptor_ = std::thread([this] { accept_loop(); });
+  }
+  ~RawServer() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopped_ = true;
+      for (int fd : open_) shutdown(fd, SHUT_RDWR);
+    }
+    stop_.notify_all();
+    shutdown(listener_, SHUT_RDWR);
+    if (acceptor_.joinable()) acceptor_.join();
+    for (auto& t : connections_) t.join();
+    close(listener_);
+  }
+  RawServer(const RawServer&) = delete;
+  RawServer& operator=(const RawServer&) = delete;
+
+  int port() const { return port_; }  // 0: it could not listen.
+
+  // Writes all of `data`; false once the peer is gone or the server stops.
+  static bool send_all(int fd, std::string_view data) {
+    while (!data.empty()) {
+      const ssize_t n = send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      data.remove_prefix(static_cast<size_t>(n));
+    }
+    return true;
+  }
+  // Waits `d`; false if the server stopped meanwhile.
+  bool pause(std::chrono::milliseconds d) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return !stop_.wait_for(lock, d, [&] { return stopped_; });
+  }
+
+ private:
+  void accept_loop() {
+    for (;;) {
+      const int fd = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) return;
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopped_) {
+        close(fd);
+        return;
+      }
+      open_.push_back(fd);
+      connections_.emplace_back([this, fd] { serve(fd); });
+    }
+  }
+  void serve(int fd) {
+    std::string head;
+    char buffer[4096];
+    while (head.find("\r\n\r\n") == std::string::npos && head.size() < 65536) {
+      const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+      if (n <= 0) break;
+      head.append(buffer, static_cast<size_t>(n));
+    }
+    const size_t first = head.find(' '), second = head.find(' ', first + 1);
+    if (first != std::string::npos && second != std::string::npos) {
+      respond_(head.substr(first + 1, second - first - 1), fd, *this);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    std::erase(open_, fd);
+    close(fd);
+  }
+
+  Respond respond_;
+  int listener_ = -1;
+  int port_ = 0;
+  std::thread acceptor_;
+  std::mutex mu_;
+  std::condition_variable stop_;
+  bool stopped_ = false;
+  std::vector<int> open_;
+  std::vector<std::thread> connections_;
+};
 
 }  // namespace weir::observe::testing

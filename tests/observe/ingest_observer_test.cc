@@ -271,5 +271,71 @@ TEST_F(IngestObserverTest, ABadAddressIsAnErrorBeforeAnyWork) {
   EXPECT_NE(read_file(top_log).find("127.0.0.1:1"), std::string::npos) << read_file(top_log);
 }
 
+// `weir top` reads another process's answers: whatever a server at that address sends (JSON of
+// other shapes, numbers out of range, an answer that stalls or never ends), it prints a frame or
+// an error and exits; it never aborts and never waits forever.
+TEST(WeirTopTest, SurvivesWhateverTheServerAnswers) {
+  using testing::RawServer;
+  const std::string good_status =
+      R"({"command":"ingest","exports":[{"table":"t","upper":5}],"workers":[{"worker":0}]})";
+  // (status body, graph body); an empty body: the server stalls after its headers.
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"exports":[1,"x",null],"workers":[]})", "{}"},
+      {R"({"exports":[],"workers":[{},5,[]]})", "{}"},
+      {R"({"exports":[{"table":"t","snapshot":{"active":true,"total":1,"done":-5}}]})", "{}"},
+      {R"({"exports":[{"table":"t","snapshot":{"active":true,"total":1e-300,"done":1e300}}]})",
+       "{}"},
+      {R"({"exports":{"a":1},"workers":"x","persist":[1],"workers_total":1e300})", "[]"},
+      {good_status, R"({"dataflows":[5]})"},
+      {good_status, R"({"dataflows":[{"operators":5}]})"},
+      {good_status,
+       R"({"dataflows":[{"operators":[1,"x",{"id":-1,"busy_ns":1e308,"activations":-1e308}]}]})"},
+      {"", "{}"},
+      {good_status, ""},
+  };
+  int n = 0;
+  for (const auto& [status_body, graph_body] : cases) {
+    SCOPED_TRACE("case " + std::to_string(n) + ": /status " + status_body + ", /graph " +
+                 graph_body);
+    RawServer server([&](const std::string& path, int fd, RawServer& self) {
+      const std::string& body = path.rfind("/status", 0) == 0 ? status_body : graph_body;
+      if (body.empty()) {
+        RawServer::send_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\n{");
+        self.pause(std::chrono::minutes(5));
+        return;
+      }
+      RawServer::send_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) +
+                                  "\r\n\r\n" + body);
+    });
+    ASSERT_GT(server.port(), 0);
+    const fs::path log = fs::temp_directory_path() /
+                         ("weir_top_" + std::to_string(getpid()) + "_" + std::to_string(n++));
+    fs::remove(log);
+    const pid_t pid =
+        spawn_tool({WEIR_TOOL_PATH, "top", "--http", "127.0.0.1:" + std::to_string(server.port()),
+                    "--once", "--interval", "0.1"},
+                   log);
+    int status = 0;
+    pid_t waited = 0;
+    const auto deadline = Clock::now() + std::chrono::seconds(30);
+    while ((waited = waitpid(pid, &status, WNOHANG)) == 0 && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    const bool exited = waited == pid;
+    if (!exited) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+    }
+    const std::string output = read_file(log);
+    fs::remove(log);
+    EXPECT_TRUE(exited) << "still running after 30 s: " << output;
+    EXPECT_TRUE(WIFEXITED(status)) << "ended by signal " << WTERMSIG(status) << ": " << output;
+    if (WIFEXITED(status)) {
+      EXPECT_LE(WEXITSTATUS(status), 1) << output;
+    }
+    EXPECT_FALSE(output.empty());
+  }
+}
+
 }  // namespace
 }  // namespace weir::observe

@@ -3,6 +3,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
+#include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -15,6 +18,7 @@
 
 #include "weir/observe/graph.h"
 #include "weir/observe/http_server.h"
+#include "weir/observe/ingest_endpoints.h"
 #include "weir/observe/runtime_stats.h"
 #include "weir/weir.h"
 #include "weir/worker/introspection.h"
@@ -97,6 +101,128 @@ TEST(HttpServerTest, KeepsServingAfterGarbageHugeHeadersAndSlowClients) {
   EXPECT_LT(waited, std::chrono::seconds(8));
   for (int fd : slow) close(fd);
   EXPECT_EQ(http_get(port, "/hello").status, 200);
+}
+
+// Browser tabs polling every second keep their connections open between polls; civetweb holds a
+// thread per open connection, so kept-alive connections would hold every thread and nothing else
+// (a Prometheus scrape, /healthz) would be answered while they poll.
+TEST(HttpServerTest, ConnectionsLeftOpenAfterAnAnswerDoNotHoldTheServer) {
+  auto server = start_echo(HttpServerOptions{.threads = 2});
+  ASSERT_NE(server, nullptr);
+  const int port = server->port();
+  std::vector<int> kept;
+  for (int i = 0; i < 4; ++i) {
+    const int fd = testing::connect_local(port);
+    ASSERT_GE(fd, 0);
+    const std::string request = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";  // Keep-alive.
+    ASSERT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(request.size()));
+    kept.push_back(fd);
+  }
+  // Each gets its answer, then the server closes the connection.
+  for (int fd : kept) {
+    std::string answer;
+    char buffer[4096];
+    for (;;) {
+      pollfd p{fd, POLLIN, 0};
+      ASSERT_GT(poll(&p, 1, 3000), 0) << "the connection stays open after: " << answer;
+      const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+      if (n <= 0) break;
+      answer.append(buffer, static_cast<size_t>(n));
+    }
+    EXPECT_NE(answer.find("hello"), std::string::npos) << answer;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(http_get(port, "/hello").status, 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  for (int fd : kept) close(fd);
+}
+
+// A browser opens connections it may never use (preconnects); a few of them must not delay
+// other clients by the request timeout.
+TEST(HttpServerTest, AFewIdleConnectionsDoNotDelayOtherClients) {
+  auto server = start_echo();
+  ASSERT_NE(server, nullptr);
+  std::vector<int> idle;
+  for (int i = 0; i < 8; ++i) {
+    const int fd = testing::connect_local(server->port());
+    ASSERT_GE(fd, 0);
+    idle.push_back(fd);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // Let the server take them up.
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(http_get(server->port(), "/hello").status, 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  for (int fd : idle) close(fd);
+}
+
+// observe::http_get (what `weir top` polls with) on another thread, waited for up to `limit`:
+// nullopt if it has not returned by then.
+std::optional<absl::StatusOr<std::string>> get_within(int port, const std::string& path,
+                                                      std::chrono::milliseconds timeout,
+                                                      std::chrono::seconds limit) {
+  auto result = std::make_shared<std::promise<absl::StatusOr<std::string>>>();
+  auto future = result->get_future();
+  std::thread([=] {
+    result->set_value(observe::http_get("127.0.0.1:" + std::to_string(port), path, timeout));
+  }).detach();
+  if (future.wait_for(limit) != std::future_status::ready) return std::nullopt;
+  return future.get();
+}
+
+TEST(HttpGetTest, ReturnsTheBodyOrAnErrorInTimeWhateverTheServerDoes) {
+  using testing::RawServer;
+  testing::RawServer server([](const std::string& path, int fd, RawServer& self) {
+    if (path == "/ok") {
+      RawServer::send_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello and more");
+    } else if (path == "/until-close") {
+      RawServer::send_all(fd, "HTTP/1.0 200 OK\r\n\r\nall of it");
+    } else if (path == "/missing") {
+      RawServer::send_all(fd, "HTTP/1.1 404 Not Found\r\nContent-Length: 4\r\n\r\nnope");
+    } else if (path == "/short") {
+      RawServer::send_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc");
+    } else if (path == "/stall") {  // Headers, a byte, then nothing.
+      RawServer::send_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{");
+      self.pause(std::chrono::minutes(5));
+    } else if (path == "/trickle") {  // A byte at a time, never done.
+      RawServer::send_all(fd, "HTTP/1.1 200 OK\r\n\r\n");
+      while (RawServer::send_all(fd, " ") && self.pause(std::chrono::milliseconds(50))) {
+      }
+    } else if (path == "/endless") {  // As fast as it can, up to 256 MiB.
+      RawServer::send_all(fd, "HTTP/1.1 200 OK\r\n\r\n");
+      const std::string chunk(1 << 20, 'x');
+      for (int i = 0; i < 256 && RawServer::send_all(fd, chunk); ++i) {
+      }
+    } else if (path == "/silent") {
+      self.pause(std::chrono::minutes(5));
+    }
+  });
+  ASSERT_GT(server.port(), 0);
+  const auto timeout = std::chrono::milliseconds(1000);
+  const auto limit = std::chrono::seconds(20);
+  auto ok = get_within(server.port(), "/ok", timeout, limit);
+  ASSERT_TRUE(ok.has_value());
+  ASSERT_TRUE(ok->ok()) << ok->status();
+  EXPECT_EQ(**ok, "hello");
+  auto until_close = get_within(server.port(), "/until-close", timeout, limit);
+  ASSERT_TRUE(until_close.has_value() && until_close->ok());
+  EXPECT_EQ(**until_close, "all of it");
+  auto missing = get_within(server.port(), "/missing", timeout, limit);
+  ASSERT_TRUE(missing.has_value());
+  EXPECT_EQ(missing->status().code(), absl::StatusCode::kFailedPrecondition) << missing->status();
+  for (const char* path : {"/short", "/stall", "/trickle", "/silent"}) {
+    const auto start = std::chrono::steady_clock::now();
+    auto got = get_within(server.port(), path, timeout, limit);
+    ASSERT_TRUE(got.has_value()) << path << ": http_get did not return within " << limit.count()
+                                 << " s";
+    EXPECT_EQ(got->status().code(), absl::StatusCode::kUnavailable)
+        << path << ": " << got->status();
+    EXPECT_NE(got->status().message().find(path), std::string::npos) << got->status();
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3)) << path;
+  }
+  auto endless = get_within(server.port(), "/endless", std::chrono::milliseconds(20000), limit);
+  ASSERT_TRUE(endless.has_value());
+  EXPECT_EQ(endless->status().code(), absl::StatusCode::kResourceExhausted) << endless->status();
 }
 
 TEST(HttpAddressTest, AcceptsWhatUsersTypeAndNamesTheFlagOtherwise) {
@@ -194,6 +320,40 @@ TEST(RuntimeStatsTest, CountsOperatorsChannelsAndWorkersAndDescribesTheGraph) {
   EXPECT_EQ(dot.rfind("digraph weir {", 0), 0u);
   EXPECT_NE(dot.find("Map"), std::string::npos);
   EXPECT_NE(dot.find("exchange"), std::string::npos);
+}
+
+// Operator names hold table and shard names, which come from outside (an upstream database) and
+// need not be UTF-8: JSON cannot carry such bytes, and /graph must still answer.
+TEST(GraphTest, NamesThatAreNotUtf8AreReplacedNotFatal) {
+  WorkerGraph g;
+  DataflowGraph& d = g.dataflows.emplace_back();
+  d.name = "ingest-\xff";
+  OperatorGraph& op = d.operators.emplace_back();
+  op.id = 1;
+  op.address = {0, 1};
+  op.name = "PersistWrite(pg.caf\xe9)";
+  op.inputs = {{"1"}};
+  std::string text;
+  ASSERT_NO_THROW(text = graph_json({g}, 1, nullptr));
+  const auto json = nlohmann::json::parse(text);
+  EXPECT_EQ(json["dataflows"][0]["operators"][0]["name"], "PersistWrite(pg.caf\xef\xbf\xbd)");
+  EXPECT_NE(graph_dot({g}, 1, nullptr).find("PersistWrite"), std::string::npos);
+}
+
+TEST(IngestStatusTest, AnErrorThatIsNotUtf8StillGivesAStatus) {
+  IngestObserver observer({.kind = "k", .source = "loadgen:counter"});
+  auto health = std::make_shared<ingest::LastHealth>(1);
+  {
+    weir::MutexLock lock(health->mu);
+    health->exports[0] = {sources::Health::kStalled, "bad row: caf\xe9 \xff"};
+  }
+  observer.monitor().set_epoch(nullptr, {"t"}, {std::make_shared<sinks::SinkStats>()}, {false});
+  observer.monitor().set_run(health, nullptr, {});
+  std::string text;
+  ASSERT_NO_THROW(text = observer.status_json());
+  const auto json = nlohmann::json::parse(text);
+  EXPECT_EQ(json["exports"][0]["health"], "stalled");
+  EXPECT_EQ(json["exports"][0]["error"], "bad row: caf\xef\xbf\xbd \xef\xbf\xbd");
 }
 
 TEST(RuntimeStatsTest, AGraphRequestWithoutWorkersTimesOutEmpty) {

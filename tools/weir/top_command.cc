@@ -3,13 +3,17 @@
 // (the operator each runs now, busy share), the busiest operators and persist's counters. Reads
 // /status and /graph (docs/observability.md).
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -67,6 +71,16 @@ T get(const json& object, const char* key, T fallback) {
   if (!object.is_object()) return fallback;
   auto it = object.find(key);
   if (it == object.end()) return fallback;
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    // A float out of T's range would convert to an undefined value.
+    if (it->is_number_float()) {
+      const double d = it->template get<double>();
+      if (!(d >= static_cast<double>(std::numeric_limits<T>::min()) &&
+            d < static_cast<double>(std::numeric_limits<T>::max()))) {
+        return fallback;
+      }
+    }
+  }
   try {
     return it->get<T>();
   } catch (const json::exception&) {
@@ -74,9 +88,23 @@ T get(const json& object, const char* key, T fallback) {
   }
 }
 
+// The answers are another process's: any field may be missing or of another type. The value at
+// `key`, or null when `object` is not an object or has no such key.
+const json& field(const json& object, const char* key) {
+  static const json null;
+  if (!object.is_object()) return null;
+  auto it = object.find(key);
+  return it == object.end() ? null : *it;
+}
+
+// `value`'s elements, or none when it is not an array.
+const json& elements(const json& value) {
+  static const json empty = json::array();
+  return value.is_array() ? value : empty;
+}
+
 const json* find_by(const json& array, const char* key, const json& value) {
-  if (!array.is_array()) return nullptr;
-  for (const auto& x : array) {
+  for (const auto& x : elements(array)) {
     if (x.is_object() && x.contains(key) && x[key] == value) return &x;
   }
   return nullptr;
@@ -95,22 +123,22 @@ std::string frame(const std::string& address, const Sample& now, const Sample* b
   absl::StrAppend(&out, absl::StrFormat("%-16s %-9s %12s %10s %8s %10s %10s %9s  %s\n", "EXPORT",
                                         "HEALTH", "UPPER", "LAG", "LAG s", "UPDATES/s", "BYTES/s",
                                         "APPENDS/s", "SNAPSHOT"));
-  const json exports = s.value("exports", json::array());
-  for (const auto& e : exports.is_array() ? exports : json::array()) {
+  for (const auto& e : elements(field(s, "exports"))) {
     const std::string table = get<std::string>(e, "table", "?");
     double updates_rate = 0, bytes_rate = 0, appends_rate = 0;
     if (before) {
-      if (const json* b = find_by(before->status.value("exports", json::array()), "table", table)) {
+      if (const json* b = find_by(field(before->status, "exports"), "table", table)) {
         updates_rate = (get<double>(e, "updates", 0) - get<double>(*b, "updates", 0)) / dt;
         bytes_rate = (get<double>(e, "bytes", 0) - get<double>(*b, "bytes", 0)) / dt;
         appends_rate = (get<double>(e, "appends", 0) - get<double>(*b, "appends", 0)) / dt;
       }
     }
-    const json snap = e.value("snapshot", json::object());
+    const json& snap = field(e, "snapshot");
     const double total = get<double>(snap, "total", 0), done = get<double>(snap, "done", 0);
     std::string snapshot = "-";
     if (get<bool>(snap, "active", false) && total > 0) {
-      const int width = 20, filled = static_cast<int>(std::min(done / total, 1.0) * width);
+      const double share = std::clamp(done / total, 0.0, 1.0);  // NaN: 0.
+      const int width = 20, filled = static_cast<int>((share >= 0 ? share : 0) * width);
       snapshot = absl::StrFormat("[%s%s] %3.0f%% %s/%s", std::string(filled, '#'),
                                  std::string(width - filled, '.'), 100 * done / total, human(done),
                                  human(total));
@@ -129,12 +157,10 @@ std::string frame(const std::string& address, const Sample& now, const Sample* b
 
   absl::StrAppend(
       &out, absl::StrFormat("\n%-7s %6s %-40s %10s\n", "WORKER", "BUSY", "RUNNING NOW", "FOR"));
-  const json workers = s.value("workers", json::array());
-  for (const auto& w : workers.is_array() ? workers : json::array()) {
+  for (const auto& w : elements(field(s, "workers"))) {
     std::string busy = "-";
     if (before) {
-      if (const json* b =
-              find_by(before->status.value("workers", json::array()), "worker", w["worker"])) {
+      if (const json* b = find_by(field(before->status, "workers"), "worker", field(w, "worker"))) {
         const double parked =
             get<double>(w, "parked_seconds", 0) - get<double>(*b, "parked_seconds", 0);
         busy = absl::StrFormat("%.0f%%", std::clamp(100 * (1 - parked / dt), 0.0, 100.0));
@@ -151,25 +177,23 @@ std::string frame(const std::string& address, const Sample& now, const Sample* b
   if (before) {
     std::map<uint64_t, std::pair<double, double>> earlier;  // id -> (busy_ns, activations)
     auto newest = [](const json& g) -> const json* {
-      if (!g.is_object() || !g.contains("dataflows") || !g["dataflows"].is_array() ||
-          g["dataflows"].empty()) {
-        return nullptr;
-      }
-      return &g["dataflows"].back();
+      const json& dataflows = elements(field(g, "dataflows"));
+      return dataflows.empty() ? nullptr : &dataflows.back();
     };
     if (const json* d = newest(before->graph)) {
-      for (const auto& op : d->value("operators", json::array())) {
+      for (const auto& op : elements(field(*d, "operators"))) {
         earlier[get<uint64_t>(op, "id", 0)] = {get<double>(op, "busy_ns", 0),
                                                get<double>(op, "activations", 0)};
       }
     }
     std::vector<std::tuple<double, double, std::string>> ops;  // (busy share, runs/s, name)
     if (const json* d = newest(now.graph)) {
-      for (const auto& op : d->value("operators", json::array())) {
+      for (const auto& op : elements(field(*d, "operators"))) {
         auto it = earlier.find(get<uint64_t>(op, "id", 0));
         if (it == earlier.end()) continue;
         const double busy = (get<double>(op, "busy_ns", 0) - it->second.first) / 1e9 / dt;
         const double runs = (get<double>(op, "activations", 0) - it->second.second) / dt;
+        if (!std::isfinite(busy) || !std::isfinite(runs)) continue;  // Sorting needs an order.
         ops.emplace_back(busy, runs, get<std::string>(op, "name", "?"));
       }
     }
@@ -183,7 +207,7 @@ std::string frame(const std::string& address, const Sample& now, const Sample* b
     }
   }
 
-  const json p = s.value("persist", json::object());
+  const json& p = field(s, "persist");
   absl::StrAppend(&out, absl::StrFormat("\npersist  blob written %s  read %s  compare-and-sets %s "
                                         "(mismatched %s)  failures %s  maintenance %s\n",
                                         human(get<double>(p, "blob_bytes_written", 0), "B"),
@@ -220,7 +244,13 @@ void run(const TopFlags& flags) {
       std::this_thread::sleep_for(interval);
       continue;
     }
-    const std::string text = frame(*address, *now, before ? &*before : nullptr);
+    std::string text;
+    try {
+      text = frame(*address, *now, before ? &*before : nullptr);
+    } catch (const std::exception& e) {  // A bug here, not the server's: still no abort.
+      text = absl::StrCat("weir top: cannot show what http://", *address, " answered: ", e.what(),
+                          "\n");
+    }
     if (terminal) std::fputs("\033[H\033[2J", stdout);
     std::fputs(text.c_str(), stdout);
     std::fflush(stdout);

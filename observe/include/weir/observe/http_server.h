@@ -13,11 +13,18 @@
 // refused by civetweb without reaching a handler; only GET and HEAD reach one (anything else:
 // 405). A path with no handler: 404.
 //
+// A connection holds a thread from its accept until its answer is sent (civetweb serves one
+// connection per thread), so the server closes every connection after one answer: a kept-alive
+// connection would hold its thread while idle, and a few browser tabs polling every second would
+// hold them all, leaving /healthz unanswered. A client that connects and sends nothing holds a
+// thread for request_timeout: more such clients than threads delay everyone else that long.
+//
 // Thread safety: start and the destructor from one thread; port() from any.
 
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <functional>
 #include <map>
 #include <memory>
@@ -49,7 +56,7 @@ struct HttpServerOptions {
   // HOST:PORT. Loopback by default: put a reverse proxy with authentication in front of it to
   // reach it from elsewhere (docs/observability.md).
   std::string address = "127.0.0.1:0";
-  int threads = 4;  // Concurrent requests served; further connections wait in the queue.
+  int threads = 16;  // Connections served at once; further ones wait in the queue.
   std::chrono::milliseconds request_timeout{10000};  // A slow client is dropped after this.
 };
 
@@ -58,8 +65,12 @@ struct HttpServerOptions {
 absl::StatusOr<std::string> parse_http_address(std::string_view flag);
 
 // GET `path` from the server at `address` (HOST:PORT, as parse_http_address gives it): the body
-// of a 200 answer. Unavailable (naming the URL) if it cannot connect or does not answer within
-// `timeout`; FailedPrecondition with the body for any other status.
+// of a 200 answer, over HTTP/1.0. `timeout` bounds the whole exchange: connecting, sending and
+// the complete answer (a server that sends its headers and then stalls, or trickles, is given up
+// on). Unavailable (naming the URL) if it cannot connect or the answer is not complete in time;
+// ResourceExhausted if the answer is over kMaxHttpAnswerBytes; FailedPrecondition with the body
+// for any status but 200.
+inline constexpr size_t kMaxHttpAnswerBytes = size_t{64} << 20;
 absl::StatusOr<std::string> http_get(std::string_view address, std::string_view path,
                                      std::chrono::milliseconds timeout);
 
