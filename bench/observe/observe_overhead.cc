@@ -1,5 +1,7 @@
-// observe_overhead ROWS RUNS [-w W]: what `--http` costs `ingest_throughput`'s workload (a
-// ROWS-row snapshot of the counter generator into persist), scraped every second.
+// observe_overhead ROWS RUNS [-w W] [--stream]: what `--http` costs `ingest_throughput`'s workload
+// (a ROWS-row snapshot of the counter generator into persist), scraped every second. With
+// --stream, the auction generator's change stream instead: ROWS offsets as fast as it goes, after
+// a small snapshot (many small times: the most operator runs, and log events, per row).
 //
 // Runs the workload RUNS times plain and RUNS times observed, alternating (plain first, then
 // observed, ...): observed runs attach RuntimeStats to every worker, count the persist stores
@@ -32,17 +34,24 @@ double median(std::vector<double> v) {
 }
 
 // One run; rows/s, or a negative number on failure. `scrapes`: GETs that answered.
-double run_once(uint64_t rows, const weir::Config& workers, bool observed, int* scrapes) {
+double run_once(uint64_t rows, const weir::Config& workers, bool stream, bool observed,
+                int* scrapes) {
   const fs::path dir =
       fs::temp_directory_path() / ("weir-observe-overhead-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   weir::ingest::IngestOptions options;
   options.location = weir::persist::PersistLocation::in_directory(dir.string());
   options.workers = workers;
-  options.source.generator.kind = "counter";
-  options.source.generator.snapshot_rows["counter"] = rows;
-  options.source.rate = 0;
-  options.source.until = 0;  // The snapshot only.
+  if (stream) {
+    options.source.generator.kind = "auction";
+    options.source.rate = 0;
+    options.source.until = rows;  // Offsets.
+  } else {
+    options.source.generator.kind = "counter";
+    options.source.generator.snapshot_rows["counter"] = rows;
+    options.source.rate = 0;
+    options.source.until = 0;  // The snapshot only.
+  }
   std::optional<weir::observe::IngestObserver> observer;
   std::atomic<bool> done{false};
   std::thread scraper;
@@ -53,16 +62,18 @@ double run_once(uint64_t rows, const weir::Config& workers, bool observed, int* 
     auto port = observer->serve({});
     if (!port.ok()) return -1;
     const std::string address = "127.0.0.1:" + std::to_string(*port);
-    scraper = std::thread([&done, address, scrapes] {
-      while (!done.load()) {
-        for (const char* path : {"/metrics", "/status", "/graph"}) {
-          if (weir::observe::http_get(address, path, std::chrono::seconds(5)).ok()) ++*scrapes;
+    // OBSERVE_NO_SCRAPE=1: instrumented and serving, but nobody scrapes (to tell the two apart).
+    if (std::getenv("OBSERVE_NO_SCRAPE") == nullptr)  // NOLINT(concurrency-mt-unsafe)
+      scraper = std::thread([&done, address, scrapes] {
+        while (!done.load()) {
+          for (const char* path : {"/metrics", "/status", "/graph"}) {
+            if (weir::observe::http_get(address, path, std::chrono::seconds(5)).ok()) ++*scrapes;
+          }
+          for (int i = 0; i < 100 && !done.load(); ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          }
         }
-        for (int i = 0; i < 100 && !done.load(); ++i) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        }
-      }
-    });
+      });
   }
   weir::bench::Timer timer;
   auto report = weir::ingest::run_ingest(options, observer ? &observer->monitor() : nullptr);
@@ -71,11 +82,16 @@ double run_once(uint64_t rows, const weir::Config& workers, bool observed, int* 
   if (scraper.joinable()) scraper.join();
   observer.reset();
   fs::remove_all(dir);
-  if (!report.ok() || report->exports[0].updates != rows) {
+  if (!report.ok() || (!stream && report->exports[0].updates != rows)) {
     std::fprintf(
         stderr, "observe_overhead: %s\n",
         report.ok() ? "wrong update count" : std::string(report.status().message()).c_str());
     return -1;
+  }
+  if (stream) {
+    uint64_t updates = 0;
+    for (const auto& e : report->exports) updates += e.updates;
+    return updates / seconds;
   }
   return rows / seconds;
 }
@@ -83,28 +99,38 @@ double run_once(uint64_t rows, const weir::Config& workers, bool observed, int* 
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto args = weir::bench::parse(argc, argv, 2, "observe_overhead ROWS RUNS [-w W]");
+  bool stream = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) != "--stream") continue;
+    stream = true;
+    for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
+    --argc;
+    break;
+  }
+  auto args = weir::bench::parse(argc, argv, 2, "observe_overhead ROWS RUNS [-w W] [--stream]");
   const uint64_t rows = args.numbers[0];
   const uint64_t runs = args.numbers[1];
   std::vector<double> plain, observed;
   for (uint64_t r = 0; r < runs; ++r) {
     for (const bool with : {false, true}) {
       int scrapes = 0;
-      const double rate = run_once(rows, args.config, with, &scrapes);
+      const double rate = run_once(rows, args.config, stream, with, &scrapes);
       if (rate < 0) return 1;
       (with ? observed : plain).push_back(rate);
-      std::printf("run %llu %-8s %12.0f rows/s%s\n", static_cast<unsigned long long>(r),
-                  with ? "observed" : "plain", rate,
+      std::printf("run %llu %-8s %12.0f %s/s%s\n", static_cast<unsigned long long>(r),
+                  with ? "observed" : "plain", rate, stream ? "updates" : "rows",
                   with ? (" (" + std::to_string(scrapes) + " scrapes answered)").c_str() : "");
       std::fflush(stdout);
     }
   }
   const double p = median(plain), o = median(observed);
+  // Stream: updates/s written (every table), snapshot: rows/s.
   std::printf(
-      "observe_overhead: %llu rows, %zu workers, %llu runs each: plain %.0f rows/s, "
-      "observed %.0f rows/s (medians), ratio %.3f\n",
-      static_cast<unsigned long long>(rows), args.config.workers,
-      static_cast<unsigned long long>(runs), p, o, o / p);
+      "observe_overhead: %s %llu %s, %zu workers, %llu runs each: plain %.0f, observed %.0f "
+      "%s/s (medians), ratio %.3f\n",
+      stream ? "stream of" : "snapshot of", static_cast<unsigned long long>(rows),
+      stream ? "offsets" : "rows", args.config.workers, static_cast<unsigned long long>(runs), p, o,
+      stream ? "updates" : "rows", o / p);
   weir::bench::result("observe_plain_rows_per_s", p, "rows/s");
   weir::bench::result("observe_observed_rows_per_s", o, "rows/s");
   weir::bench::result("observe_ratio", o / p, "x");
