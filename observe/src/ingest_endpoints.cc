@@ -1,6 +1,8 @@
 #include "weir/observe/ingest_endpoints.h"
 
 #include <fstream>
+#include <string>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -32,6 +34,38 @@ uint64_t resident_bytes() {
   return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
 }
 
+// `text` with each byte that does not belong to a well-formed UTF-8 sequence replaced by U+FFFD.
+// Prometheus refuses a whole scrape over one label value that is not UTF-8, and label values
+// (tables, operators' shard names) come from outside.
+std::string valid_utf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[i + k]); };
+    const unsigned char c = byte(0);
+    const size_t n = c < 0x80           ? 1
+                     : (c >> 5) == 0x6  ? 2
+                     : (c >> 4) == 0xE  ? 3
+                     : (c >> 3) == 0x1E ? 4
+                                        : 0;
+    bool ok = n > 0 && i + n <= text.size();
+    for (size_t k = 1; ok && k < n; ++k) ok = (byte(k) & 0xC0) == 0x80;
+    // No overlong forms, no surrogates, nothing past U+10FFFF.
+    if (ok && n == 2) ok = c >= 0xC2;
+    if (ok && n == 3) ok = !(c == 0xE0 && byte(1) < 0xA0) && !(c == 0xED && byte(1) >= 0xA0);
+    if (ok && n == 4)
+      ok = c <= 0xF4 && !(c == 0xF0 && byte(1) < 0x90) && !(c == 0xF4 && byte(1) >= 0x90);
+    if (ok) {
+      out.append(text.substr(i, n));
+      i += n;
+    } else {
+      out.append("\xEF\xBF\xBD");
+      ++i;
+    }
+  }
+  return out;
+}
+
 // Builds metric families: one per name, samples added with labels.
 class Families {
  public:
@@ -46,6 +80,7 @@ class Families {
            std::vector<ClientMetric::Label> labels = {}) {
     ClientMetric m;
     m.label = std::move(labels);
+    for (auto& label : m.label) label.value = valid_utf8(label.value);
     if (type == MetricType::Counter) {
       m.counter.value = value;
     } else {

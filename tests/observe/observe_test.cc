@@ -356,6 +356,28 @@ TEST(IngestStatusTest, AnErrorThatIsNotUtf8StillGivesAStatus) {
   EXPECT_EQ(json["exports"][0]["error"], "bad row: caf\xef\xbf\xbd \xef\xbf\xbd");
 }
 
+// Prometheus refuses a whole scrape with one label value that is not UTF-8 (its text parser
+// checks), so one odd table name would cost every metric.
+TEST(IngestStatusTest, MetricsOfANameThatIsNotUtf8CanStillBeScraped) {
+  IngestObserver observer({.kind = "k", .source = "loadgen:counter"});
+  observer.monitor().set_epoch(nullptr, {"caf\xe9", "ok\xf0\x9f\x99\x82", "x\xed\xa0\x80"},
+                               {std::make_shared<sinks::SinkStats>(),
+                                std::make_shared<sinks::SinkStats>(),
+                                std::make_shared<sinks::SinkStats>()},
+                               {false, false, false});
+  const std::string text = observer.metrics_text();
+  std::string error;
+  auto samples = testing::parse_prometheus(text, &error);
+  ASSERT_TRUE(samples.has_value()) << error;
+  std::set<std::string> tables;
+  for (const auto& s : *samples) {
+    if (s.name == "weir_export_upper") tables.insert(s.labels.at("table"));
+  }
+  const std::string replacement = "\xef\xbf\xbd";
+  EXPECT_EQ(tables, (std::set<std::string>{"caf" + replacement, "ok\xf0\x9f\x99\x82",
+                                           "x" + replacement + replacement + replacement}));
+}
+
 TEST(RuntimeStatsTest, AGraphRequestWithoutWorkersTimesOutEmpty) {
   const auto start = std::chrono::steady_clock::now();
   auto graphs = collect_graphs(request_graphs(), 1, std::chrono::milliseconds(200));
