@@ -51,6 +51,11 @@ struct RuntimeStats::PerWorker {
   std::atomic<int64_t> running_since_ns{0};  // Clock time_since_epoch.
   std::atomic<int64_t> park_since_ns{-1};    // -1: not parked.
   Counter parks, parked_ns, steps;
+  // The parked time last reported (RuntimeStats::workers, under RuntimeStats::mu_). A read that
+  // falls between the worker's wake-up and its publishing the park's end counts the park up to
+  // the read's clock, which may be later than the end the worker then adds: reports are kept
+  // from going back, as a counter must.
+  int64_t parked_reported_ns = 0;
 
   Op& op(uint64_t id) ABSL_NO_THREAD_SAFETY_ANALYSIS {  // Worker thread: see above.
     if (id >= ops.size()) {
@@ -186,8 +191,10 @@ std::vector<RuntimeStats::WorkerSample> RuntimeStats::workers() const {
     s.parks = w->parks.get();
     const int64_t park_since = w->park_since_ns.load(std::memory_order_relaxed);
     s.is_parked = park_since >= 0;
-    s.parked = std::chrono::nanoseconds(w->parked_ns.get() +
-                                        (s.is_parked ? std::max<int64_t>(now - park_since, 0) : 0));
+    const int64_t parked = static_cast<int64_t>(w->parked_ns.get()) +
+                           (s.is_parked ? std::max<int64_t>(now - park_since, 0) : 0);
+    w->parked_reported_ns = std::max(w->parked_reported_ns, parked);
+    s.parked = std::chrono::nanoseconds(w->parked_reported_ns);
     s.steps = w->steps.get();
     const int64_t running = w->running.load(std::memory_order_relaxed);
     if (running >= 0) {

@@ -360,11 +360,11 @@ TEST(IngestStatusTest, AnErrorThatIsNotUtf8StillGivesAStatus) {
 // checks), so one odd table name would cost every metric.
 TEST(IngestStatusTest, MetricsOfANameThatIsNotUtf8CanStillBeScraped) {
   IngestObserver observer({.kind = "k", .source = "loadgen:counter"});
-  observer.monitor().set_epoch(nullptr, {"caf\xe9", "ok\xf0\x9f\x99\x82", "x\xed\xa0\x80"},
-                               {std::make_shared<sinks::SinkStats>(),
-                                std::make_shared<sinks::SinkStats>(),
-                                std::make_shared<sinks::SinkStats>()},
-                               {false, false, false});
+  observer.monitor().set_epoch(
+      nullptr, {"caf\xe9", "ok\xf0\x9f\x99\x82", "x\xed\xa0\x80"},
+      {std::make_shared<sinks::SinkStats>(), std::make_shared<sinks::SinkStats>(),
+       std::make_shared<sinks::SinkStats>()},
+      {false, false, false});
   const std::string text = observer.metrics_text();
   std::string error;
   auto samples = testing::parse_prometheus(text, &error);
@@ -376,6 +376,39 @@ TEST(IngestStatusTest, MetricsOfANameThatIsNotUtf8CanStillBeScraped) {
   const std::string replacement = "\xef\xbf\xbd";
   EXPECT_EQ(tables, (std::set<std::string>{"caf" + replacement, "ok\xf0\x9f\x99\x82",
                                            "x" + replacement + replacement + replacement}));
+}
+
+// Prometheus takes any decrease of a counter for a restart (rate() then counts the whole value
+// again): a worker's parked time, which includes a park under way, must never go back, however
+// a read falls against the worker waking up.
+TEST(RuntimeStatsTest, ParkedTimeNeverDecreasesWhileWorkersParkAndWake) {
+  auto stats = std::make_shared<RuntimeStats>();
+  std::atomic<bool> done{false};
+  std::atomic<uint64_t> reads{0}, decreases{0};
+  std::thread reader([&] {
+    std::chrono::nanoseconds last{0};
+    while (!done.load()) {
+      const auto workers = stats->workers();
+      if (workers.empty()) continue;
+      if (workers[0].parked < last) ++decreases;
+      last = std::max(last, workers[0].parked);
+      ++reads;
+    }
+  });
+  auto results = weir::testing::run_workers(1, [&](Worker& worker) {
+    stats->attach(worker);
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    while (std::chrono::steady_clock::now() < end) {
+      worker.step_or_park(std::chrono::microseconds(300));  // Spins 200 us, then parks.
+    }
+    return 0;
+  });
+  done.store(true);
+  reader.join();
+  ASSERT_TRUE(results.ok()) << results.status();
+  EXPECT_GT(stats->workers()[0].parks, 100u);
+  EXPECT_GT(reads.load(), 1000u);
+  EXPECT_EQ(decreases.load(), 0u) << "of " << reads.load() << " reads";
 }
 
 TEST(RuntimeStatsTest, AGraphRequestWithoutWorkersTimesOutEmpty) {

@@ -53,7 +53,7 @@ class RuntimeStats {
   };
   struct WorkerSample {
     size_t worker = 0;
-    std::chrono::nanoseconds parked{0};  // In all, including a park under way.
+    std::chrono::nanoseconds parked{0};  // In all, including a park under way; never decreases.
     uint64_t parks = 0;
     bool is_parked = false;
     // The operator running now (innermost), if any; its name while it is known.
