@@ -204,6 +204,15 @@ absl::StatusOr<std::string> http_get(std::string_view address, std::string_view 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::start(
     const HttpServerOptions& options, std::map<std::string, HttpHandler> routes) {
   init_civetweb_once();
+  // civetweb's "Failed to setup server ports" would not say why.
+  constexpr unsigned kIpv6Feature = 8;  // MG_FEATURES_IPV6
+  if (!options.address.empty() && options.address.front() == '[' &&
+      mg_check_feature(kIpv6Feature) == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot serve HTTP on ", options.address,
+        ": this build's HTTP server (civetweb) has no IPv6; use an IPv4 address such as "
+        "127.0.0.1:PORT (loopback) or 0.0.0.0:PORT"));
+  }
   std::unique_ptr<HttpServer> server(new HttpServer);
   server->routes_ = std::move(routes);
   const std::string threads = std::to_string(std::max(options.threads, 1));

@@ -265,6 +265,24 @@ TEST_F(IngestObserverTest, ABadAddressIsAnErrorBeforeAnyWork) {
             0);
   EXPECT_NE(read_file(log).find("--http"), std::string::npos) << read_file(log);
   EXPECT_FALSE(fs::exists(base_ / "p")) << "a refused run created its persist location";
+  // A port that is taken: the same, once the address is tried.
+  const int taken = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t size = sizeof(addr);
+  ASSERT_EQ(bind(taken, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(taken, 1), 0);
+  ASSERT_EQ(getsockname(taken, reinterpret_cast<sockaddr*>(&addr), &size), 0);
+  const std::string address = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  const fs::path taken_log = base_ / "taken.log";
+  EXPECT_NE(run_tool({WEIR_TOOL_PATH, "ingest", "--persist", (base_ / "p").string(), "--http",
+                      address, "--until", "10"},
+                     taken_log),
+            0);
+  close(taken);
+  EXPECT_NE(read_file(taken_log).find(address), std::string::npos) << read_file(taken_log);
+  EXPECT_FALSE(fs::exists(base_ / "p")) << "a run that could not listen created its persist";
   // `weir top` at an address where nothing listens: an error naming it, at once.
   const fs::path top_log = base_ / "top.log";
   EXPECT_NE(run_tool({WEIR_TOOL_PATH, "top", "--http", "127.0.0.1:1", "--once"}, top_log), 0);

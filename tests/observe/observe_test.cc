@@ -225,6 +225,24 @@ TEST(HttpGetTest, ReturnsTheBodyOrAnErrorInTimeWhateverTheServerDoes) {
   EXPECT_EQ(endless->status().code(), absl::StatusCode::kResourceExhausted) << endless->status();
 }
 
+// parse_http_address takes [IPV6]:PORT; a civetweb built without IPv6 (Debian's) cannot listen
+// there, and must say so rather than "Failed to setup server ports".
+TEST(HttpServerTest, AnIpv6AddressIsServedOrRefusedSayingWhy) {
+  auto server = HttpServer::start(
+      HttpServerOptions{.address = "[::1]:0"},
+      {{"/hello", [](const HttpRequest&) { return HttpResponse{.body = "hello\n"}; }}});
+  if (server.ok()) {
+    auto got = observe::http_get("[::1]:" + std::to_string((*server)->port()), "/hello",
+                                 std::chrono::seconds(5));
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, "hello\n");
+  } else {
+    EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument) << server.status();
+    EXPECT_NE(server.status().message().find("IPv6"), std::string::npos) << server.status();
+    EXPECT_NE(server.status().message().find("127.0.0.1"), std::string::npos) << server.status();
+  }
+}
+
 TEST(HttpAddressTest, AcceptsWhatUsersTypeAndNamesTheFlagOtherwise) {
   EXPECT_EQ(*parse_http_address("9090"), "127.0.0.1:9090");
   EXPECT_EQ(*parse_http_address(":9090"), "127.0.0.1:9090");

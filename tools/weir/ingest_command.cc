@@ -299,9 +299,11 @@ void run(const IngestFlags& flags) {
     if (!address.ok()) fail(address.status());
     observer.emplace(observe::IngestObserverConfig{
         .kind = options.upstream ? options.upstream->kind() : g.kind, .source = flags.source});
-    if (absl::Status s = observer->instrument(options); !s.ok()) fail(s);
+    // Listening first: an address that cannot be served is an error before the persist
+    // location is opened (which creates it).
     auto port = observer->serve(observe::HttpServerOptions{.address = *address});
     if (!port.ok()) fail(port.status());
+    if (absl::Status s = observer->instrument(options); !s.ok()) fail(s);
     const std::string host = address->substr(0, address->rfind(':'));
     std::cerr << "weir ingest: serving http://" << host << ":" << *port << "/" << std::endl;
   }
