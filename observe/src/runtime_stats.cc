@@ -26,6 +26,7 @@ struct RuntimeStats::PerWorker {
     std::vector<size_t> address;  // Guarded by mu (written once, when built).
     std::string name;             // Guarded by mu.
     bool live = false;            // Guarded by mu.
+    bool dropped = false;         // Guarded by mu.
     Counter activations, busy_ns;
   };
   struct Channel {
@@ -35,10 +36,14 @@ struct RuntimeStats::PerWorker {
   size_t index = 0;
   size_t first_local = 0, local_workers = 1;  // This process's workers: [first, first + n).
 
-  // Only the worker adds elements (under mu); it reads and counts without mu (no one else
-  // changes the containers), readers iterate under mu. A deque keeps elements in place.
+  // Only the worker adds and removes elements (under mu); it reads and counts without mu (no
+  // one else changes the containers), readers iterate under mu. A deque keeps elements in place.
   weir::Mutex mu;
-  std::deque<Op> ops ABSL_GUARDED_BY(mu);            // By operator id.
+  // By operator id, from first_op: ids only grow (every epoch's dataflow has new ones), so the
+  // dropped operators at the front are forgotten, or a run that restarts its epochs for days
+  // would keep every operator it ever had.
+  std::deque<Op> ops ABSL_GUARDED_BY(mu);
+  uint64_t first_op ABSL_GUARDED_BY(mu) = 0;
   std::deque<Channel> channels ABSL_GUARDED_BY(mu);  // By channel id.
 
   // Worker-thread state.
@@ -57,12 +62,18 @@ struct RuntimeStats::PerWorker {
   // from going back, as a counter must.
   int64_t parked_reported_ns = 0;
 
-  Op& op(uint64_t id) ABSL_NO_THREAD_SAFETY_ANALYSIS {  // Worker thread: see above.
-    if (id >= ops.size()) {
+  // Null for an operator already forgotten. Worker thread: see above.
+  Op* op(uint64_t id) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (id < first_op) return nullptr;
+    if (id - first_op >= ops.size()) {
       weir::MutexLock lock(mu);
-      while (ops.size() <= id) ops.emplace_back();
+      while (ops.size() <= id - first_op) ops.emplace_back();
     }
-    return ops[id];
+    return &ops[id - first_op];
+  }
+  // The operator `id`, if it is still held. REQUIRES: mu.
+  const Op* find_op(uint64_t id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return id >= first_op && id - first_op < ops.size() ? &ops[id - first_op] : nullptr;
   }
   Channel& channel(uint64_t id) ABSL_NO_THREAD_SAFETY_ANALYSIS {  // Worker thread.
     if (id >= channels.size()) {
@@ -102,9 +113,10 @@ void RuntimeStats::on_event(PerWorker& w, const LogEvent& event) {
     w.running_since_ns.store(w.clock_ns(event.time), std::memory_order_relaxed);
     w.running.store(static_cast<int64_t>(start->id), std::memory_order_relaxed);
   } else if (const auto* stop = std::get_if<ScheduleStop>(&data)) {
-    PerWorker::Op& op = w.op(stop->id);
-    op.activations.add(1);
-    op.busy_ns.add(static_cast<uint64_t>(stop->duration.count()));
+    if (PerWorker::Op* op = w.op(stop->id)) {
+      op->activations.add(1);
+      op->busy_ns.add(static_cast<uint64_t>(stop->duration.count()));
+    }
     w.steps.add(1);
     if (!w.running_stack.empty()) w.running_stack.pop_back();
     w.running.store(w.running_stack.empty() ? -1 : static_cast<int64_t>(w.running_stack.back()),
@@ -127,15 +139,26 @@ void RuntimeStats::on_event(PerWorker& w, const LogEvent& event) {
     if (since >= 0)
       w.parked_ns.add(static_cast<uint64_t>(std::max<int64_t>(w.clock_ns(event.time) - since, 0)));
   } else if (const auto* built = std::get_if<OperatorBuilt>(&data)) {
-    PerWorker::Op& op = w.op(built->id);
+    PerWorker::Op* op = w.op(built->id);
+    if (op == nullptr) return;
     weir::MutexLock lock(w.mu);
-    op.address.assign(built->address.begin(), built->address.end());
-    op.name = std::string(built->name);
-    op.live = true;
+    op->address.assign(built->address.begin(), built->address.end());
+    op->name = std::string(built->name);
+    op->live = true;
   } else if (const auto* dropped = std::get_if<OperatorDropped>(&data)) {
-    PerWorker::Op& op = w.op(dropped->id);
+    PerWorker::Op* op = w.op(dropped->id);
+    if (op == nullptr) return;
     weir::MutexLock lock(w.mu);
-    op.live = false;
+    op->live = false;
+    op->dropped = true;
+    // Held until the ones before it go (a dataflow that outlives later ones holds them): only
+    // its counters.
+    std::string().swap(op->name);
+    std::vector<size_t>().swap(op->address);
+    while (!w.ops.empty() && w.ops.front().dropped) {
+      w.ops.pop_front();
+      ++w.first_op;
+    }
   }
 }
 
@@ -144,11 +167,11 @@ std::vector<RuntimeStats::OperatorSample> RuntimeStats::operators() const {
   weir::MutexLock lock(mu_);
   for (const auto& [index, w] : workers_) {
     weir::MutexLock worker_lock(w->mu);
-    for (uint64_t id = 0; id < w->ops.size(); ++id) {
-      const PerWorker::Op& op = w->ops[id];
+    for (uint64_t i = 0; i < w->ops.size(); ++i) {
+      const PerWorker::Op& op = w->ops[i];
       if (!op.live) continue;
       result.push_back(OperatorSample{.worker = index,
-                                      .id = id,
+                                      .id = w->first_op + i,
                                       .address = op.address,
                                       .name = op.name,
                                       .activations = op.activations.get(),
@@ -156,6 +179,16 @@ std::vector<RuntimeStats::OperatorSample> RuntimeStats::operators() const {
     }
   }
   return result;
+}
+
+size_t RuntimeStats::operators_held() const {
+  size_t held = 0;
+  weir::MutexLock lock(mu_);
+  for (const auto& [index, w] : workers_) {
+    weir::MutexLock worker_lock(w->mu);
+    held += w->ops.size();
+  }
+  return held;
 }
 
 std::vector<RuntimeStats::ChannelSample> RuntimeStats::channels() const {
@@ -202,7 +235,7 @@ std::vector<RuntimeStats::WorkerSample> RuntimeStats::workers() const {
       s.running_for = std::chrono::nanoseconds(
           std::max<int64_t>(now - w->running_since_ns.load(std::memory_order_relaxed), 0));
       weir::MutexLock worker_lock(w->mu);
-      if (*s.running < w->ops.size()) s.running_name = w->ops[*s.running].name;
+      if (const PerWorker::Op* op = w->find_op(*s.running)) s.running_name = op->name;
     }
     result.push_back(std::move(s));
   }

@@ -429,6 +429,37 @@ TEST(RuntimeStatsTest, ParkedTimeNeverDecreasesWhileWorkersParkAndWake) {
   EXPECT_EQ(decreases.load(), 0u) << "of " << reads.load() << " reads";
 }
 
+// weir ingest builds a new dataflow for every epoch, with new operator ids; a run whose upstream
+// fails now and then restarts epochs for days, and must not keep every operator it ever had.
+TEST(RuntimeStatsTest, OperatorsOfDroppedDataflowsAreForgotten) {
+  constexpr int kEpochs = 200;
+  auto stats = std::make_shared<RuntimeStats>();
+  size_t per_epoch = 0;
+  auto results = weir::testing::run_workers(1, [&](Worker& worker) {
+    stats->attach(worker);
+    for (int epoch = 0; epoch < kEpochs; ++epoch) {
+      ProbeHandle<uint64_t> probe;
+      const size_t index = worker.next_dataflow_index();
+      auto input = worker.dataflow_named<uint64_t>("epoch", [&](Scope<uint64_t>& scope) {
+        auto [handle, stream] = new_input<uint64_t>(scope);
+        stream | map([](uint64_t x) { return x + 1; }) | probe_with(probe);
+        return std::move(handle);
+      });
+      input.send(1);
+      input.advance_to(1);
+      weir::testing::step_until(worker, [&] { return !probe.less_than(1); });
+      if (epoch == 0) per_epoch = stats->operators().size();
+      worker.drop_dataflow(index);  // As weir ingest ends an epoch.
+    }
+    return 0;
+  });
+  ASSERT_TRUE(results.ok()) << results.status();
+  ASSERT_GT(per_epoch, 0u);
+  EXPECT_TRUE(stats->operators().empty());
+  EXPECT_LE(stats->operators_held(), per_epoch)
+      << "after " << kEpochs << " dataflows of " << per_epoch << " operators each";
+}
+
 TEST(RuntimeStatsTest, AGraphRequestWithoutWorkersTimesOutEmpty) {
   const auto start = std::chrono::steady_clock::now();
   auto graphs = collect_graphs(request_graphs(), 1, std::chrono::milliseconds(200));

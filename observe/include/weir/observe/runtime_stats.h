@@ -74,6 +74,10 @@ class RuntimeStats {
 
   // Operators not yet dropped, by worker then id.
   std::vector<OperatorSample> operators() const;
+  // Operators this object still keeps counts for, over all workers: those not yet dropped and
+  // those dropped after one that is not (ids only grow; the dropped ones at the oldest end are
+  // forgotten, so a run that restarts its dataflows for days does not keep them all).
+  size_t operators_held() const;
   // Every channel seen, by id.
   std::vector<ChannelSample> channels() const;
   // Every attached worker, by index.
