@@ -96,14 +96,15 @@ spdlog::level::level_enum to_spdlog(LogLevel level) {
 
 absl::StatusOr<LogLevel> parse_log_level(std::string_view text, std::string_view source) {
   static constexpr std::pair<std::string_view, LogLevel> kLevels[] = {
-      {"trace", LogLevel::kTrace}, {"debug", LogLevel::kDebug}, {"info", LogLevel::kInfo},
-      {"warn", LogLevel::kWarn},   {"error", LogLevel::kError}, {"off", LogLevel::kOff}};
+      {"trace", LogLevel::kTrace}, {"debug", LogLevel::kDebug},  {"info", LogLevel::kInfo},
+      {"warn", LogLevel::kWarn},   {"warning", LogLevel::kWarn}, {"error", LogLevel::kError},
+      {"off", LogLevel::kOff}};
   for (const auto& [name, level] : kLevels) {
     if (text == name) return level;
   }
   return absl::InvalidArgumentError(absl::StrCat(std::string(source), "='", std::string(text),
-                                                 "': expected trace, debug, info, warn, error "
-                                                 "or off"));
+                                                 "': expected trace, debug, info, warn (or "
+                                                 "warning, as lines print it), error or off"));
 }
 
 absl::Status init_logging(const std::optional<std::string>& flag) {

@@ -192,7 +192,7 @@ const std::vector<std::string> kReadConsensus = {"",
                                                  "consensus.db"};
 
 const std::map<std::string, std::vector<std::string>> kBadValues = {
-    {"--log-level", {"", "loud", "INFO", "warning"}},
+    {"--log-level", {"", "loud", "INFO", "warnings"}},
     {"ingest --source", {"", "loadgen:", "loadgen:nosuch", "kafka", "LOADGEN:auction"}},
     {"ingest --scale", {"-1", "", "seven", "1.5", "18446744073709551616", "1000001", "0x10"}},
     {"ingest --persist", {"", "@FILE"}},

@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
          },
          "log lines at this level and above: trace, debug, info, warn, error or off (default: "
          "WEIR_LOG_LEVEL, else info)")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "warning", "error", "off"}));
   weir::tools::add_persist_command(app);
   weir::tools::add_ingest_command(app);
   weir::tools::add_subscribe_command(app);
