@@ -177,7 +177,8 @@ class Soak:
         incarnation = None
         with open(self.logs[last]) as f:
             for line in f:
-                m = re.match(r"incarnation (\d+)$", line.strip())
+                # A log line: "<date> <time> info  [main] incarnation N".
+                m = re.search(r"(?:^|\] )incarnation (\d+)$", line.strip())
                 if m:
                     incarnation = m.group(1)
         status_rows = self.cat(soak, "auction.status")
