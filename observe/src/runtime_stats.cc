@@ -30,7 +30,7 @@ struct RuntimeStats::PerWorker {
     Counter activations, busy_ns;
   };
   struct Channel {
-    Counter sent_local, sent_remote, received, batches;
+    Counter sent_local, sent_remote, received;
   };
 
   size_t index = 0;
@@ -127,7 +127,6 @@ void RuntimeStats::on_event(PerWorker& w, const LogEvent& event) {
       const bool local =
           messages->target >= w.first_local && messages->target < w.first_local + w.local_workers;
       (local ? channel.sent_local : channel.sent_remote).add(messages->records);
-      channel.batches.add(1);
     } else {
       channel.received.add(messages->records);
     }
@@ -204,7 +203,6 @@ std::vector<RuntimeStats::ChannelSample> RuntimeStats::channels() const {
       s.sent_local += c.sent_local.get();
       s.sent_remote += c.sent_remote.get();
       s.received += c.received.get();
-      s.send_batches += c.batches.get();
     }
   }
   std::erase_if(result, [](const ChannelSample& s) {

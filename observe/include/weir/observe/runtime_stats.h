@@ -49,7 +49,6 @@ class RuntimeStats {
     uint64_t id = 0;
     // Summed over this process's workers. Local: to a worker of this process.
     uint64_t sent_local = 0, sent_remote = 0, received = 0;
-    uint64_t send_batches = 0;
   };
   struct WorkerSample {
     size_t worker = 0;
