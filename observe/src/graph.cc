@@ -96,10 +96,14 @@ std::string graph_json(const std::vector<WorkerGraph>& graphs, size_t workers,
                {"target", {ch.target_node, ch.target_port}},
                {"pact", ch.pact},
                {"records", 0},
-               {"records_remote", 0}};
+               {"records_remote", 0},
+               {"bytes", 0},
+               {"bytes_remote", 0}};
         if (auto s = channels.find(ch.id); s != channels.end()) {
           c["records"] = s->second.sent_local + s->second.sent_remote;
           c["records_remote"] = s->second.sent_remote;
+          c["bytes"] = s->second.bytes_sent_local + s->second.bytes_sent_remote;
+          c["bytes_remote"] = s->second.bytes_sent_remote;
         }
         dataflow["channels"].push_back(std::move(c));
       }

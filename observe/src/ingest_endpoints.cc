@@ -255,15 +255,28 @@ std::string IngestObserver::metrics_text() const {
   }
   for (const auto& c : stats_->channels()) {
     const std::string id = std::to_string(c.id);
-    f.counter("weir_channel_records_sent_total",
-              "Records pushed into the channel by this process's workers, by destination.",
-              static_cast<double>(c.sent_local), {{"channel", id}, {"destination", "local"}});
-    f.counter("weir_channel_records_sent_total",
-              "Records pushed into the channel by this process's workers, by destination.",
-              static_cast<double>(c.sent_remote), {{"channel", id}, {"destination", "remote"}});
+    const std::string dataflow = c.scope.empty() ? "" : std::to_string(c.scope.front());
+    const std::vector<ClientMetric::Label> local = {
+        {"channel", id}, {"dataflow", dataflow}, {"destination", "local"}};
+    const std::vector<ClientMetric::Label> remote = {
+        {"channel", id}, {"dataflow", dataflow}, {"destination", "remote"}};
+    const std::vector<ClientMetric::Label> labels = {{"channel", id}, {"dataflow", dataflow}};
+    const char* sent = "Records pushed into the channel by this process's workers, by destination.";
+    f.counter("weir_channel_records_sent_total", sent, static_cast<double>(c.sent_local), local);
+    f.counter("weir_channel_records_sent_total", sent, static_cast<double>(c.sent_remote), remote);
     f.counter("weir_channel_records_received_total",
               "Records pulled from the channel by this process's workers.",
-              static_cast<double>(c.received), {{"channel", id}});
+              static_cast<double>(c.received), labels);
+    const char* bytes_sent =
+        "Bytes pushed into the channel by this process's workers, by destination: encoded to "
+        "other processes, the records' own size within this one.";
+    f.counter("weir_channel_bytes_sent_total", bytes_sent, static_cast<double>(c.bytes_sent_local),
+              local);
+    f.counter("weir_channel_bytes_sent_total", bytes_sent, static_cast<double>(c.bytes_sent_remote),
+              remote);
+    f.counter("weir_channel_bytes_received_total",
+              "Bytes pulled from the channel by this process's workers (as sent).",
+              static_cast<double>(c.bytes_received), labels);
   }
   for (const auto& w : stats_->workers()) {
     const std::string worker = std::to_string(w.worker);

@@ -30,7 +30,13 @@ struct RuntimeStats::PerWorker {
     Counter activations, busy_ns;
   };
   struct Channel {
+    bool built = false;         // Guarded by mu, with the fields below.
+    bool dropped = false;       // Guarded by mu.
+    std::vector<size_t> scope;  // Guarded by mu.
+    size_t source = 0, source_port = 0, target = 0, target_port = 0;  // Guarded by mu.
+    std::string pact;                                                 // Guarded by mu.
     Counter sent_local, sent_remote, received;
+    Counter bytes_sent_local, bytes_sent_remote, bytes_received;
   };
 
   size_t index = 0;
@@ -44,7 +50,9 @@ struct RuntimeStats::PerWorker {
   // would keep every operator it ever had.
   std::deque<Op> ops ABSL_GUARDED_BY(mu);
   uint64_t first_op ABSL_GUARDED_BY(mu) = 0;
-  std::deque<Channel> channels ABSL_GUARDED_BY(mu);  // By channel id.
+  // By channel id, from first_channel: the dropped ones at the front are forgotten (as ops).
+  std::deque<Channel> channels ABSL_GUARDED_BY(mu);
+  uint64_t first_channel ABSL_GUARDED_BY(mu) = 0;
 
   // Worker-thread state.
   std::vector<uint64_t> running_stack;
@@ -75,12 +83,14 @@ struct RuntimeStats::PerWorker {
   const Op* find_op(uint64_t id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     return id >= first_op && id - first_op < ops.size() ? &ops[id - first_op] : nullptr;
   }
-  Channel& channel(uint64_t id) ABSL_NO_THREAD_SAFETY_ANALYSIS {  // Worker thread.
-    if (id >= channels.size()) {
+  // Null for a channel already forgotten. Worker thread.
+  Channel* channel(uint64_t id) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (id < first_channel) return nullptr;
+    if (id - first_channel >= channels.size()) {
       weir::MutexLock lock(mu);
-      while (channels.size() <= id) channels.emplace_back();
+      while (channels.size() <= id - first_channel) channels.emplace_back();
     }
-    return channels[id];
+    return &channels[id - first_channel];
   }
   int64_t clock_ns(std::chrono::nanoseconds log_time) const {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(*base + log_time).count();
@@ -100,7 +110,7 @@ void RuntimeStats::attach(Worker& worker) {
     weir::MutexLock lock(mu_);
     workers_[worker.index()] = std::move(w);
   }
-  worker.log_to([this, raw](const LogEvent& event) { on_event(*raw, event); });
+  worker.also_log_to([this, raw](const LogEvent& event) { on_event(*raw, event); });
 }
 
 void RuntimeStats::on_event(PerWorker& w, const LogEvent& event) {
@@ -122,13 +132,16 @@ void RuntimeStats::on_event(PerWorker& w, const LogEvent& event) {
     w.running.store(w.running_stack.empty() ? -1 : static_cast<int64_t>(w.running_stack.back()),
                     std::memory_order_relaxed);
   } else if (const auto* messages = std::get_if<Messages>(&data)) {
-    PerWorker::Channel& channel = w.channel(messages->channel);
+    PerWorker::Channel* channel = w.channel(messages->channel);
+    if (channel == nullptr) return;
     if (messages->is_send) {
       const bool local =
           messages->target >= w.first_local && messages->target < w.first_local + w.local_workers;
-      (local ? channel.sent_local : channel.sent_remote).add(messages->records);
+      (local ? channel->sent_local : channel->sent_remote).add(messages->records);
+      (local ? channel->bytes_sent_local : channel->bytes_sent_remote).add(messages->bytes);
     } else {
-      channel.received.add(messages->records);
+      channel->received.add(messages->records);
+      channel->bytes_received.add(messages->bytes);
     }
   } else if (std::holds_alternative<Park>(data)) {
     w.parks.add(1);
@@ -144,6 +157,27 @@ void RuntimeStats::on_event(PerWorker& w, const LogEvent& event) {
     op->address.assign(built->address.begin(), built->address.end());
     op->name = std::string(built->name);
     op->live = true;
+  } else if (const auto* channel_built = std::get_if<ChannelBuilt>(&data)) {
+    const ChannelBuilt& b = *channel_built;
+    PerWorker::Channel* channel = w.channel(b.id);
+    if (channel == nullptr) return;
+    weir::MutexLock lock(w.mu);
+    channel->built = true;
+    channel->scope.assign(b.scope.begin(), b.scope.end());
+    channel->source = b.source;
+    channel->source_port = b.source_port;
+    channel->target = b.target;
+    channel->target_port = b.target_port;
+    channel->pact = std::string(b.pact);
+  } else if (const auto* channel_dropped = std::get_if<ChannelDropped>(&data)) {
+    PerWorker::Channel* channel = w.channel(channel_dropped->id);
+    if (channel == nullptr) return;
+    weir::MutexLock lock(w.mu);
+    channel->dropped = true;
+    while (!w.channels.empty() && w.channels.front().dropped) {
+      w.channels.pop_front();
+      ++w.first_channel;
+    }
   } else if (const auto* dropped = std::get_if<OperatorDropped>(&data)) {
     PerWorker::Op* op = w.op(dropped->id);
     if (op == nullptr) return;
@@ -191,24 +225,52 @@ size_t RuntimeStats::operators_held() const {
 }
 
 std::vector<RuntimeStats::ChannelSample> RuntimeStats::channels() const {
-  std::vector<ChannelSample> result;
+  std::map<uint64_t, ChannelSample> by_id;
   weir::MutexLock lock(mu_);
   for (const auto& [index, w] : workers_) {
     weir::MutexLock worker_lock(w->mu);
-    if (result.size() < w->channels.size()) result.resize(w->channels.size());
-    for (uint64_t id = 0; id < w->channels.size(); ++id) {
-      const PerWorker::Channel& c = w->channels[id];
-      ChannelSample& s = result[id];
-      s.id = id;
-      s.sent_local += c.sent_local.get();
-      s.sent_remote += c.sent_remote.get();
-      s.received += c.received.get();
+    for (uint64_t i = 0; i < w->channels.size(); ++i) {
+      const PerWorker::Channel& c = w->channels[i];
+      if (c.dropped) continue;
+      const uint64_t counts[] = {c.sent_local.get(),        c.sent_remote.get(),
+                                 c.received.get(),          c.bytes_sent_local.get(),
+                                 c.bytes_sent_remote.get(), c.bytes_received.get()};
+      if (!c.built &&
+          std::all_of(std::begin(counts), std::end(counts), [](uint64_t n) { return n == 0; })) {
+        continue;  // A progress channel, or a slot before its channel is built.
+      }
+      ChannelSample& s = by_id[w->first_channel + i];
+      s.id = w->first_channel + i;
+      if (c.built && s.pact.empty()) {
+        s.scope = c.scope;
+        s.source = c.source;
+        s.source_port = c.source_port;
+        s.target = c.target;
+        s.target_port = c.target_port;
+        s.pact = c.pact;
+      }
+      s.sent_local += counts[0];
+      s.sent_remote += counts[1];
+      s.received += counts[2];
+      s.bytes_sent_local += counts[3];
+      s.bytes_sent_remote += counts[4];
+      s.bytes_received += counts[5];
     }
   }
-  std::erase_if(result, [](const ChannelSample& s) {
-    return s.sent_local == 0 && s.sent_remote == 0 && s.received == 0;
-  });
+  std::vector<ChannelSample> result;
+  result.reserve(by_id.size());
+  for (auto& [id, s] : by_id) result.push_back(std::move(s));
   return result;
+}
+
+size_t RuntimeStats::channels_held() const {
+  size_t held = 0;
+  weir::MutexLock lock(mu_);
+  for (const auto& [index, w] : workers_) {
+    weir::MutexLock worker_lock(w->mu);
+    held += w->channels.size();
+  }
+  return held;
 }
 
 std::vector<RuntimeStats::WorkerSample> RuntimeStats::workers() const {

@@ -134,15 +134,27 @@ TEST_F(IngestObserverTest, MetricsParseMoveAndAgreeWithTheShards) {
   std::string error;
   auto samples = parse_prometheus(first.body, &error);
   ASSERT_TRUE(samples) << error;
-  for (const char* name :
-       {"weir_operator_activations_total", "weir_operator_busy_seconds_total",
-        "weir_channel_records_sent_total", "weir_worker_parked_seconds_total",
-        "weir_export_updates_total", "weir_export_bytes_total", "weir_export_upper",
-        "weir_export_lag_offsets", "weir_export_lag_seconds", "weir_export_snapshot_rows",
-        "weir_export_health", "weir_persist_blob_bytes_total", "weir_persist_consensus_calls_total",
-        "weir_persist_consensus_cas_mismatches_total", "weir_persist_consensus_cas_seconds_count",
-        "weir_persist_blob_set_seconds_bucket", "weir_persist_maintenance_total",
-        "process_resident_memory_bytes"}) {
+  for (const char* name : {"weir_operator_activations_total",
+                           "weir_operator_busy_seconds_total",
+                           "weir_channel_records_sent_total",
+                           "weir_channel_bytes_sent_total",
+                           "weir_channel_records_received_total",
+                           "weir_channel_bytes_received_total",
+                           "weir_worker_parked_seconds_total",
+                           "weir_export_updates_total",
+                           "weir_export_bytes_total",
+                           "weir_export_upper",
+                           "weir_export_lag_offsets",
+                           "weir_export_lag_seconds",
+                           "weir_export_snapshot_rows",
+                           "weir_export_health",
+                           "weir_persist_blob_bytes_total",
+                           "weir_persist_consensus_calls_total",
+                           "weir_persist_consensus_cas_mismatches_total",
+                           "weir_persist_consensus_cas_seconds_count",
+                           "weir_persist_blob_set_seconds_bucket",
+                           "weir_persist_maintenance_total",
+                           "process_resident_memory_bytes"}) {
     EXPECT_TRUE(sample_value(*samples, name)) << "no " << name;
   }
   // The metric's upper is the shard's upper at the time: between a read before and one after.
@@ -208,6 +220,28 @@ TEST_F(IngestObserverTest, MetricsParseMoveAndAgreeWithTheShards) {
 
   // The run ends cleanly on SIGTERM with the server up.
   EXPECT_EQ(stop(), 0) << read_file(base_ / "err.log");
+}
+
+// WEIR_LOG=FILE and --http together: the endpoints count the events and the file still gets
+// every one of them (the counters are one more sink, not a replacement).
+TEST_F(IngestObserverTest, WeirLogStillWritesWithHttp) {
+  const fs::path events = base_ / "events.jsonl";
+  ASSERT_EQ(setenv("WEIR_LOG", events.c_str(), 1), 0);
+  start({"--source", "loadgen:auction", "-w", "2", "--rate", "2000"});
+  unsetenv("WEIR_LOG");
+  ASSERT_TRUE(wait_for([&] { return http_get(port_, "/readyz").status == 200; }))
+      << "never ready: " << http_get(port_, "/readyz").body;
+  std::string error;
+  auto samples = parse_prometheus(http_get(port_, "/metrics").body, &error);
+  ASSERT_TRUE(samples) << error;
+  EXPECT_TRUE(sample_value(*samples, "weir_channel_records_sent_total"));
+  EXPECT_TRUE(sample_value(*samples, "weir_operator_activations_total"));
+  ASSERT_EQ(stop(), 0) << read_file(base_ / "err.log");
+  const std::string text = read_file(events);
+  for (const char* kind : {"\"event\":\"operator_built\"", "\"event\":\"channel_built\"",
+                           "\"event\":\"messages\"", "\"event\":\"schedule_stop\""}) {
+    EXPECT_NE(text.find(kind), std::string::npos) << "no " << kind << " in " << events;
+  }
 }
 
 TEST_F(IngestObserverTest, StatusShowsASnapshotStartingAndAFaultStalled) {

@@ -265,6 +265,8 @@ TEST(RuntimeStatsTest, CountsOperatorsChannelsAndWorkersAndDescribesTheGraph) {
   auto stats = std::make_shared<RuntimeStats>();
   std::atomic<bool> built{false}, graphs_taken{false};
   std::vector<WorkerGraph> graphs;
+  std::vector<RuntimeStats::ChannelSample> channels_seen;
+  std::string graph_text, dot_text;
   std::thread asker([&] {
     while (!built.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     graphs = collect_graphs(request_graphs(), kWorkers, std::chrono::seconds(20));
@@ -285,6 +287,12 @@ TEST(RuntimeStatsTest, CountsOperatorsChannelsAndWorkersAndDescribesTheGraph) {
     built.store(true);
     // Keep the dataflow (time 1 open) until the graphs were taken.
     weir::testing::step_until(worker, [&] { return graphs_taken.load(); });
+    // Time 0 is complete everywhere (the probe passed it): every record was sent and received.
+    if (worker.index() == 0) {
+      channels_seen = stats->channels();
+      graph_text = graph_json(graphs, kWorkers, stats.get());  // While the dataflow runs.
+      dot_text = graph_dot(graphs, kWorkers, stats.get());
+    }
     input.close();
     weir::testing::step_until(worker, [&] { return probe.done(); });
     return 0;
@@ -292,8 +300,9 @@ TEST(RuntimeStatsTest, CountsOperatorsChannelsAndWorkersAndDescribesTheGraph) {
   asker.join();
   ASSERT_TRUE(results.ok()) << results.status();
 
-  // The dataflow completed: its operators were dropped, and are no longer listed.
+  // The dataflow completed: its operators and channels were dropped, and are no longer listed.
   EXPECT_TRUE(stats->operators().empty());
+  EXPECT_TRUE(stats->channels().empty());
   ASSERT_EQ(graphs.size(), kWorkers) << "both workers answer a graph request while running";
   for (const auto& g : graphs) {
     ASSERT_EQ(g.dataflows.size(), 1u);
@@ -314,27 +323,40 @@ TEST(RuntimeStatsTest, CountsOperatorsChannelsAndWorkersAndDescribesTheGraph) {
   }
   // Channels: every record crossed the exchange once, and was received once.
   uint64_t exchanged = 0, received_max = 0;
-  for (const auto& ch : stats->channels()) {
+  for (const auto& ch : channels_seen) {
     received_max = std::max(received_max, ch.received);
     if (ch.sent_local + ch.sent_remote == kRecords * kWorkers) ++exchanged;
   }
   EXPECT_GE(exchanged, 1u) << "a channel carried all " << kRecords * kWorkers << " records";
   EXPECT_EQ(received_max, kRecords * kWorkers);
+  // Every channel is listed with where it runs, and its bytes (records of 8 bytes, one process).
+  for (const auto& ch : channels_seen) {
+    EXPECT_FALSE(ch.pact.empty()) << "channel " << ch.id;
+    ASSERT_FALSE(ch.scope.empty()) << "channel " << ch.id;
+    EXPECT_EQ(ch.bytes_sent_local, ch.sent_local * sizeof(uint64_t)) << "channel " << ch.id;
+    EXPECT_EQ(ch.bytes_sent_remote, 0u) << "channel " << ch.id;
+    EXPECT_EQ(ch.bytes_received, ch.received * sizeof(uint64_t)) << "channel " << ch.id;
+  }
   // Workers: both ran operators.
   const auto workers = stats->workers();
   ASSERT_EQ(workers.size(), kWorkers);
   for (const auto& w : workers) EXPECT_GT(w.steps, 0u) << "worker " << w.worker;
 
   // The JSON and DOT of the answers.
-  const auto json = nlohmann::json::parse(graph_json(graphs, kWorkers, stats.get()));
+  const auto json = nlohmann::json::parse(graph_text);
   EXPECT_EQ(json["workers"], kWorkers);
   EXPECT_EQ(json["answered"].size(), kWorkers);
   ASSERT_EQ(json["dataflows"].size(), 1u);
   EXPECT_FALSE(json["dataflows"][0]["operators"].empty());
   uint64_t records = 0;
-  for (const auto& ch : json["dataflows"][0]["channels"]) records += ch["records"].get<uint64_t>();
+  uint64_t bytes = 0;
+  for (const auto& ch : json["dataflows"][0]["channels"]) {
+    records += ch["records"].get<uint64_t>();
+    bytes += ch["bytes"].get<uint64_t>();
+  }
   EXPECT_GE(records, kRecords * kWorkers);
-  const std::string dot = graph_dot(graphs, kWorkers, stats.get());
+  EXPECT_EQ(bytes, records * sizeof(uint64_t));
+  const std::string& dot = dot_text;
   EXPECT_EQ(dot.rfind("digraph weir {", 0), 0u);
   EXPECT_NE(dot.find("Map"), std::string::npos);
   EXPECT_NE(dot.find("exchange"), std::string::npos);
@@ -431,10 +453,10 @@ TEST(RuntimeStatsTest, ParkedTimeNeverDecreasesWhileWorkersParkAndWake) {
 
 // weir ingest builds a new dataflow for every epoch, with new operator ids; a run whose upstream
 // fails now and then restarts epochs for days, and must not keep every operator it ever had.
-TEST(RuntimeStatsTest, OperatorsOfDroppedDataflowsAreForgotten) {
+TEST(RuntimeStatsTest, OperatorsAndChannelsOfDroppedDataflowsAreForgotten) {
   constexpr int kEpochs = 200;
   auto stats = std::make_shared<RuntimeStats>();
-  size_t per_epoch = 0;
+  size_t per_epoch = 0, channels_per_epoch = 0;
   auto results = weir::testing::run_workers(1, [&](Worker& worker) {
     stats->attach(worker);
     for (int epoch = 0; epoch < kEpochs; ++epoch) {
@@ -448,7 +470,14 @@ TEST(RuntimeStatsTest, OperatorsOfDroppedDataflowsAreForgotten) {
       input.send(1);
       input.advance_to(1);
       weir::testing::step_until(worker, [&] { return !probe.less_than(1); });
-      if (epoch == 0) per_epoch = stats->operators().size();
+      if (epoch == 0) {
+        per_epoch = stats->operators().size();
+        channels_per_epoch = stats->channels().size();
+      }
+      // Every channel listed is this epoch's dataflow's.
+      for (const auto& c : stats->channels()) {
+        EXPECT_EQ(c.scope, std::vector<size_t>{index}) << "channel " << c.id << " epoch " << epoch;
+      }
       worker.drop_dataflow(index);  // As weir ingest ends an epoch.
     }
     return 0;
@@ -458,6 +487,11 @@ TEST(RuntimeStatsTest, OperatorsOfDroppedDataflowsAreForgotten) {
   EXPECT_TRUE(stats->operators().empty());
   EXPECT_LE(stats->operators_held(), per_epoch)
       << "after " << kEpochs << " dataflows of " << per_epoch << " operators each";
+  ASSERT_GT(channels_per_epoch, 0u);
+  EXPECT_TRUE(stats->channels().empty());
+  // Each epoch's data channels and its progress channel.
+  EXPECT_LE(stats->channels_held(), channels_per_epoch + 1)
+      << "after " << kEpochs << " dataflows of " << channels_per_epoch << " channels each";
 }
 
 TEST(RuntimeStatsTest, AGraphRequestWithoutWorkersTimesOutEmpty) {

@@ -12,12 +12,14 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <variant>
 #include <vector>
 
 #include "testing/harness.h"
+#include "testing/loopback_hub.h"
 #include <gtest/gtest.h>
 
 #include "weir/weir.h"
@@ -40,6 +42,7 @@ struct Captured {
   Messages messages;
   ProgressBatch progress;
   size_t index = 0;
+  std::pair<size_t, size_t> source, target;  // channel_built: [node, port].
 };
 
 Captured capture(const LogEvent& event) {
@@ -69,6 +72,14 @@ Captured capture(const LogEvent& event) {
         } else if constexpr (std::is_same_v<E, DataflowCreated>) {
           c.index = e.index;
           c.name = std::string(e.name);
+        } else if constexpr (std::is_same_v<E, ChannelBuilt>) {
+          c.id = e.id;
+          c.address.assign(e.scope.begin(), e.scope.end());
+          c.name = std::string(e.pact);
+          c.source = {e.source, e.source_port};
+          c.target = {e.target, e.target_port};
+        } else if constexpr (std::is_same_v<E, ChannelDropped>) {
+          c.id = e.id;
         } else if constexpr (std::is_same_v<E, DataflowCompleted> ||
                              std::is_same_v<E, DataflowDropped>) {
           c.index = e.index;
@@ -134,6 +145,8 @@ TEST_P(LoggingTest, SinkSeesOrderedAndCountedEvents) {
     std::set<uint64_t> dropped;
     std::vector<uint64_t> open;  // Schedules started and not yet stopped, innermost last.
     std::map<uint64_t, size_t> schedules;
+    std::map<uint64_t, Captured> channels;  // Built: id -> event.
+    std::set<uint64_t> channels_dropped;
     int64_t last_time = 0;
     bool nested_inside_region = false;
     for (const Captured& e : log) {
@@ -164,11 +177,31 @@ TEST_P(LoggingTest, SinkSeesOrderedAndCountedEvents) {
         EXPECT_EQ(built[e.id], e.address);
         EXPECT_TRUE(dropped.insert(e.id).second);
         EXPECT_TRUE(open.empty());
+      } else if (e.kind == "channel_built") {
+        EXPECT_TRUE(channels.emplace(e.id, e).second) << "channel built twice: " << e.id;
+        ASSERT_FALSE(e.address.empty());
+        EXPECT_EQ(e.address[0], 0u);  // Dataflow 0.
+        EXPECT_TRUE(e.name == "pipeline" || e.name == "exchange") << e.name;
+        // Its ends are operators of its scope (or the scope's boundary, node 0).
+        for (const size_t node : {e.source.first, e.target.first}) {
+          if (node == 0) continue;
+          std::vector<size_t> address = e.address;
+          address.push_back(node);
+          bool found = false;
+          for (const auto& [id, a] : built) found |= a == address;
+          EXPECT_TRUE(found) << "channel " << e.id << ": no operator at node " << node;
+        }
+      } else if (e.kind == "channel_dropped") {
+        EXPECT_TRUE(channels_dropped.insert(e.id).second) << "channel dropped twice: " << e.id;
       } else if (e.kind == "messages") {
         const Messages& m = e.messages;
         EXPECT_LT(m.source, workers);
         EXPECT_LT(m.target, workers);
         EXPECT_GT(m.records, 0u);
+        // One process: the records' own size (uint64_t).
+        EXPECT_EQ(m.bytes, m.records * sizeof(uint64_t));
+        EXPECT_TRUE(channels.count(m.channel)) << "messages on a channel not built: " << m.channel;
+        EXPECT_FALSE(channels_dropped.count(m.channel));
         if (m.is_send) {
           EXPECT_EQ(m.source, w);
           sent[{m.channel, m.source, m.target}] += m.records;
@@ -195,6 +228,14 @@ TEST_P(LoggingTest, SinkSeesOrderedAndCountedEvents) {
       EXPECT_TRUE(dropped.count(id)) << "never dropped: " << id;
       EXPECT_GT(schedules[id], 0u) << "never scheduled: " << id;
     }
+    // Input -> exchange -> region (enter -> map -> exchange -> leave) -> inspect -> probe, and
+    // each is dropped; so is the dataflow's progress channel (never built: the region's progress
+    // rides on it).
+    EXPECT_GE(channels.size(), 5u);
+    for (const auto& [id, c] : channels) {
+      EXPECT_TRUE(channels_dropped.count(id)) << "channel never dropped: " << id;
+    }
+    EXPECT_EQ(channels_dropped.size(), channels.size() + 1);
   }
   // Every record sent on a channel was received by its target, once.
   EXPECT_EQ(sent, received);
@@ -337,7 +378,9 @@ TEST(LoggingTest, WeirLogWritesJsonLines) {
                                        "unpark",
                                        "dataflow_created",
                                        "dataflow_completed",
-                                       "dataflow_dropped"};
+                                       "dataflow_dropped",
+                                       "channel_built",
+                                       "channel_dropped"};
   while (std::getline(file, line)) {
     ++lines;
     auto fields = parse_line(line);
@@ -354,6 +397,7 @@ TEST(LoggingTest, WeirLogWritesJsonLines) {
     last[worker] = f["event"];
     if (f["event"] == "messages") {
       (f["is_send"] == "true" ? sent : received) += std::stoull(f["records"]);
+      EXPECT_EQ(std::stoull(f["bytes"]), std::stoull(f["records"]) * sizeof(uint64_t)) << line;
     }
     if (f["event"] == "schedule_stop") {
       EXPECT_GE(std::stoll(f["duration_ns"]), 0) << line;
@@ -369,9 +413,91 @@ TEST(LoggingTest, WeirLogWritesJsonLines) {
     EXPECT_EQ(kinds[w]["schedule_start"], kinds[w]["schedule_stop"]);
     EXPECT_GT(kinds[w]["schedule_start"], 0u);
     EXPECT_EQ(kinds[w]["operator_built"], kinds[w]["operator_dropped"]);
+    EXPECT_GT(kinds[w]["channel_built"], 0u);
   }
   EXPECT_EQ(sent, received);
   EXPECT_GE(sent, uint64_t{3} * 2 * kRecords * kRounds);
+}
+
+// A program's sink added with also_log_to (as `weir ingest --http` adds its counters) leaves
+// WEIR_LOG's file writing: both see every event.
+TEST(LoggingTest, AlsoLogToKeepsTheSinksBefore) {
+  const std::string path = ::testing::TempDir() + "weir_logging_also.jsonl";
+  ASSERT_EQ(setenv("WEIR_LOG", path.c_str(), 1), 0);
+  std::vector<size_t> events(2, 0), second(2, 0);
+  auto results = testing::run_workers(2, [&](Worker& worker) {
+    worker.also_log_to([&events, w = worker.index()](const LogEvent&) { ++events[w]; });
+    worker.also_log_to([&second, w = worker.index()](const LogEvent&) { ++second[w]; });
+    worker.also_log_to(nullptr);  // Adds nothing.
+    return run_dataflow(worker);
+  });
+  unsetenv("WEIR_LOG");
+  ASSERT_TRUE(results.ok()) << results.status();
+  std::ifstream file(path);
+  ASSERT_TRUE(file) << path;
+  std::vector<size_t> lines(2, 0);
+  std::string line;
+  while (std::getline(file, line)) {
+    auto fields = parse_line(line);
+    ASSERT_TRUE(fields) << line;
+    ++lines.at(std::stoul((*fields)["worker"]));
+  }
+  std::remove(path.c_str());
+  for (size_t w = 0; w < 2; ++w) {
+    EXPECT_GT(events[w], 0u) << "worker " << w;
+    EXPECT_EQ(events[w], lines[w]) << "worker " << w << ": the file and the sink saw the same";
+    EXPECT_EQ(second[w], events[w]) << "worker " << w;
+  }
+}
+
+// Two processes: a batch to or from the other process counts its encoding (the time, a count,
+// then the records), and what one process sends the other receives, byte for byte.
+TEST(LoggingTest, BytesAcrossProcessesAreTheEncoding) {
+  constexpr size_t kProcesses = 2;
+  testing::LoopbackHub hub(kProcesses);
+  // [process]: bytes and records sent to / received from the other process, and within.
+  std::vector<uint64_t> remote_sent(kProcesses), remote_received(kProcesses);
+  std::vector<uint64_t> remote_records(kProcesses), local_bytes(kProcesses),
+      local_records(kProcesses);
+  auto run_process = [&](size_t process) {
+    Config config;
+    config.workers = 1;
+    config.processes = kProcesses;
+    config.process = process;
+    config.transport = hub.factory();
+    return execute(config, [&](Worker& worker) {
+      worker.log_to([&, process](const LogEvent& event) {
+        const auto* m = std::get_if<Messages>(&event.data);
+        if (m == nullptr) return;
+        if (m->source == m->target) {
+          local_bytes[process] += m->bytes;
+          local_records[process] += m->records;
+        } else if (m->is_send) {
+          remote_sent[process] += m->bytes;
+          remote_records[process] += m->records;
+        } else {
+          remote_received[process] += m->bytes;
+        }
+      });
+      return run_dataflow(worker);
+    });
+  };
+  std::optional<absl::StatusOr<std::vector<uint64_t>>> second;
+  std::thread other([&] { second.emplace(run_process(1)); });
+  auto first = run_process(0);
+  other.join();
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(second->ok()) << second->status();
+  for (size_t p = 0; p < kProcesses; ++p) {
+    SCOPED_TRACE("process " + std::to_string(p));
+    ASSERT_GT(remote_records[p], 0u);
+    // Each batch: its time and count (8 bytes each), then 8 bytes a record.
+    EXPECT_GT(remote_sent[p], remote_records[p] * sizeof(uint64_t));
+    EXPECT_LE(remote_sent[p], remote_records[p] * sizeof(uint64_t) + 16 * remote_records[p]);
+    EXPECT_EQ(local_bytes[p], local_records[p] * sizeof(uint64_t));
+  }
+  EXPECT_EQ(remote_sent[0], remote_received[1]);
+  EXPECT_EQ(remote_sent[1], remote_received[0]);
 }
 
 TEST(LoggingTest, BadWeirLogPathIsAnErrorNamingTheFile) {

@@ -88,6 +88,8 @@ std::string_view kind_name(const LogEventData& data) {
           [](const DataflowCreated&) { return std::string_view("dataflow_created"); },
           [](const DataflowCompleted&) { return std::string_view("dataflow_completed"); },
           [](const DataflowDropped&) { return std::string_view("dataflow_dropped"); },
+          [](const ChannelBuilt&) { return std::string_view("channel_built"); },
+          [](const ChannelDropped&) { return std::string_view("channel_dropped"); },
       },
       data);
 }
@@ -115,7 +117,8 @@ void append_json(const LogEvent& event, std::string& out) {
                  [&](const Messages& e) {
                    absl::StrAppend(&out, ",\"is_send\":", boolean(e.is_send),
                                    ",\"channel\":", e.channel, ",\"source\":", e.source,
-                                   ",\"target\":", e.target, ",\"records\":", e.records);
+                                   ",\"target\":", e.target, ",\"records\":", e.records,
+                                   ",\"bytes\":", e.bytes);
                  },
                  [&](const ProgressBatch& e) {
                    absl::StrAppend(&out, ",\"is_send\":", boolean(e.is_send),
@@ -136,6 +139,14 @@ void append_json(const LogEvent& event, std::string& out) {
                  },
                  [&](const DataflowCompleted& e) { absl::StrAppend(&out, ",\"index\":", e.index); },
                  [&](const DataflowDropped& e) { absl::StrAppend(&out, ",\"index\":", e.index); },
+                 [&](const ChannelBuilt& e) {
+                   absl::StrAppend(&out, ",\"id\":", e.id, ",\"scope\":");
+                   append_address(e.scope, out);
+                   absl::StrAppend(&out, ",\"source\":[", e.source, ",", e.source_port,
+                                   "],\"target\":[", e.target, ",", e.target_port, "],\"pact\":");
+                   append_string(e.pact, out);
+                 },
+                 [&](const ChannelDropped& e) { absl::StrAppend(&out, ",\"id\":", e.id); },
              },
              event.data);
   out.push_back('}');
@@ -150,6 +161,18 @@ void Logger::set_sink(LogSink sink) {
   LogSink old = std::exchange(sink_, std::move(sink));
   active_ = static_cast<bool>(sink_);
   starts_.clear();
+}
+
+void Logger::add_sink(LogSink sink) {
+  if (!sink) return;
+  if (!sink_) {
+    set_sink(std::move(sink));
+    return;
+  }
+  sink_ = [first = std::move(sink_), second = std::move(sink)](const LogEvent& event) {
+    first(event);
+    second(event);
+  };
 }
 
 void Logger::log(const LogEventData& data) {

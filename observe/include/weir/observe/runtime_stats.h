@@ -11,9 +11,9 @@
 //   for (const auto& op : stats->operators()) ...  // From any thread.
 //
 // The cost on a worker: its log events (one std::function call and a clock read per operator
-// run) and relaxed single-writer counter updates; nothing allocates once every operator and
-// channel was seen. Readers copy under a per-worker mutex that workers take only when an
-// operator or channel is first seen or dropped.
+// run, one call per batch sent or received) and relaxed single-writer counter updates; nothing
+// allocates once every operator and channel was seen. Readers copy under a per-worker mutex that
+// workers take only when an operator or channel is first seen or dropped.
 //
 // Thread safety: attach on the worker's thread; everything else from any thread.
 
@@ -47,8 +47,16 @@ class RuntimeStats {
   };
   struct ChannelSample {
     uint64_t id = 0;
-    // Summed over this process's workers. Local: to a worker of this process.
+    // Where it runs (ChannelBuilt): its scope's path (dataflow index first), from output
+    // `source_port` of node `source` to input `target_port` of node `target`, and its pact.
+    // Empty scope and pact: not seen built (RuntimeStats attached after its dataflow was).
+    std::vector<size_t> scope;
+    size_t source = 0, source_port = 0, target = 0, target_port = 0;
+    std::string pact;
+    // Summed over this process's workers. Local: to a worker of this process. Bytes as
+    // Messages::bytes counts them (encoded to other processes, records' own size within).
     uint64_t sent_local = 0, sent_remote = 0, received = 0;
+    uint64_t bytes_sent_local = 0, bytes_sent_remote = 0, bytes_received = 0;
   };
   struct WorkerSample {
     size_t worker = 0;
@@ -67,8 +75,8 @@ class RuntimeStats {
   RuntimeStats(const RuntimeStats&) = delete;
   RuntimeStats& operator=(const RuntimeStats&) = delete;
 
-  // Registers this object as `worker`'s log sink (replacing any other). The worker must not
-  // outlive this object.
+  // Registers this object as one of `worker`'s log sinks (Worker::also_log_to: WEIR_LOG's file
+  // keeps its events). The worker must not outlive this object.
   void attach(Worker& worker);
 
   // Operators not yet dropped, by worker then id.
@@ -77,8 +85,11 @@ class RuntimeStats {
   // those dropped after one that is not (ids only grow; the dropped ones at the oldest end are
   // forgotten, so a run that restarts its dataflows for days does not keep them all).
   size_t operators_held() const;
-  // Every channel seen, by id.
+  // Data channels not yet dropped (built, or with records counted), by id; a channel dropped
+  // is forgotten, so a run that restarts its dataflows does not keep them all.
   std::vector<ChannelSample> channels() const;
+  // Channels this object keeps, over all workers (as operators_held).
+  size_t channels_held() const;
   // Every attached worker, by index.
   std::vector<WorkerSample> workers() const;
 

@@ -248,7 +248,10 @@ class ChannelEnd final : public InputEndBase {
   static constexpr size_t kMaxPool = 16;
 
   void log_received() {
-    log_->log(Messages{false, channel_, current_.from, index_, current_.data.size()});
+    // The credit is the batch's bytes (encoded or in memory: Messages::bytes) and the cost.
+    const uint64_t credit = current_.credit, cost = kMessageCost;
+    log_->log(Messages{false, channel_, current_.from, index_, current_.data.size(),
+                       credit > cost ? credit - cost : 0});
   }
 
   // `message` left the queue: its credit goes back to its sender.

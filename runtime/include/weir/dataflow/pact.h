@@ -94,7 +94,7 @@ class PipelinePusher final : public Pusher<T, D> {
     if (batch.empty()) return;
     this->produced_.update(time, static_cast<int64_t>(batch.size()));
     if (log_->active()) [[unlikely]] {
-      log_->log(Messages{true, channel_, index_, index_, batch.size()});
+      log_->log(Messages{true, channel_, index_, index_, batch.size(), batch.size() * sizeof(D)});
     }
     std::vector<D> next = end_->take_buffer(capacity_);
     std::swap(next, batch);
@@ -129,13 +129,13 @@ class Router {
         gate_(shared_->gate.get()) {}
 
   void send(size_t worker, const T& time, std::vector<D>& batch, size_t capacity) {
-    if (log_->active()) [[unlikely]] {
-      log_->log(Messages{true, channel_, index_, worker, batch.size()});
-    }
     if (!process_->is_local(worker)) {
       std::string payload;
       Codec<T>::encode(time, payload);
       Codec<std::vector<D>>::encode(batch, payload);
+      if (log_->active()) [[unlikely]] {
+        log_->log(Messages{true, channel_, index_, worker, batch.size(), payload.size()});
+      }
       if (payload.size() > kMaxRemotePayload) {
         send_split(worker, time, batch);
       } else {
@@ -143,6 +143,9 @@ class Router {
       }
       batch.clear();
       return;
+    }
+    if (log_->active()) [[unlikely]] {
+      log_->log(Messages{true, channel_, index_, worker, batch.size(), batch.size() * sizeof(D)});
     }
     std::vector<D> next = local_->take_buffer(capacity);
     std::swap(next, batch);

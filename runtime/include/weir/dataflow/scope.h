@@ -174,8 +174,12 @@ class Scope : public LocalActivator {
   virtual ~Scope() {
     // Operators go first: their capabilities and handles point into ports and progress.
     for (auto& child : children_) child.reset();
-    if (built_) worker_.logger().operators_dropped(path_, op_ids_);
-    for (uint64_t id : channels_) worker_.allocator().process().release_channel(id);
+    Logger& log = worker_.logger();
+    if (built_) log.operators_dropped(path_, op_ids_);
+    for (uint64_t id : channels_) {
+      worker_.allocator().process().release_channel(id);
+      if (log.active()) log.log(ChannelDropped{id});
+    }
   }
 
   Worker& worker() const { return worker_; }
@@ -525,7 +529,15 @@ absl::Status Scope<T>::build_graph(uint32_t scope_inputs, uint32_t scope_outputs
   }
   tracker_.propagate_all();
   built_ = true;
-  worker_.logger().operators_built(path_, names_, op_ids_);
+  Logger& log = worker_.logger();
+  log.operators_built(path_, names_, op_ids_);
+  if (log.active()) {
+    for (size_t e = 0; e < edges_.size(); ++e) {
+      const auto& [source, target] = edges_[e];
+      log.log(ChannelBuilt{channels_[e], path_, source.node, source.port, target.node, target.port,
+                           edge_pacts_[e]});
+    }
+  }
   active_.assign(children_.size(), 0);
   deliver_frontiers();
   for (uint32_t i = 1; i < children_.size(); ++i) activate_child(i);

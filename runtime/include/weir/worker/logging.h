@@ -58,14 +58,33 @@ struct ScheduleStop {
   uint64_t id = 0;
   std::chrono::nanoseconds duration{0};
 };
+// Data channel `id` was built in the scope at `scope` (dataflow index, then nested scope
+// indices): from output `source_port` of node `source` to input `target_port` of node `target`
+// (node 0 is the scope's own boundary; an operator's address is `scope` and its node), through
+// the pact named `pact` ("pipeline", "exchange", ...).
+struct ChannelBuilt {
+  uint64_t id = 0;
+  std::span<const size_t> scope;
+  size_t source = 0, source_port = 0;
+  size_t target = 0, target_port = 0;
+  std::string_view pact;
+};
+// Channel `id` was released with its scope (data channels, and each scope's progress channel).
+struct ChannelDropped {
+  uint64_t id = 0;
+};
 // One batch of `records` records on data channel `channel`, from worker `source` to worker
 // `target`: sent (pushed by the source's pacts) or received (pulled by the target's operator).
+// `bytes`: to or from another process, the batch's encoding (what crosses the wire); within the
+// process, its records' own size (records × sizeof(record): what they own elsewhere, such as a
+// string's characters, is not counted), as flow control counts them.
 struct Messages {
   bool is_send = false;
   uint64_t channel = 0;
   size_t source = 0;
   size_t target = 0;
   size_t records = 0;
+  size_t bytes = 0;
 };
 // One progress batch of a dataflow (channel: its progress channel): sent by this worker to every
 // worker, or received from worker `source`. `updates` pointstamp changes of the dataflow's root
@@ -97,9 +116,9 @@ struct DataflowDropped {
   size_t index = 0;
 };
 
-using LogEventData =
-    std::variant<OperatorBuilt, OperatorDropped, ScheduleStart, ScheduleStop, Messages,
-                 ProgressBatch, Park, Unpark, DataflowCreated, DataflowCompleted, DataflowDropped>;
+using LogEventData = std::variant<OperatorBuilt, OperatorDropped, ScheduleStart, ScheduleStop,
+                                  Messages, ProgressBatch, Park, Unpark, DataflowCreated,
+                                  DataflowCompleted, DataflowDropped, ChannelBuilt, ChannelDropped>;
 
 struct LogEvent {
   size_t worker = 0;              // The worker's global index.
@@ -129,6 +148,8 @@ class Logger {
   bool active() const { return active_; }
   // Replaces the sink; an empty one turns logging off. The old sink is destroyed here.
   void set_sink(LogSink sink);
+  // Adds a sink: every event goes to the ones set before (in order), then to this one.
+  void add_sink(LogSink sink);
 
   // REQUIRES: active(), for these.
   void log(const LogEventData& data);

@@ -153,6 +153,8 @@ class Worker {
   // Sends this worker's events to `sink` from now on (an empty sink turns logging off); see
   // logging.h. WEIR_LOG=FILE registers a sink that writes JSON lines before `fn` runs.
   void log_to(LogSink sink) { logger_.set_sink(std::move(sink)); }
+  // Adds a sink, keeping the ones registered before (WEIR_LOG's file, another program's).
+  void also_log_to(LogSink sink) { logger_.add_sink(std::move(sink)); }
   Logger& logger() { return logger_; }
 
   // Fails the whole execution (every worker) with `status`.
