@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "../runtime/bench_util.h"
+#include <sys/resource.h>
 
 #include "weir/ingest/ingest.h"
 #include "weir/observe/http_server.h"
@@ -33,9 +34,18 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
-// One run; rows/s, or a negative number on failure. `scrapes`: GETs that answered.
+// CPU time of the whole process (every thread: workers, persist, the server, the scraper).
+double cpu_seconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return s(usage.ru_utime) + s(usage.ru_stime);
+}
+
+// One run; rows/s, or a negative number on failure. `scrapes`: GETs that answered; `per_cpu`:
+// rows per CPU second of the process.
 double run_once(uint64_t rows, const weir::Config& workers, bool stream, bool observed,
-                int* scrapes) {
+                int* scrapes, double* per_cpu) {
   const fs::path dir =
       fs::temp_directory_path() / ("weir-observe-overhead-" + std::to_string(::getpid()));
   fs::remove_all(dir);
@@ -59,6 +69,13 @@ double run_once(uint64_t rows, const weir::Config& workers, bool stream, bool ob
   if (observed) {
     observer.emplace(weir::observe::IngestObserverConfig{.kind = "counter", .source = "bench"});
     if (!observer->instrument(options).ok()) return -1;
+    // To tell the parts' costs apart: OBSERVE_NO_STATS (no RuntimeStats on the workers),
+    // OBSERVE_NO_STORES (persist's stores not metered).
+    if (std::getenv("OBSERVE_NO_STATS") != nullptr) options.on_worker = nullptr;  // NOLINT
+    if (std::getenv("OBSERVE_NO_STORES") != nullptr) {                            // NOLINT
+      options.blob = nullptr;
+      options.consensus = nullptr;
+    }
     auto port = observer->serve({});
     if (!port.ok()) return -1;
     const std::string address = "127.0.0.1:" + std::to_string(*port);
@@ -75,11 +92,13 @@ double run_once(uint64_t rows, const weir::Config& workers, bool stream, bool ob
         }
       });
   }
+  const double cpu_before = cpu_seconds();
   weir::bench::Timer timer;
   auto report = weir::ingest::run_ingest(options, observer ? &observer->monitor() : nullptr);
   const double seconds = timer.seconds();
   done.store(true);
   if (scraper.joinable()) scraper.join();
+  const double cpu = cpu_seconds() - cpu_before;
   observer.reset();
   fs::remove_all(dir);
   if (!report.ok() || (!stream && report->exports[0].updates != rows)) {
@@ -91,8 +110,10 @@ double run_once(uint64_t rows, const weir::Config& workers, bool stream, bool ob
   if (stream) {
     uint64_t updates = 0;
     for (const auto& e : report->exports) updates += e.updates;
+    *per_cpu = updates / cpu;
     return updates / seconds;
   }
+  *per_cpu = rows / cpu;
   return rows / seconds;
 }
 
@@ -110,29 +131,41 @@ int main(int argc, char** argv) {
   auto args = weir::bench::parse(argc, argv, 2, "observe_overhead ROWS RUNS [-w W] [--stream]");
   const uint64_t rows = args.numbers[0];
   const uint64_t runs = args.numbers[1];
-  std::vector<double> plain, observed;
+  std::vector<double> plain, observed, plain_cpu, observed_cpu, pairs;
   for (uint64_t r = 0; r < runs; ++r) {
     for (const bool with : {false, true}) {
       int scrapes = 0;
-      const double rate = run_once(rows, args.config, stream, with, &scrapes);
+      double per_cpu = 0;
+      // OBSERVE_AA=1: both runs of a pair plain (what the order alone does to the figures).
+      const bool observe = with && std::getenv("OBSERVE_AA") == nullptr;  // NOLINT
+      const double rate = run_once(rows, args.config, stream, observe, &scrapes, &per_cpu);
       if (rate < 0) return 1;
       (with ? observed : plain).push_back(rate);
-      std::printf("run %llu %-8s %12.0f %s/s%s\n", static_cast<unsigned long long>(r),
-                  with ? "observed" : "plain", rate, stream ? "updates" : "rows",
+      (with ? observed_cpu : plain_cpu).push_back(per_cpu);
+      if (with) pairs.push_back(rate / plain.back());
+      std::printf("run %llu %-8s %12.0f %s/s, %12.0f per CPU second%s\n",
+                  static_cast<unsigned long long>(r), with ? "observed" : "plain", rate,
+                  stream ? "updates" : "rows", per_cpu,
                   with ? (" (" + std::to_string(scrapes) + " scrapes answered)").c_str() : "");
       std::fflush(stdout);
     }
   }
   const double p = median(plain), o = median(observed);
+  const double pc = median(plain_cpu), oc = median(observed_cpu);
   // Stream: updates/s written (every table), snapshot: rows/s.
   std::printf(
       "observe_overhead: %s %llu %s, %zu workers, %llu runs each: plain %.0f, observed %.0f "
-      "%s/s (medians), ratio %.3f\n",
+      "%s/s (medians), ratio %.3f; median ratio of a pair %.3f; per CPU second %.3f\n",
       stream ? "stream of" : "snapshot of", static_cast<unsigned long long>(rows),
       stream ? "offsets" : "rows", args.config.workers, static_cast<unsigned long long>(runs), p, o,
-      stream ? "updates" : "rows", o / p);
+      stream ? "updates" : "rows", o / p, median(pairs), oc / pc);
   weir::bench::result("observe_plain_rows_per_s", p, "rows/s");
   weir::bench::result("observe_observed_rows_per_s", o, "rows/s");
   weir::bench::result("observe_ratio", o / p, "x");
+  // Each observed run over the plain run just before it: drift of the machine cancels.
+  weir::bench::result("observe_pair_ratio", median(pairs), "x");
+  // Rows per CPU second of the process, observed over plain: the work it adds, whatever the
+  // scheduling noise (the scraper, which a real deployment runs elsewhere, counts too).
+  weir::bench::result("observe_cpu_ratio", oc / pc, "x");
   return 0;
 }

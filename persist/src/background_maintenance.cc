@@ -58,14 +58,19 @@ void BackgroundMaintenance::run() {
       waiting_.pop_front();
       busy_ = true;
     }
-    const absl::Status status = client_->maintain(name);
-    if (!status.ok() && on_error_) {
-      on_error_(status);
+    const absl::StatusOr<bool> settled = client_->maintain_turn(name, kStepsPerTurn);
+    if (!settled.ok() && on_error_) {
+      on_error_(settled.status());
     }
     {
       weir::MutexLock lock(mu_);
       ++completed_;
       busy_ = false;
+      // Compaction is behind: another turn, after the shards already waiting.
+      if (settled.ok() && !*settled &&
+          std::find(waiting_.begin(), waiting_.end(), name) == waiting_.end()) {
+        waiting_.push_back(std::move(name));
+      }
     }
     changed_.notify_all();
   }

@@ -337,19 +337,22 @@ absl::StatusOr<StepOutcome> compaction_step(const Shard& shard, ReaderCore& read
 }
 
 // Compaction steps between two releases of the versions its reader holds.
-constexpr int kStepsPerRelease = 4;
+constexpr size_t kStepsPerRelease = 4;
 
 // Runs compaction steps until the plan says there is nothing to do. A step that fails for a
 // transient store error is retried: at a few percent of failed store calls, a compaction of many
 // steps would otherwise almost never get to its end.
 absl::Status run_compaction(const Shard& shard, ReaderCore& reader, WriterCore& writer,
                             const CompactionOptions& options, CompactionResult& result) {
-  for (int step = 0; step < 10'000; ++step) {
+  constexpr size_t kMaxSteps = 10'000;
+  const size_t steps = options.max_steps == 0 ? kMaxSteps : std::min(options.max_steps, kMaxSteps);
+  for (size_t step = 0; step < steps; ++step) {
     WEIR_ASSIGN_OR_RETURN(StepOutcome outcome, retry_unavailable(kStepAttempts, [&] {
                             return compaction_step(shard, reader, writer, options, step == 0,
                                                    result);
                           }));
     if (outcome == StepOutcome::kDone) {
+      result.settled = true;
       return absl::OkStatus();
     }
     if (step % kStepsPerRelease == kStepsPerRelease - 1) {
@@ -359,6 +362,10 @@ absl::Status run_compaction(const Shard& shard, ReaderCore& reader, WriterCore& 
       // removing anything compacted, all that time. A failure only delays that.
       retry_unavailable(kStoreAttempts, [&] { return reader.heartbeat(); }).IgnoreError();
     }
+  }
+  result.settled = false;
+  if (options.max_steps != 0 && options.max_steps <= kMaxSteps) {
+    return absl::OkStatus();  // The caller asked for a bounded turn.
   }
   return absl::InternalError(internal::str_cat(shard.label(), ": compaction did not settle"));
 }

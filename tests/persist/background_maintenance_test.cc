@@ -1,8 +1,17 @@
 // BackgroundMaintenance, asked by the appends that report maintenance_due, keeps a shard that grows
 // by many small appends small: few batches, few consensus versions, few blobs; and its contents
-// unchanged.
+// unchanged. A shard whose maintenance fell far behind has its versions truncated while it
+// catches up, appends going on all the while.
 
 #include "weir/persist/background_maintenance.h"
+
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "persist_test_util.h"
@@ -76,6 +85,109 @@ TEST(BackgroundMaintenanceTest, KeepsAShardOfManySmallAppendsSmall) {
   ReadHandle reader = client->open_reader("grow").value();
   for (uint64_t as_of : {uint64_t{0}, kAppends / 2, kAppends - 1}) {
     EXPECT_EQ(as_map(reader.snapshot(as_of).value()), consolidate(history, as_of)) << as_of;
+  }
+}
+
+// A maintenance thread that was starved (a busy machine, a slow store) finds a backlog of small
+// batches on every shard while their writers keep appending (as `weir ingest` appends to a shard
+// per table). A compaction that ran until nothing was left to merge did not settle while appends
+// went on: GC, which alone truncates consensus, waited for it, and the other shards waited for
+// both, so every version of every shard (each a copy of its whole, growing state) was kept,
+// gigabytes within minutes. In turns, GC runs between bounded compactions, shard after shard.
+TEST(BackgroundMaintenanceTest, TruncatesWhileCatchingUpWithABacklog) {
+  constexpr size_t kShards = 4;
+  constexpr uint64_t kBacklog = 400;  // Appended to each shard with no maintenance at all.
+  const PersistLocation location = testing::fresh_location("sqlite");
+  PersistConfig config;
+  config.io_threads = 2;
+  std::shared_ptr<PersistClient> client = PersistClient::open(location, config).value();
+  std::unique_ptr<Consensus> consensus = Consensus::open(location.consensus_url).value();
+  struct Shard {
+    std::string name, id;
+    std::optional<WriteHandle> writer;
+    std::vector<Update> history;
+    uint64_t t = 0;
+    size_t most_kept_late = 0;
+    size_t last_seen = 0, truncations = 0;  // Drops of the versions kept, seen by the appender.
+  };
+  std::vector<Shard> shards(kShards);
+  for (size_t i = 0; i < kShards; ++i) {
+    shards[i].name = "behind" + std::to_string(i);
+    shards[i].writer.emplace(client->open_writer(shards[i].name).value());
+    shards[i].id = client->describe(shards[i].name).value().id.str();
+  }
+  const auto versions = [&](const Shard& shard) {
+    return consensus->scan(shard.id, 0, 1'000'000).value().size();
+  };
+  // One append to `shard`; whether maintenance is due.
+  const auto append = [](Shard& shard) {
+    std::vector<Update> batch = {{"key" + std::to_string(shard.t % 11), shard.t, 1}};
+    const AppendResult result =
+        shard.writer->compare_and_append(batch, Frontier(shard.t), Frontier(shard.t + 1)).value();
+    EXPECT_TRUE(result.is_appended());
+    shard.history.insert(shard.history.end(), batch.begin(), batch.end());
+    ++shard.t;
+    return result.maintenance_due;
+  };
+  for (Shard& shard : shards) {
+    while (shard.t < kBacklog) append(shard);
+    ASSERT_GE(versions(shard), kBacklog);
+  }
+
+  std::vector<absl::Status> errors;
+  std::mutex errors_mu;
+  size_t turns = 0;
+  {
+    BackgroundMaintenance maintenance(client, [&](const absl::Status& error) {
+      std::lock_guard lock(errors_mu);
+      errors.push_back(error);
+    });
+    // Every shard's writer appends for 4 s on a thread of its own; the versions kept in the
+    // last 2 s are what the maintenance thread let stand.
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<std::thread> appenders;
+    for (Shard& shard : shards) {
+      maintenance.request(shard.name);
+      appenders.emplace_back([&] {
+        for (auto now = start; now - start < std::chrono::seconds(4);
+             now = std::chrono::steady_clock::now()) {
+          if (append(shard)) maintenance.request(shard.name);
+          if (shard.t % 25 == 0) {
+            const size_t kept = versions(shard);
+            if (kept < shard.last_seen) ++shard.truncations;
+            shard.last_seen = kept;
+            if (now - start > std::chrono::seconds(2)) {
+              shard.most_kept_late = std::max(shard.most_kept_late, kept);
+            }
+          }
+        }
+      });
+    }
+    for (std::thread& appender : appenders) appender.join();
+    for (const Shard& shard : shards) maintenance.request(shard.name);
+    maintenance.finish();
+    turns = maintenance.completed();
+  }
+  {
+    std::lock_guard lock(errors_mu);
+    EXPECT_TRUE(errors.empty()) << errors.front();
+  }
+  for (const Shard& shard : shards) {
+    SCOPED_TRACE(shard.name);
+    std::printf(
+        "%s: %llu appends; truncated %zu times while appending; at most %zu versions kept in the "
+        "last 2 s; %zu turns in all\n",
+        shard.name.c_str(), static_cast<unsigned long long>(shard.t), shard.truncations,
+        shard.most_kept_late, turns);
+    // Before turns, GC of a shard waited for a compaction appends kept busy, and the shards
+    // queued after it for both: some were never truncated while the appends went on.
+    EXPECT_GE(shard.truncations, 1u) << "at most " << shard.most_kept_late << " versions of "
+                                     << shard.t << " kept in the last 2 s";
+    EXPECT_LT(versions(shard), 50u) << "after the thread caught up";
+    EXPECT_LT(client->describe(shard.name).value().batches.size(), 30u);
+    ReadHandle reader = client->open_reader(shard.name).value();
+    EXPECT_EQ(as_map(reader.snapshot(shard.t - 1).value()),
+              consolidate(shard.history, shard.t - 1));
   }
 }
 

@@ -176,13 +176,19 @@ void Logger::add_sink(LogSink sink) {
 }
 
 void Logger::log(const LogEventData& data) {
-  sink_(LogEvent{worker_, since_epoch(std::chrono::steady_clock::now()), data});
+  // A batch takes the time of the worker's last timed event (the start of the operator run it is
+  // sent or received in, mostly): one clock read less per batch, the most frequent event.
+  if (!std::holds_alternative<Messages>(data) || last_time_.count() == 0) {
+    last_time_ = since_epoch(std::chrono::steady_clock::now());
+  }
+  sink_(LogEvent{worker_, last_time_, data});
 }
 
 void Logger::schedule_start(uint64_t id) {
   const auto now = std::chrono::steady_clock::now();
   starts_.push_back(now);
-  sink_(LogEvent{worker_, since_epoch(now), ScheduleStart{id}});
+  last_time_ = since_epoch(now);
+  sink_(LogEvent{worker_, last_time_, ScheduleStart{id}});
 }
 
 void Logger::schedule_stop(uint64_t id) {
@@ -192,7 +198,8 @@ void Logger::schedule_stop(uint64_t id) {
     duration = now - starts_.back();
     starts_.pop_back();
   }
-  sink_(LogEvent{worker_, since_epoch(now), ScheduleStop{id, duration}});
+  last_time_ = since_epoch(now);
+  sink_(LogEvent{worker_, last_time_, ScheduleStop{id, duration}});
 }
 
 void Logger::operators_built(std::span<const size_t> scope_path, std::span<const std::string> names,

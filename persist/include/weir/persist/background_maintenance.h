@@ -1,5 +1,9 @@
-// BackgroundMaintenance: PersistClient::maintain (compaction, then GC) of the shards whose appends
-// report maintenance_due, on a thread of its own.
+// BackgroundMaintenance: maintenance (compaction, then GC) of the shards whose appends report
+// maintenance_due, on a thread of its own, in turns: a turn compacts a shard by at most
+// kStepsPerTurn merges, then collects its garbage (truncating consensus, removing blobs); a shard
+// whose compaction is not done goes to the back of the queue. So a shard that fell behind its
+// appends (a slow store, a starved thread) catches up without stopping the truncation of its
+// versions, or the maintenance of every other shard, until it has.
 //
 // A long-running writer needs it. Without it every append adds a batch to the shard's state (and
 // every later state is encoded and written whole), and consensus keeps every version: a sink that
@@ -30,7 +34,10 @@ class BackgroundMaintenance {
  public:
   explicit BackgroundMaintenance(std::shared_ptr<PersistClient> client,
                                  std::function<void(const absl::Status&)> on_error = nullptr);
-  // Finishes the maintain under way, if any; drops the requests still waiting.
+  // Merge steps a turn of one shard's compaction takes before its GC runs.
+  static constexpr size_t kStepsPerTurn = 8;
+
+  // Finishes the turn under way, if any; drops the requests still waiting.
   ~BackgroundMaintenance();
   BackgroundMaintenance(const BackgroundMaintenance&) = delete;
   BackgroundMaintenance& operator=(const BackgroundMaintenance&) = delete;
@@ -39,12 +46,13 @@ class BackgroundMaintenance {
   // shard already waiting is merged with it.
   void request(const std::string& name);
 
-  // Returns once every request made before the call has been carried out (the maintain under
-  // way, then those waiting). A writer that stops cleanly calls it, so that what it leaves behind
-  // is maintained however far the thread had fallen behind its appends.
+  // Returns once every request made before the call has been carried out, and the compactions
+  // they started have settled (the turn under way, then those waiting). A writer that stops cleanly
+  // calls it, so that what it leaves behind is maintained however far the thread had fallen behind
+  // its appends.
   void finish();
 
-  // Maintains finished, successful or not (for tests).
+  // Turns finished, successful or not (for tests).
   size_t completed() const;
 
  private:

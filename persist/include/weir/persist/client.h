@@ -103,12 +103,17 @@ struct CompactionOptions {
   // Merge until one batch holds every part (in steps of at most compaction_max_runs runs),
   // instead of keeping batches in geometrically growing sizes.
   bool full = false;
+  // At most this many merge steps (0: until there is nothing left to merge). A compaction that
+  // appends keep busy may not settle for a long time; one of bounded steps returns with
+  // `settled` false, so that GC (and other shards) get their turn before it goes on.
+  size_t max_steps = 0;
 };
 
 struct CompactionResult {
   size_t merges = 0;  // Batches written by compaction.
   size_t batches_before = 0;
   size_t batches_after = 0;
+  bool settled = true;  // Nothing was left to merge (false: max_steps ran out first).
 };
 
 struct GcResult {
@@ -178,6 +183,11 @@ class PersistClient {
   absl::StatusOr<GcResult> gc(std::string_view name);
   // compact then gc; an error if gc could not remove some blobs (it still did the rest).
   absl::Status maintain(std::string_view name);
+  // A bounded turn of maintenance: compaction of at most `max_compaction_steps` steps (0: until
+  // settled), then GC whether or not the compaction got anywhere (truncating consensus and
+  // removing blobs must not wait for a compaction that appends keep busy). Returns whether the
+  // compaction settled (false: call again); the first error of either, after both ran.
+  absl::StatusOr<bool> maintain_turn(std::string_view name, size_t max_compaction_steps);
 
  private:
   explicit PersistClient(std::shared_ptr<internal::ClientCore> core);

@@ -121,8 +121,11 @@ using LogEventData = std::variant<OperatorBuilt, OperatorDropped, ScheduleStart,
                                   DataflowCompleted, DataflowDropped, ChannelBuilt, ChannelDropped>;
 
 struct LogEvent {
-  size_t worker = 0;              // The worker's global index.
-  std::chrono::nanoseconds time;  // Steady clock, since the process's first logged event.
+  size_t worker = 0;  // The worker's global index.
+  // Steady clock, since the process's first logged event; never less than the worker's event
+  // before. A Messages event carries the time of the worker's event before it (the start of the
+  // operator run it happens in, mostly), saving a clock read per batch.
+  std::chrono::nanoseconds time;
   LogEventData data;
 };
 
@@ -168,7 +171,9 @@ class Logger {
   LogSink sink_;
   uint64_t next_operator_id_ = 0;
   std::vector<std::chrono::steady_clock::time_point> starts_;  // Open schedules, innermost last.
-  std::vector<size_t> address_;                                // Scratch for operator events.
+  std::chrono::nanoseconds last_time_{0};  // The last event's time (a batch's, without a read).
+
+  std::vector<size_t> address_;  // Scratch for operator events.
 };
 
 }  // namespace weir
