@@ -1,6 +1,7 @@
 #include "weir/observe/runtime_stats.h"
 
 #include <algorithm>
+#include <set>
 #include <utility>
 #include <variant>
 
@@ -101,6 +102,10 @@ RuntimeStats::RuntimeStats() = default;
 RuntimeStats::~RuntimeStats() = default;
 
 void RuntimeStats::attach(Worker& worker) {
+  {
+    weir::MutexLock lock(mu_);
+    if (workers_.contains(worker.index())) return;  // Attached already: its sink counts.
+  }
   auto w = std::make_unique<PerWorker>();
   w->index = worker.index();
   w->local_workers = worker.allocator().process().workers();
@@ -226,12 +231,25 @@ size_t RuntimeStats::operators_held() const {
 
 std::vector<RuntimeStats::ChannelSample> RuntimeStats::channels() const {
   std::map<uint64_t, ChannelSample> by_id;
+  // A channel one worker dropped is left out, though another has not dropped it yet (workers
+  // drop a dataflow one after the other): a sum of only some workers would make its counters go
+  // down, which Prometheus reads as a reset.
+  std::set<uint64_t> dropped;
+  uint64_t forgotten = 0;  // Below this, some worker dropped every channel.
   weir::MutexLock lock(mu_);
+  for (const auto& [index, w] : workers_) {
+    weir::MutexLock worker_lock(w->mu);
+    forgotten = std::max(forgotten, w->first_channel);
+    for (uint64_t i = 0; i < w->channels.size(); ++i) {
+      if (w->channels[i].dropped) dropped.insert(w->first_channel + i);
+    }
+  }
   for (const auto& [index, w] : workers_) {
     weir::MutexLock worker_lock(w->mu);
     for (uint64_t i = 0; i < w->channels.size(); ++i) {
       const PerWorker::Channel& c = w->channels[i];
-      if (c.dropped) continue;
+      const uint64_t id = w->first_channel + i;
+      if (id < forgotten || dropped.contains(id)) continue;
       const uint64_t counts[] = {c.sent_local.get(),        c.sent_remote.get(),
                                  c.received.get(),          c.bytes_sent_local.get(),
                                  c.bytes_sent_remote.get(), c.bytes_received.get()};
@@ -239,8 +257,8 @@ std::vector<RuntimeStats::ChannelSample> RuntimeStats::channels() const {
           std::all_of(std::begin(counts), std::end(counts), [](uint64_t n) { return n == 0; })) {
         continue;  // A progress channel, or a slot before its channel is built.
       }
-      ChannelSample& s = by_id[w->first_channel + i];
-      s.id = w->first_channel + i;
+      ChannelSample& s = by_id[id];
+      s.id = id;
       if (c.built && s.pact.empty()) {
         s.scope = c.scope;
         s.source = c.source;

@@ -58,17 +58,18 @@ void BackgroundMaintenance::run() {
       waiting_.pop_front();
       busy_ = true;
     }
-    const absl::StatusOr<bool> settled = client_->maintain_turn(name, kStepsPerTurn);
-    if (!settled.ok() && on_error_) {
-      on_error_(settled.status());
+    const PersistClient::MaintainTurn turn = client_->maintain_turn(name, kStepsPerTurn);
+    if (!turn.status.ok() && on_error_) {
+      on_error_(turn.status);
     }
     {
       weir::MutexLock lock(mu_);
       ++completed_;
       busy_ = false;
-      // Compaction is behind: another turn, after the shards already waiting.
-      if (settled.ok() && !*settled &&
-          std::find(waiting_.begin(), waiting_.end(), name) == waiting_.end()) {
+      // Compaction made progress and is not done: another turn, after the shards already
+      // waiting (whatever GC did: a blob it could not remove must not stop the compaction).
+      // A compaction that failed is not retried here; the shard's next request asks again.
+      if (turn.more && std::find(waiting_.begin(), waiting_.end(), name) == waiting_.end()) {
         waiting_.push_back(std::move(name));
       }
     }

@@ -170,24 +170,28 @@ absl::Status PersistClient::fetch_part(
 }
 
 absl::Status PersistClient::maintain(std::string_view name) {
-  return maintain_turn(name, 0).status();
+  return maintain_turn(name, 0).status;
 }
 
-absl::StatusOr<bool> PersistClient::maintain_turn(std::string_view name,
-                                                  size_t max_compaction_steps) {
+PersistClient::MaintainTurn PersistClient::maintain_turn(std::string_view name,
+                                                         size_t max_compaction_steps) {
   const absl::StatusOr<CompactionResult> compacted =
       compact(name, CompactionOptions{.max_steps = max_compaction_steps});
   // GC even when the compaction failed: what it truncates and removes does not depend on it.
   const absl::StatusOr<GcResult> gc_result = gc(name);
-  WEIR_RETURN_IF_ERROR(compacted.status());
-  WEIR_RETURN_IF_ERROR(gc_result.status());
-  if (gc_result->blobs_failed > 0) {
-    return absl::UnavailableError(internal::str_cat(
+  MaintainTurn turn;
+  turn.more = compacted.ok() && !compacted->settled;
+  if (!compacted.ok()) {
+    turn.status = compacted.status();
+  } else if (!gc_result.ok()) {
+    turn.status = gc_result.status();
+  } else if (gc_result->blobs_failed > 0) {
+    turn.status = absl::UnavailableError(internal::str_cat(
         "shard \"", name, "\": GC could not remove ", gc_result->blobs_failed,
         " blob(s) (it removed ", gc_result->blobs_deleted, " and truncated ",
         gc_result->versions_truncated, " version(s)); first: ", gc_result->failures.front()));
   }
-  return compacted->settled;
+  return turn;
 }
 
 }  // namespace weir::persist

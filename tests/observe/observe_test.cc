@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "weir/async/async_operator.h"
 #include "weir/observe/graph.h"
 #include "weir/observe/http_server.h"
 #include "weir/observe/ingest_endpoints.h"
@@ -465,6 +466,12 @@ TEST(RuntimeStatsTest, OperatorsAndChannelsOfDroppedDataflowsAreForgotten) {
       auto input = worker.dataflow_named<uint64_t>("epoch", [&](Scope<uint64_t>& scope) {
         auto [handle, stream] = new_input<uint64_t>(scope);
         stream | map([](uint64_t x) { return x + 1; }) | probe_with(probe);
+        // An async operator, as every weir ingest epoch has (its button takes a channel id
+        // that is never a data channel).
+        AsyncOperatorBuilder<uint64_t> builder("Async", scope);
+        builder.add_output<uint64_t>();
+        builder.build(
+            [](AsyncContext&, std::span<CapabilitySet<uint64_t>>) { return absl::OkStatus(); });
         return std::move(handle);
       });
       input.send(1);

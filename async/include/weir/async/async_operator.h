@@ -464,7 +464,11 @@ class AsyncOperator final : public Operator<T> {
     capabilities_.clear();
     error_capability_.reset();
     button_->detach();
-    scope_.worker().allocator().process().release_channel(button_channel_);
+    Worker& worker = scope_.worker();
+    worker.allocator().process().release_channel(button_channel_);
+    // Its id was taken from the data channels' sequence: an event log that forgets channels by
+    // id must see it go (it is never built as a data channel).
+    if (worker.logger().active()) worker.logger().log(ChannelDropped{button_channel_});
   }
 
   std::string_view name() const override { return name_; }

@@ -76,7 +76,8 @@ class RuntimeStats {
   RuntimeStats& operator=(const RuntimeStats&) = delete;
 
   // Registers this object as one of `worker`'s log sinks (Worker::also_log_to: WEIR_LOG's file
-  // keeps its events). The worker must not outlive this object.
+  // keeps its events); once per worker (a second call does nothing). The worker must not
+  // outlive this object.
   void attach(Worker& worker);
 
   // Operators not yet dropped, by worker then id.
@@ -85,8 +86,8 @@ class RuntimeStats {
   // those dropped after one that is not (ids only grow; the dropped ones at the oldest end are
   // forgotten, so a run that restarts its dataflows for days does not keep them all).
   size_t operators_held() const;
-  // Data channels not yet dropped (built, or with records counted), by id; a channel dropped
-  // is forgotten, so a run that restarts its dataflows does not keep them all.
+  // Data channels no worker has dropped yet (built, or with records counted), by id; a channel
+  // dropped is forgotten, so a run that restarts its dataflows does not keep them all.
   std::vector<ChannelSample> channels() const;
   // Channels this object keeps, over all workers (as operators_held).
   size_t channels_held() const;

@@ -47,9 +47,10 @@ class BackgroundMaintenance {
   void request(const std::string& name);
 
   // Returns once every request made before the call has been carried out, and the compactions
-  // they started have settled (the turn under way, then those waiting). A writer that stops cleanly
-  // calls it, so that what it leaves behind is maintained however far the thread had fallen behind
-  // its appends.
+  // they started have settled (the turn under way, then those waiting). Call it once appends
+  // have stopped: a compaction that another writer keeps busy may not settle. A writer that stops
+  // cleanly calls it, so that what it leaves behind is maintained however far the thread had fallen
+  // behind its appends.
   void finish();
 
   // Turns finished, successful or not (for tests).

@@ -185,9 +185,13 @@ class PersistClient {
   absl::Status maintain(std::string_view name);
   // A bounded turn of maintenance: compaction of at most `max_compaction_steps` steps (0: until
   // settled), then GC whether or not the compaction got anywhere (truncating consensus and
-  // removing blobs must not wait for a compaction that appends keep busy). Returns whether the
-  // compaction settled (false: call again); the first error of either, after both ran.
-  absl::StatusOr<bool> maintain_turn(std::string_view name, size_t max_compaction_steps);
+  // removing blobs must not wait for a compaction that appends keep busy).
+  struct MaintainTurn {
+    // The compaction ran its steps without an error and has more to merge: call again.
+    bool more = false;
+    absl::Status status;  // The compaction's error, else GC's (as maintain reports it).
+  };
+  MaintainTurn maintain_turn(std::string_view name, size_t max_compaction_steps);
 
  private:
   explicit PersistClient(std::shared_ptr<internal::ClientCore> core);
