@@ -219,15 +219,17 @@ std::vector<RuntimeStats::OperatorSample> RuntimeStats::operators() const {
   return result;
 }
 
-size_t RuntimeStats::operators_held() const {
+size_t RuntimeStats::held(bool channels) const {
   size_t held = 0;
   weir::MutexLock lock(mu_);
   for (const auto& [index, w] : workers_) {
     weir::MutexLock worker_lock(w->mu);
-    held += w->ops.size();
+    held += channels ? w->channels.size() : w->ops.size();
   }
   return held;
 }
+
+size_t RuntimeStats::operators_held() const { return held(false); }
 
 std::vector<RuntimeStats::ChannelSample> RuntimeStats::channels() const {
   std::map<uint64_t, ChannelSample> by_id;
@@ -281,15 +283,7 @@ std::vector<RuntimeStats::ChannelSample> RuntimeStats::channels() const {
   return result;
 }
 
-size_t RuntimeStats::channels_held() const {
-  size_t held = 0;
-  weir::MutexLock lock(mu_);
-  for (const auto& [index, w] : workers_) {
-    weir::MutexLock worker_lock(w->mu);
-    held += w->channels.size();
-  }
-  return held;
-}
+size_t RuntimeStats::channels_held() const { return held(true); }
 
 std::vector<RuntimeStats::WorkerSample> RuntimeStats::workers() const {
   std::vector<WorkerSample> result;

@@ -97,6 +97,7 @@ class RuntimeStats {
  private:
   struct PerWorker;
   void on_event(PerWorker& w, const LogEvent& event);
+  size_t held(bool channels) const;  // Channels (else operators) kept, over all workers.
 
   mutable weir::Mutex mu_;
   std::map<size_t, std::unique_ptr<PerWorker>> workers_ ABSL_GUARDED_BY(mu_);
