@@ -10,10 +10,10 @@
 //   });
 //   for (const auto& op : stats->operators()) ...  // From any thread.
 //
-// The cost on a worker: its log events (one std::function call and a clock read per operator
-// run, one call per batch sent or received) and relaxed single-writer counter updates; nothing
-// allocates once every operator and channel was seen. Readers copy under a per-worker mutex that
-// workers take only when an operator or channel is first seen or dropped.
+// The cost on a worker: its log events (two std::function calls and two clock reads per
+// operator run, one call per batch sent or received) and relaxed single-writer counter updates;
+// nothing allocates once every operator and channel was seen. Readers copy under a per-worker mutex
+// that workers take only when an operator or channel is first seen or dropped.
 //
 // Thread safety: attach on the worker's thread; everything else from any thread.
 
