@@ -878,7 +878,15 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
       }
       ingestion.maintenance->request(shard);
     }
-    ingestion.maintenance->finish();
+    // Bounded: a backlog can take minutes to settle (a killed incarnation's reader lease holds
+    // GC back for its whole lease); what is left, the next writer's maintenance takes up.
+    constexpr auto kMaintenanceFinishLimit = std::chrono::seconds(60);
+    if (!ingestion.maintenance->finish_within(kMaintenanceFinishLimit)) {
+      ingestion.log(
+          "persist maintenance had not settled within 60 s of the run's end; stopping "
+          "it (the shards are complete; the next writer's maintenance goes on)",
+          LogSeverity::kWarning);
+    }
   }
   if (ingestion.client) {
     const absl::Status finished = ingestion.source->finish(*ingestion.client);

@@ -38,6 +38,17 @@ void BackgroundMaintenance::finish() {
   }
 }
 
+bool BackgroundMaintenance::finish_within(std::chrono::steady_clock::duration limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  weir::MutexLock lock(mu_);
+  while (!stop_ && (busy_ || !waiting_.empty())) {
+    if (!changed_.wait_until(mu_, deadline) && std::chrono::steady_clock::now() >= deadline) {
+      return !busy_ && waiting_.empty();
+    }
+  }
+  return true;
+}
+
 size_t BackgroundMaintenance::completed() const {
   weir::MutexLock lock(mu_);
   return completed_;

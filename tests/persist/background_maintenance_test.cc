@@ -28,6 +28,29 @@ namespace {
 using testing::as_map;
 using testing::consolidate;
 
+// finish_within bounds the wait for a backlog (a writer's clean stop must not wait for as long as
+// a backlog takes): false while turns remain, true once they have settled.
+TEST(BackgroundMaintenanceTest, FinishWithinReturnsAtItsLimitWhileABacklogRemains) {
+  const PersistLocation location = testing::fresh_location("sqlite");
+  std::shared_ptr<PersistClient> client = PersistClient::open(location, PersistConfig{}).value();
+  WriteHandle writer = client->open_writer("backlog").value();
+  // 300 batches and no maintenance: settling takes many turns of kStepsPerTurn merge steps.
+  for (uint64_t t = 0; t < 300; ++t) {
+    const std::vector<Update> batch = {{"key" + std::to_string(t % 5), t, 1}};
+    ASSERT_TRUE(
+        writer.compare_and_append(batch, Frontier(t), Frontier(t + 1)).value().is_appended());
+  }
+  BackgroundMaintenance maintenance(client,
+                                    [](const absl::Status& error) { ADD_FAILURE() << error; });
+  maintenance.request("backlog");
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(maintenance.finish_within(std::chrono::milliseconds(0)));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_TRUE(maintenance.finish_within(std::chrono::minutes(5)));
+  EXPECT_GT(maintenance.completed(), 1u) << "more than one turn";
+  EXPECT_TRUE(maintenance.finish_within(std::chrono::milliseconds(0))) << "nothing left";
+}
+
 TEST(BackgroundMaintenanceTest, KeepsAShardOfManySmallAppendsSmall) {
   const PersistLocation location = testing::fresh_location("sqlite");
   PersistConfig config;

@@ -12,6 +12,7 @@
 
 #pragma once
 
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -52,6 +53,11 @@ class BackgroundMaintenance {
   // cleanly calls it, so that what it leaves behind is maintained however far the thread had fallen
   // behind its appends.
   void finish();
+  // As finish, for `limit` at the longest: true if everything settled, false if work was still
+  // waiting or under way when the limit passed (it goes on until the destructor). A backlog
+  // whose GC a dead process's reader lease holds back can take many minutes to settle; a writer
+  // that must stop in bounded time leaves it to the next writer's maintenance.
+  bool finish_within(std::chrono::steady_clock::duration limit);
 
   // Turns finished, successful or not (for tests).
   size_t completed() const;
