@@ -882,10 +882,11 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
     // GC back for its whole lease); what is left, the next writer's maintenance takes up.
     constexpr auto kMaintenanceFinishLimit = std::chrono::seconds(60);
     if (!ingestion.maintenance->finish_within(kMaintenanceFinishLimit)) {
-      ingestion.log(
-          "persist maintenance had not settled within 60 s of the run's end; stopping "
-          "it (the shards are complete; the next writer's maintenance goes on)",
-          LogSeverity::kWarning);
+      ingestion.log(absl::StrCat("persist maintenance had not settled within ",
+                                 kMaintenanceFinishLimit.count(),
+                                 " s of the run's end; stopping it (the shards are complete; the "
+                                 "next writer's maintenance goes on)"),
+                    LogSeverity::kWarning);
     }
   }
   if (ingestion.client) {

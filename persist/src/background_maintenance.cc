@@ -1,6 +1,7 @@
 #include "weir/persist/background_maintenance.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "weir/mutex.h"
@@ -31,19 +32,19 @@ void BackgroundMaintenance::request(const std::string& name) {
   changed_.notify_all();
 }
 
-void BackgroundMaintenance::finish() {
-  weir::MutexLock lock(mu_);
-  while (!stop_ && (busy_ || !waiting_.empty())) {
-    changed_.wait(mu_);
-  }
-}
+void BackgroundMaintenance::finish() { settle(std::nullopt); }
 
 bool BackgroundMaintenance::finish_within(std::chrono::steady_clock::duration limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
+  return settle(std::chrono::steady_clock::now() + limit);
+}
+
+bool BackgroundMaintenance::settle(std::optional<std::chrono::steady_clock::time_point> deadline) {
   weir::MutexLock lock(mu_);
   while (!stop_ && (busy_ || !waiting_.empty())) {
-    if (!changed_.wait_until(mu_, deadline) && std::chrono::steady_clock::now() >= deadline) {
-      return !busy_ && waiting_.empty();
+    if (!deadline) {
+      changed_.wait(mu_);
+    } else if (!changed_.wait_until(mu_, *deadline)) {
+      return !busy_ && waiting_.empty();  // The deadline passed.
     }
   }
   return true;

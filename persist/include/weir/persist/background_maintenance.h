@@ -16,6 +16,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -64,6 +65,8 @@ class BackgroundMaintenance {
 
  private:
   void run();
+  // finish (no deadline) and finish_within: true once nothing waits or runs.
+  bool settle(std::optional<std::chrono::steady_clock::time_point> deadline);
 
   const std::shared_ptr<PersistClient> client_;
   const std::function<void(const absl::Status&)> on_error_;
