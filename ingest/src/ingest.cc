@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "hold.h"
+#include <unistd.h>
 
 #include "weir/ingest/status_shard.h"
 #include "weir/operators/exchange.h"
@@ -223,6 +224,13 @@ class Control {
   std::atomic<uint64_t> restart_{0};
 };
 
+// "host:pid": this process, in the owner of its fence.
+std::string process_name() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  return absl::StrCat(host[0] != '\0' ? host : "?", ":", ::getpid());
+}
+
 // Takes the next incarnation number: appends one row to `<kind>.incarnations`.
 absl::StatusOr<uint64_t> take_incarnation(persist::PersistClient& client, const std::string& kind) {
   WEIR_ASSIGN_OR_RETURN(auto writer, client.open_writer(kind + ".incarnations", "ingest"));
@@ -425,6 +433,10 @@ struct Ingestion {
   bool added;
   uint64_t incarnation = 0;
   bool incarnation_taken = false;
+  // The incarnation as a persist fence: every handle this run opens on its shards carries it, so
+  // that the next incarnation's writers remove them (a killed run's readers would otherwise hold
+  // GC back for their whole lease) and refuse whatever this one still tries once fenced.
+  persist::Fence fence;
   std::shared_ptr<persist::PersistClient> client;
   std::map<std::string, std::shared_ptr<persist::WriteHandle>> writers;  // Every table's.
   std::shared_ptr<StatusShard> status;                                   // `<kind>.status`.
@@ -446,9 +458,10 @@ struct Ingestion {
 // The definite error the shard holds at `upper`, or "" if none. Errors ("!error: ...") sort
 // before every row, so the snapshot cursor reads only the first parts of each run.
 absl::StatusOr<std::string> definite_error_in(persist::PersistClient& client,
-                                              const std::string& shard, const Frontier& upper) {
+                                              const std::string& shard, const Frontier& upper,
+                                              const persist::Fence& fence) {
   if (upper == Frontier(0)) return std::string();
-  WEIR_ASSIGN_OR_RETURN(auto reader, client.open_reader(shard, "ingest plan"));
+  WEIR_ASSIGN_OR_RETURN(auto reader, client.open_reader(shard, "ingest plan", fence));
   absl::Cleanup expire = [&reader] { (void)reader.expire(); };
   const uint64_t as_of = upper.is_empty() ? std::numeric_limits<uint64_t>::max() : upper.time() - 1;
   WEIR_ASSIGN_OR_RETURN(auto cursor, reader.snapshot_cursor(as_of));
@@ -482,7 +495,8 @@ absl::StatusOr<Plan> Ingestion::make_plan(uint64_t epoch) {
         known != known_errors.end() && known->second.first == resume) {
       error = known->second.second;
     } else {
-      WEIR_ASSIGN_OR_RETURN(error, definite_error_in(*client, shard_name(kind, table), upper));
+      WEIR_ASSIGN_OR_RETURN(error,
+                            definite_error_in(*client, shard_name(kind, table), upper, fence));
     }
     if (!error.empty() && epoch == 0) {
       log(absl::StrCat(table, ": stays errored: ", error), LogSeverity::kWarning);
@@ -539,7 +553,7 @@ absl::Status Ingestion::reopen_expired_writers() {
     absl::Status alive = writer->heartbeat();
     if (alive.ok()) return absl::OkStatus();
     if (!persist::is_writer_expired(alive)) return alive;
-    WEIR_ASSIGN_OR_RETURN(auto fresh, client->open_writer(shard, purpose));
+    WEIR_ASSIGN_OR_RETURN(auto fresh, client->open_writer(shard, purpose, fence));
     log(absl::StrCat(shard, ": writer ", writer->writer_id(),
                      " has expired (its lease ran out and a GC removed it); reopened as writer ",
                      fresh.writer_id()),
@@ -638,11 +652,16 @@ absl::Status open_shards(Ingestion& in) {
     in.incarnation_taken = true;
     in.log(absl::StrCat("incarnation ", in.incarnation));
   }
+  // Epoch 0 is no fence: incarnations count from 0.
+  in.fence = {in.incarnation + 1, absl::StrCat("ingest ", in.kind, " incarnation ", in.incarnation,
+                                               " (", process_name(), ")")};
 
+  // Opening the writers fences the shards: the predecessors' handles are gone from here on.
   for (const auto& table : all_tables) {
     WEIR_ASSIGN_OR_RETURN(
-        auto writer, in.client->open_writer(shard_name(in.kind, table),
-                                            absl::StrCat("ingest incarnation ", in.incarnation)));
+        auto writer,
+        in.client->open_writer(shard_name(in.kind, table),
+                               absl::StrCat("ingest incarnation ", in.incarnation), in.fence));
     in.writers[table] = std::make_shared<persist::WriteHandle>(std::move(writer));
   }
   for (const auto& table : all_tables) {
@@ -652,10 +671,12 @@ absl::Status open_shards(Ingestion& in) {
                                                    "ingest compaction window"));
   }
   // Appends that report maintenance_due ask for compaction and GC of their shard here.
-  in.maintenance =
-      std::make_shared<persist::BackgroundMaintenance>(in.client, [&in](const absl::Status& error) {
+  in.maintenance = std::make_shared<persist::BackgroundMaintenance>(
+      in.client,
+      [&in](const absl::Status& error) {
         in.log(absl::StrCat("persist maintenance: ", error.message()), LogSeverity::kWarning);
-      });
+      },
+      in.fence);
   WEIR_ASSIGN_OR_RETURN(
       in.status, StatusShard::open(in.client, in.kind + ".status", in.incarnation, in.maintenance));
   in.health = std::make_shared<LastHealth>(all_tables.size());

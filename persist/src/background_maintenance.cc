@@ -9,8 +9,12 @@
 namespace weir::persist {
 
 BackgroundMaintenance::BackgroundMaintenance(std::shared_ptr<PersistClient> client,
-                                             std::function<void(const absl::Status&)> on_error)
-    : client_(std::move(client)), on_error_(std::move(on_error)), thread_([this] { run(); }) {}
+                                             std::function<void(const absl::Status&)> on_error,
+                                             Fence fence)
+    : client_(std::move(client)),
+      on_error_(std::move(on_error)),
+      fence_(std::move(fence)),
+      thread_([this] { run(); }) {}
 
 BackgroundMaintenance::~BackgroundMaintenance() {
   {
@@ -70,7 +74,8 @@ void BackgroundMaintenance::run() {
       waiting_.pop_front();
       busy_ = true;
     }
-    const PersistClient::MaintainTurn turn = client_->maintain_turn(name, kStepsPerTurn);
+    const PersistClient::MaintainTurn turn =
+        client_->maintain_turn(name, {.max_steps = kStepsPerTurn, .fence = fence_});
     if (!turn.status.ok() && on_error_) {
       on_error_(turn.status);
     }

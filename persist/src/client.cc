@@ -61,18 +61,20 @@ absl::StatusOr<internal::Shard> new_or_existing_shard(
 }  // namespace
 
 absl::StatusOr<WriteHandle> PersistClient::open_writer(std::string_view name,
-                                                       std::string_view purpose) {
+                                                       std::string_view purpose,
+                                                       const Fence& fence) {
   WEIR_ASSIGN_OR_RETURN(internal::Shard shard, new_or_existing_shard(core_, name));
   WEIR_ASSIGN_OR_RETURN(std::shared_ptr<internal::WriterCore> writer,
-                        internal::WriterCore::open(std::move(shard), std::string(purpose)));
+                        internal::WriterCore::open(std::move(shard), std::string(purpose), fence));
   return WriteHandle(std::move(writer));
 }
 
 absl::StatusOr<ReadHandle> PersistClient::open_reader(std::string_view name,
-                                                      std::string_view purpose) {
+                                                      std::string_view purpose,
+                                                      const Fence& fence) {
   WEIR_ASSIGN_OR_RETURN(internal::Shard shard, new_or_existing_shard(core_, name));
   WEIR_ASSIGN_OR_RETURN(std::shared_ptr<internal::ReaderCore> reader,
-                        internal::ReaderCore::open(std::move(shard), std::string(purpose)));
+                        internal::ReaderCore::open(std::move(shard), std::string(purpose), fence));
   return ReadHandle(std::move(reader));
 }
 
@@ -100,6 +102,8 @@ absl::StatusOr<ShardDescription> PersistClient::describe(std::string_view name) 
   d.walltime = absl::FromUnixMillis(s.walltime_ms());
   d.upper = frontier_of(s.upper());
   d.since = frontier_of(s.since());
+  d.fence_epoch = s.fence_epoch();
+  d.fence_owner = s.fence_owner();
   for (const auto& batch : s.batches()) {
     ShardDescription::BatchInfo info;
     info.description = {frontier_of(batch.lower()), frontier_of(batch.upper()),
@@ -117,12 +121,13 @@ absl::StatusOr<ShardDescription> PersistClient::describe(std::string_view name) 
   for (const auto& writer : s.writers()) {
     d.writers.push_back({writer.writer_id(), writer.purpose(),
                          absl::FromUnixMillis(writer.last_heartbeat_ms()),
-                         absl::Milliseconds(writer.lease_duration_ms())});
+                         absl::Milliseconds(writer.lease_duration_ms()), writer.fence_epoch()});
   }
   for (const auto& reader : s.leased_readers()) {
     d.leased_readers.push_back({reader.reader_id(), reader.purpose(), frontier_of(reader.since()),
                                 reader.seqno(), absl::FromUnixMillis(reader.last_heartbeat_ms()),
-                                absl::Milliseconds(reader.lease_duration_ms())});
+                                absl::Milliseconds(reader.lease_duration_ms()),
+                                reader.fence_epoch()});
   }
   for (const auto& reader : s.critical_readers()) {
     d.critical_readers.push_back(
@@ -169,14 +174,30 @@ absl::Status PersistClient::fetch_part(
   return absl::OkStatus();
 }
 
+absl::Status PersistClient::fence(std::string_view name, const Fence& fence) {
+  WEIR_ASSIGN_OR_RETURN(internal::Shard shard, new_or_existing_shard(core_, name));
+  using internal::Shard;
+  return internal::retry_unavailable(internal::kStoreAttempts, [&]() -> absl::Status {
+    WEIR_ASSIGN_OR_RETURN(internal::ShardState current, shard.fetch());
+    return shard
+        .apply(std::move(current),
+               [&](internal::proto::ProtoShardState& state) -> absl::StatusOr<Shard::Step> {
+                 WEIR_ASSIGN_OR_RETURN(const bool raised, internal::check_or_raise_fence(
+                                                              shard, state, "a fence", fence,
+                                                              /*raise=*/true));
+                 return raised ? Shard::Step::kWrite : Shard::Step::kKeep;
+               })
+        .status();
+  });
+}
+
 absl::Status PersistClient::maintain(std::string_view name) {
-  return maintain_turn(name, 0).status;
+  return maintain_turn(name, CompactionOptions{}).status;
 }
 
 PersistClient::MaintainTurn PersistClient::maintain_turn(std::string_view name,
-                                                         size_t max_compaction_steps) {
-  const absl::StatusOr<CompactionResult> compacted =
-      compact(name, CompactionOptions{.max_steps = max_compaction_steps});
+                                                         CompactionOptions compaction) {
+  const absl::StatusOr<CompactionResult> compacted = compact(name, std::move(compaction));
   // GC even when the compaction failed: what it truncates and removes does not depend on it.
   const absl::StatusOr<GcResult> gc_result = gc(name);
   MaintainTurn turn;

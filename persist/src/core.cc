@@ -291,6 +291,45 @@ bool references_part(const proto::ProtoShardState& state, std::string_view key) 
   return false;
 }
 
+namespace {
+constexpr char kFencedPayload[] = "weir.persist/fenced";
+}  // namespace
+
+bool fenced_out(const proto::ProtoShardState& state, uint64_t epoch) {
+  return epoch != 0 && epoch < state.fence_epoch();
+}
+
+absl::Status fenced_error(const Shard& shard, const proto::ProtoShardState& state,
+                          std::string_view handle, uint64_t epoch) {
+  absl::Status status = absl::FailedPreconditionError(internal::str_cat(
+      shard.label(), ": ", handle, " is fenced out: ",
+      state.fence_owner().empty() ? std::string("a later process") : state.fence_owner(),
+      " has taken the shard over (fence epoch ", state.fence_epoch(), " > ", epoch, ")"));
+  status.SetPayload(kFencedPayload, absl::Cord("1"));
+  return status;
+}
+
+absl::StatusOr<bool> check_or_raise_fence(const Shard& shard, proto::ProtoShardState& state,
+                                          std::string_view handle, const Fence& fence, bool raise) {
+  if (fenced_out(state, fence.epoch)) {
+    return fenced_error(shard, state, handle, fence.epoch);
+  }
+  if (!raise || fence.epoch <= state.fence_epoch()) {
+    return false;
+  }
+  state.set_fence_epoch(fence.epoch);
+  state.set_fence_owner(fence.owner);
+  const auto below = [&](const auto& entry) {
+    return entry.fence_epoch() != 0 && entry.fence_epoch() < fence.epoch;
+  };
+  auto* writers = state.mutable_writers();
+  writers->erase(std::remove_if(writers->begin(), writers->end(), below), writers->end());
+  auto* readers = state.mutable_leased_readers();
+  readers->erase(std::remove_if(readers->begin(), readers->end(), below), readers->end());
+  recompute_since(state);
+  return true;
+}
+
 void recompute_since(proto::ProtoShardState& state) {
   std::optional<Frontier> smallest;
   for (const auto& reader : state.leased_readers()) {
@@ -326,6 +365,10 @@ std::vector<std::vector<PartRef>> runs_of(const proto::ProtoBatch& batch) {
 }  // namespace weir::persist::internal
 
 namespace weir::persist {
+
+bool is_fenced(const absl::Status& status) {
+  return status.GetPayload(internal::kFencedPayload).has_value();
+}
 
 bool is_indeterminate(const absl::Status& status) {
   return status.GetPayload(internal::kIndeterminatePayload).has_value();

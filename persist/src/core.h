@@ -23,6 +23,7 @@
 #include "weir/persist/client.h"
 #include "weir/persist/config.h"
 #include "weir/persist/consensus.h"
+#include "weir/persist/fence.h"
 
 namespace weir::persist::internal {
 
@@ -138,5 +139,17 @@ bool references_part(const proto::ProtoShardState& state, std::string_view key);
 void recompute_since(proto::ProtoShardState& state);
 // The runs of a batch, as lists of parts.
 std::vector<std::vector<PartRef>> runs_of(const proto::ProtoBatch& batch);
+
+// Fences (weir/persist/fence.h). True if a handle opened with `epoch` may not act on `state`.
+bool fenced_out(const proto::ProtoShardState& state, uint64_t epoch);
+// The refusal of `handle` (say "writer w...") of fence epoch `epoch` on `state`:
+// FailedPrecondition, recognised by is_fenced.
+absl::Status fenced_error(const Shard& shard, const proto::ProtoShardState& state,
+                          std::string_view handle, uint64_t epoch);
+// Refuses a handle of `fence` on `state` (fenced_error) or raises the shard's fence to it,
+// removing the writers and leased readers of lower non-zero epochs (`raise` false: only checks).
+// Returns whether it changed `state`.
+absl::StatusOr<bool> check_or_raise_fence(const Shard& shard, proto::ProtoShardState& state,
+                                          std::string_view handle, const Fence& fence, bool raise);
 
 }  // namespace weir::persist::internal

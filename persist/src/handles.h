@@ -31,8 +31,9 @@ namespace weir::persist::internal {
 // Thread safety: thread-safe.
 class WriterCore {
  public:
-  // Registers a new writer of `shard`.
-  static absl::StatusOr<std::shared_ptr<WriterCore>> open(Shard shard, std::string purpose);
+  // Registers a new writer of `shard`, raising its fence to `fence` (see fence.h).
+  static absl::StatusOr<std::shared_ptr<WriterCore>> open(Shard shard, std::string purpose,
+                                                          const Fence& fence = {});
 
   const Shard& shard() const { return shard_; }
   const std::string& writer_id() const { return writer_id_; }
@@ -45,13 +46,16 @@ class WriterCore {
   // Renews the lease if a quarter of it has passed.
   absl::Status maybe_heartbeat();
   absl::Status expire();
+  // The refusal of this writer's change to `state`, if it is fenced out or no longer registered.
+  absl::Status check_registered(const proto::ProtoShardState& state) const;
 
  private:
-  WriterCore(Shard shard, std::string writer_id)
-      : shard_(std::move(shard)), writer_id_(std::move(writer_id)) {}
+  WriterCore(Shard shard, std::string writer_id, uint64_t fence_epoch)
+      : shard_(std::move(shard)), writer_id_(std::move(writer_id)), fence_epoch_(fence_epoch) {}
 
   const Shard shard_;
   const std::string writer_id_;
+  const uint64_t fence_epoch_;
   mutable weir::Mutex mu_;
   ShardState state_ ABSL_GUARDED_BY(mu_);  // The latest state this writer saw.
   int64_t last_heartbeat_ms_ ABSL_GUARDED_BY(mu_) = 0;
@@ -115,8 +119,10 @@ class SeqnoHold {
 // Thread safety: thread-safe.
 class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
  public:
-  // Registers a new leased reader of `shard` at the shard's since.
-  static absl::StatusOr<std::shared_ptr<ReaderCore>> open(Shard shard, std::string purpose);
+  // Registers a new leased reader of `shard` at the shard's since; refused if `fence` is below
+  // the shard's (see fence.h).
+  static absl::StatusOr<std::shared_ptr<ReaderCore>> open(Shard shard, std::string purpose,
+                                                          const Fence& fence = {});
 
   const Shard& shard() const { return shard_; }
   const std::string& reader_id() const { return reader_id_; }
@@ -138,8 +144,11 @@ class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
   absl::Status maybe_heartbeat();
 
  private:
-  ReaderCore(Shard shard, std::string reader_id)
-      : shard_(std::move(shard)), reader_id_(std::move(reader_id)) {}
+  ReaderCore(Shard shard, std::string reader_id, uint64_t fence_epoch)
+      : shard_(std::move(shard)), reader_id_(std::move(reader_id)), fence_epoch_(fence_epoch) {}
+
+  // The refusal of this reader's read of `state`, if it is fenced out or no longer registered.
+  absl::Status check_registered(const proto::ProtoShardState& state) const;
 
   // Applies `change` to this reader's entry, also renewing its lease and moving its seqno hold
   // up to the oldest seqno in use.
@@ -149,6 +158,7 @@ class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
 
   const Shard shard_;
   const std::string reader_id_;
+  const uint64_t fence_epoch_;
   mutable weir::Mutex mu_;
   ShardState state_ ABSL_GUARDED_BY(mu_);
   Frontier since_ ABSL_GUARDED_BY(mu_);

@@ -2,6 +2,8 @@
 // collection (expiring lapsed leases, removing unreferenced blobs, truncating consensus).
 
 #include <algorithm>
+#include <optional>
+#include <tuple>
 
 #include "absl/container/flat_hash_set.h"
 #include "handles.h"
@@ -133,8 +135,33 @@ std::optional<MergePlan> plan_merge(const proto::ProtoShardState& state, bool fu
     }
     return runs;
   };
-  while (plan.first < plan.last && window_runs() > max_runs) {
-    ++plan.first;  // Drop the oldest (largest) batch from this step.
+  if (window_runs() > max_runs) {
+    // More runs than one step merges: merge the adjacent batches of the window that remove the
+    // most batches per byte rewritten (the oldest such). Dropping the oldest batch until the
+    // rest fit merged the newest ones, the previous step's output among them: a backlog of equal
+    // batches had every update rewritten about n / max_runs times instead of log n / log
+    // max_runs.
+    std::optional<std::pair<int, int>> best;
+    double best_cost = 0;
+    for (int a = window->first; a < window->second; ++a) {
+      size_t runs = runs_in(state.batches(a));
+      uint64_t bytes = bytes_in(state.batches(a));
+      for (int b = a + 1; b <= window->second; ++b) {
+        runs += runs_in(state.batches(b));
+        bytes += bytes_in(state.batches(b));
+        if (runs > max_runs) break;
+        const double cost = static_cast<double>(bytes) / static_cast<double>(b - a);
+        if (!best || cost < best_cost) {
+          best = {a, b};
+          best_cost = cost;
+        }
+      }
+    }
+    if (best) {
+      std::tie(plan.first, plan.last) = *best;
+    } else {
+      plan.first = plan.last = window->second;  // No two fit one step: merge within one (below).
+    }
   }
   const proto::ProtoBatch& single = state.batches(plan.first);
   if (plan.first == plan.last && runs_in(single) <= 1 &&
@@ -287,10 +314,7 @@ absl::StatusOr<StepOutcome> compaction_step(const Shard& shard, ReaderCore& read
   bool replaced = false;
   const auto change = [&](proto::ProtoShardState& s) -> absl::StatusOr<Shard::Step> {
     replaced = false;
-    if (!has_writer(s, writer.writer_id())) {
-      return absl::FailedPreconditionError(internal::str_cat(shard.label(), ": compaction writer ",
-                                                             writer.writer_id(), " has expired"));
-    }
+    WEIR_RETURN_IF_ERROR(writer.check_registered(s));
     // The batches merged must still be there, unchanged (appends only add newer ones).
     int at = -1;
     for (int i = 0; i + static_cast<int>(originals.size()) <= s.batches_size(); ++i) {
@@ -332,6 +356,9 @@ absl::StatusOr<StepOutcome> compaction_step(const Shard& shard, ReaderCore& read
     return StepOutcome::kMore;
   }
   ++result.merges;
+  for (const std::vector<PartRef>& run : plan->inputs) {
+    result.bytes_merged += bytes_in(run);
+  }
   result.batches_after = static_cast<size_t>(applied.proto.batches_size());
   return StepOutcome::kMore;
 }
@@ -383,9 +410,9 @@ absl::StatusOr<CompactionResult> PersistClient::compact(std::string_view name,
   // The reader holds the versions whose parts we read; the writer's lease protects the parts we
   // write until they are in the state.
   WEIR_ASSIGN_OR_RETURN(std::shared_ptr<internal::ReaderCore> reader,
-                        internal::ReaderCore::open(shard, "compaction"));
+                        internal::ReaderCore::open(shard, "compaction", options.fence));
   absl::StatusOr<std::shared_ptr<internal::WriterCore>> writer =
-      internal::WriterCore::open(shard, "compaction");
+      internal::WriterCore::open(shard, "compaction", options.fence);
   CompactionResult result;
   absl::Status status = writer.ok()
                             ? internal::run_compaction(shard, *reader, **writer, options, result)

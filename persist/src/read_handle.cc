@@ -41,17 +41,23 @@ absl::Status SeqnoHold::keep_alive() {
   return reader_ == nullptr ? absl::OkStatus() : reader_->maybe_heartbeat();
 }
 
-absl::StatusOr<std::shared_ptr<ReaderCore>> ReaderCore::open(Shard shard, std::string purpose) {
-  std::shared_ptr<ReaderCore> reader(new ReaderCore(std::move(shard), random_id('r')));
+absl::StatusOr<std::shared_ptr<ReaderCore>> ReaderCore::open(Shard shard, std::string purpose,
+                                                             const Fence& fence) {
+  std::shared_ptr<ReaderCore> reader(new ReaderCore(std::move(shard), random_id('r'), fence.epoch));
   const Shard& s = reader->shard_;
   weir::MutexLock lock(reader->mu_);
   const int64_t now = s.core().now_ms();
-  const auto change = [&](proto::ProtoShardState& state) {
+  const auto change = [&](proto::ProtoShardState& state) -> absl::StatusOr<Shard::Step> {
+    WEIR_RETURN_IF_ERROR(check_or_raise_fence(s, state,
+                                              internal::str_cat("reader ", reader->reader_id_),
+                                              fence, /*raise=*/false)
+                             .status());
     proto::ProtoLeasedReader* entry = find_leased_reader(state, reader->reader_id_);
     if (entry == nullptr) {
       entry = state.add_leased_readers();
       entry->set_reader_id(reader->reader_id_);
       entry->set_purpose(purpose);
+      entry->set_fence_epoch(fence.epoch);
     }
     *entry->mutable_since() = state.since();
     entry->set_seqno(state.seqno() + 1);
@@ -71,6 +77,16 @@ absl::StatusOr<std::shared_ptr<ReaderCore>> ReaderCore::open(Shard shard, std::s
   return reader;
 }
 
+absl::Status ReaderCore::check_registered(const proto::ProtoShardState& state) const {
+  if (fenced_out(state, fence_epoch_)) {
+    return fenced_error(shard_, state, internal::str_cat("reader ", reader_id_), fence_epoch_);
+  }
+  for (const proto::ProtoLeasedReader& reader : state.leased_readers()) {
+    if (reader.reader_id() == reader_id_) return absl::OkStatus();
+  }
+  return expired_error(shard_, reader_id_);
+}
+
 Frontier ReaderCore::since() const {
   weir::MutexLock lock(mu_);
   return since_;
@@ -82,9 +98,7 @@ absl::StatusOr<std::pair<ShardState, SeqnoHold>> ReaderCore::state_for_read() {
   if (latest.seqno > state_.seqno) {
     state_ = std::move(latest);
   }
-  if (find_leased_reader(state_.proto, reader_id_) == nullptr) {
-    return expired_error(shard_, reader_id_);
-  }
+  WEIR_RETURN_IF_ERROR(check_registered(state_.proto));
   const int64_t lease_ms = absl::ToInt64Milliseconds(shard_.core().config().reader_lease);
   if (shard_.core().now_ms() - last_heartbeat_ms_ >= lease_ms / 4) {
     WEIR_RETURN_IF_ERROR(update([](proto::ProtoLeasedReader&) {}));
@@ -100,10 +114,8 @@ absl::Status ReaderCore::update(absl::FunctionRef<void(proto::ProtoLeasedReader&
       state_,
       shard_.apply(state_, [&](proto::ProtoShardState& state) -> absl::StatusOr<Shard::Step> {
         mu_.assert_held();  // apply calls this synchronously, within update.
+        WEIR_RETURN_IF_ERROR(check_registered(state));
         proto::ProtoLeasedReader* entry = find_leased_reader(state, reader_id_);
-        if (entry == nullptr) {
-          return expired_error(shard_, reader_id_);
-        }
         change(*entry);
         entry->set_last_heartbeat_ms(now);
         // Versions older than the oldest one a read of ours still uses may go.

@@ -26,17 +26,23 @@ absl::Status writer_expired(const std::string& message) {
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<WriterCore>> WriterCore::open(Shard shard, std::string purpose) {
-  std::shared_ptr<WriterCore> writer(new WriterCore(std::move(shard), random_id('w')));
+absl::StatusOr<std::shared_ptr<WriterCore>> WriterCore::open(Shard shard, std::string purpose,
+                                                             const Fence& fence) {
+  std::shared_ptr<WriterCore> writer(new WriterCore(std::move(shard), random_id('w'), fence.epoch));
   weir::MutexLock lock(writer->mu_);
   const Shard& s = writer->shard_;
   const int64_t now = s.core().now_ms();
-  const auto change = [&](proto::ProtoShardState& state) {
+  const auto change = [&](proto::ProtoShardState& state) -> absl::StatusOr<Shard::Step> {
+    WEIR_RETURN_IF_ERROR(check_or_raise_fence(s, state,
+                                              internal::str_cat("writer ", writer->writer_id_),
+                                              fence, /*raise=*/true)
+                             .status());
     proto::ProtoWriter* entry = find_writer(state, writer->writer_id_);
     if (entry == nullptr) {
       entry = state.add_writers();
       entry->set_writer_id(writer->writer_id_);
       entry->set_purpose(purpose);
+      entry->set_fence_epoch(fence.epoch);
     }
     entry->set_last_heartbeat_ms(now);
     entry->set_lease_duration_ms(absl::ToInt64Milliseconds(s.core().config().writer_lease));
@@ -51,6 +57,17 @@ absl::StatusOr<std::shared_ptr<WriterCore>> WriterCore::open(Shard shard, std::s
                         }));
   writer->last_heartbeat_ms_ = now;
   return writer;
+}
+
+absl::Status WriterCore::check_registered(const proto::ProtoShardState& state) const {
+  if (fenced_out(state, fence_epoch_)) {
+    return fenced_error(shard_, state, internal::str_cat("writer ", writer_id_), fence_epoch_);
+  }
+  if (!has_writer(state, writer_id_)) {
+    return writer_expired(
+        internal::str_cat(shard_.label(), ": writer ", writer_id_, " has expired"));
+  }
+  return absl::OkStatus();
 }
 
 Frontier WriterCore::upper() const {
@@ -109,10 +126,8 @@ absl::StatusOr<AppendResult> WriterCore::compare_and_append(const Batch& batch,
       // a later incarnation's: done already.
       return Shard::Step::kKeep;
     }
+    WEIR_RETURN_IF_ERROR(check_registered(state));
     proto::ProtoWriter* self = find_writer(state, writer_id_);
-    if (self == nullptr) {
-      return writer_expired(internal::str_cat(label, ": writer ", writer_id_, " has expired"));
-    }
     const Frontier upper = frontier_of(state.upper());
     if (upper != expected_upper) {
       // A batch without a token (an older encoding) is recognised by its first part, as long as
@@ -204,16 +219,12 @@ absl::Status WriterCore::heartbeat() {
   WEIR_ASSIGN_OR_RETURN(
       state_, retry_unavailable(kStoreAttempts, [&]() -> absl::StatusOr<ShardState> {
         WEIR_ASSIGN_OR_RETURN(ShardState latest, shard_.fetch());
-        return shard_.apply(
-            std::move(latest), [&](proto::ProtoShardState& state) -> absl::StatusOr<Shard::Step> {
-              proto::ProtoWriter* self = find_writer(state, writer_id_);
-              if (self == nullptr) {
-                return writer_expired(
-                    internal::str_cat(shard_.label(), ": writer ", writer_id_, " has expired"));
-              }
-              self->set_last_heartbeat_ms(now);
-              return Shard::Step::kWrite;
-            });
+        return shard_.apply(std::move(latest),
+                            [&](proto::ProtoShardState& state) -> absl::StatusOr<Shard::Step> {
+                              WEIR_RETURN_IF_ERROR(check_registered(state));
+                              find_writer(state, writer_id_)->set_last_heartbeat_ms(now);
+                              return Shard::Step::kWrite;
+                            });
       }));
   last_heartbeat_ms_ = now;
   return absl::OkStatus();

@@ -592,6 +592,106 @@ TEST_P(ShardTest, ExpiredWritersAndReadersAreFencedOut) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+// A later process fences a shard by opening its writer with a higher epoch: the predecessor's
+// writers and leased readers are gone at once (they no longer hold the since or the versions
+// back), and whatever they try next is refused, naming the successor.
+TEST_P(ShardTest, AWriterOfAHigherFenceRemovesTheLowerEpochsHandles) {
+  const Fence first{1, "incarnation 1"};
+  const Fence second{2, "incarnation 2 (host:42)"};
+  WriteHandle old_writer = client_->open_writer("fenced", "old", first).value();
+  ReadHandle old_reader = client_->open_reader("fenced", "old plan", first).value();
+  ReadHandle ad_hoc = client_->open_reader("fenced", "weir persist cat").value();
+  BatchBuilder builder = old_writer.builder(Frontier(0));
+  ASSERT_TRUE(builder.add("old row", 0, 1).ok());
+  const Batch late = builder.finish(Frontier(1)).value();
+
+  WriteHandle writer = client_->open_writer("fenced", "new", second).value();
+  ShardDescription d = client_->describe("fenced").value();
+  EXPECT_EQ(d.fence_epoch, 2u);
+  EXPECT_EQ(d.fence_owner, second.owner);
+  ASSERT_EQ(d.writers.size(), 1u);
+  EXPECT_EQ(d.writers[0].writer_id, writer.writer_id());
+  EXPECT_EQ(d.writers[0].fence_epoch, 2u);
+  ASSERT_EQ(d.leased_readers.size(), 1u) << "an unfenced reader is not the fence's business";
+  EXPECT_EQ(d.leased_readers[0].purpose, "weir persist cat");
+
+  const absl::StatusOr<AppendResult> appended =
+      old_writer.compare_and_append(late, Frontier(0), Frontier(1));
+  ASSERT_FALSE(appended.ok());
+  EXPECT_TRUE(is_fenced(appended.status())) << appended.status();
+  EXPECT_FALSE(is_writer_expired(appended.status())) << "a fence is not an expiry to reopen from";
+  EXPECT_NE(appended.status().message().find("incarnation 2 (host:42)"), std::string_view::npos)
+      << appended.status();
+  EXPECT_TRUE(is_fenced(old_writer.heartbeat()));
+  EXPECT_TRUE(is_fenced(old_reader.snapshot(0).status()));
+  EXPECT_TRUE(is_fenced(old_reader.heartbeat())) << old_reader.heartbeat();
+  // Nor can the predecessor come back: a handle below the fence is refused.
+  EXPECT_TRUE(is_fenced(client_->open_writer("fenced", "old again", first).status()));
+  EXPECT_TRUE(is_fenced(client_->open_reader("fenced", "old again", first).status()));
+  EXPECT_TRUE(is_fenced(client_->compact("fenced", {.fence = first}).status()));
+  EXPECT_EQ(client_->describe("fenced").value().writers.size(), 1u) << "refusals register nothing";
+
+  // The successor's appends go on; so do an equal epoch's handles and unfenced ones.
+  BatchBuilder next = writer.builder(Frontier(0));
+  ASSERT_TRUE(next.add("new row", 0, 1).ok());
+  ASSERT_TRUE(writer.compare_and_append(next.finish(Frontier(1)).value(), Frontier(0), Frontier(1))
+                  ->is_appended());
+  ASSERT_TRUE(client_->open_reader("fenced", "new plan", second).ok());
+  ASSERT_TRUE(client_->compact("fenced", {.fence = second}).ok());
+  WriteHandle tool = client_->open_writer("fenced", "tool").value();
+  ASSERT_TRUE(
+      tool.compare_and_append(std::vector<Update>{{"tool row", 1, 1}}, Frontier(1), Frontier(2))
+          ->is_appended());
+  EXPECT_EQ(client_->describe("fenced").value().fence_epoch, 2u) << "epoch 0 does not fence";
+  EXPECT_EQ(as_map(ad_hoc.snapshot(1).value()),
+            (std::map<std::string, int64_t>{{"new row", 1}, {"tool row", 1}}));
+  ASSERT_TRUE(old_writer.discard(late).ok());
+}
+
+// PersistClient::fence raises the fence without a writer: a replica fences every shard of what
+// it is about to run before it renders anything.
+TEST_P(ShardTest, FencingWithoutAWriterRefusesTheLowerEpochs) {
+  WriteHandle old_writer = client_->open_writer("claimed", "old", {3, "three"}).value();
+  ASSERT_TRUE(client_->fence("claimed", {5, "five"}).ok());
+  ASSERT_TRUE(client_->fence("claimed", {5, "five"}).ok()) << "fencing again is a no-op";
+  const absl::Status lower = client_->fence("claimed", {4, "four"});
+  EXPECT_TRUE(is_fenced(lower)) << lower;
+  EXPECT_NE(lower.message().find("five"), std::string_view::npos) << lower;
+  const ShardDescription d = client_->describe("claimed").value();
+  EXPECT_EQ(d.fence_epoch, 5u);
+  EXPECT_TRUE(d.writers.empty());
+  EXPECT_TRUE(is_fenced(
+      old_writer.compare_and_append(std::vector<Update>{{"x", 0, 1}}, Frontier(0), Frontier(1))
+          .status()));
+  EXPECT_TRUE(client_->open_writer("claimed", "successor", {5, "five"}).ok());
+}
+
+// An append of a fenced-out writer whose first try committed (its reply lost) is not refused
+// outright: the caller would discard parts that the shard references. It is indeterminate.
+TEST_P(ShardTest, AnAppendWhoseReplyWasLostBeforeAFenceStaysIndeterminate) {
+  std::shared_ptr<Consensus> inner = Consensus::open(location_.consensus_url).value();
+  std::shared_ptr<Blob> blob = Blob::open(location_.blob_url).value();
+  auto consensus = std::make_shared<testing::LosingConsensus>(inner);
+  std::unique_ptr<PersistClient> client = PersistClient::create(blob, consensus, small_config());
+  WriteHandle writer = client->open_writer("lost-fenced", "old", {1, "one"}).value();
+  BatchBuilder builder = writer.builder(Frontier(0));
+  ASSERT_TRUE(builder.add("row", 0, 1).ok());
+  const Batch batch = builder.finish(Frontier(1)).value();
+  // The append commits, its reply is lost, and before a retry learns the outcome a successor
+  // fences the shard (another client on the same stores).
+  consensus->lose_replies = 1;
+  consensus->on_lost_reply = [&] {
+    std::unique_ptr<PersistClient> successor = PersistClient::create(blob, inner, small_config());
+    ASSERT_TRUE(successor->fence("lost-fenced", {2, "two"}).ok());
+  };
+  const absl::StatusOr<AppendResult> appended =
+      writer.compare_and_append(batch, Frontier(0), Frontier(1));
+  ASSERT_FALSE(appended.ok());
+  EXPECT_TRUE(is_indeterminate(appended.status())) << appended.status();
+  EXPECT_EQ(as_map(client->open_reader("lost-fenced").value().snapshot(0).value()),
+            (std::map<std::string, int64_t>{{"row", 1}}));
+}
+
 // Issue 15 item 8: a snapshot cursor did not renew its reader's lease while it was read. A read
 // longer than the lease let GC expire the reader (and remove the parts the read still needed).
 TEST_P(ShardTest, ALongReadRenewsItsLease) {
@@ -618,6 +718,39 @@ TEST_P(ShardTest, ALongReadRenewsItsLease) {
   const GcResult gc = client->gc("long").value();
   EXPECT_EQ(gc.expired_readers, 0u) << "the reader's lease ran out while it was read";
   EXPECT_TRUE(reader.snapshot(0).ok());
+}
+
+// A backlog of many equal batches (appends that ran ahead of maintenance: a killed process's
+// reader held GC back, a slow store) was compacted newest first, each step merging the batches
+// it had just merged again with the next few: every update rewritten about n / fan-in times.
+// Merging the cheapest batches first rewrites each about log(n) / log(fan-in) times.
+TEST_P(ShardTest, ABacklogOfEqualBatchesIsCompactedWithoutRewritingTheSameBytesOverAndOver) {
+  PersistConfig config;
+  config.compaction_max_runs = 16;
+  std::unique_ptr<PersistClient> client = open_client(config);
+  WriteHandle writer = client->open_writer("backlog").value();
+  constexpr uint64_t kBatches = 512;
+  for (uint64_t t = 0; t < kBatches; ++t) {
+    std::vector<Update> rows;
+    for (int i = 0; i < 20; ++i) {
+      rows.push_back({"row " + std::to_string(t) + "." + std::to_string(i), t, 1});
+    }
+    ASSERT_TRUE(writer.compare_and_append(rows, Frontier(t), Frontier(t + 1))->is_appended());
+  }
+  uint64_t total = 0;
+  for (const auto& batch : client->describe("backlog").value().batches) {
+    total += batch.update_bytes;
+  }
+  const CompactionResult result = client->compact("backlog").value();
+  ASSERT_TRUE(result.settled);
+  const double rewrites = static_cast<double>(result.bytes_merged) / static_cast<double>(total);
+  std::printf("%zu merges, each update rewritten %.2f times, %zu batches left\n", result.merges,
+              rewrites, result.batches_after);
+  // log_16(512) is 2.25: a level of merges per factor of 16, and the geometric layout's last
+  // few merges on top.
+  EXPECT_LE(rewrites, 4.0) << result.merges << " merges";
+  EXPECT_EQ(as_map(client->open_reader("backlog").value().snapshot(kBatches - 1).value()).size(),
+            kBatches * 20);
 }
 
 TEST_P(ShardTest, GcRemovesCompactedPartsOnceNoReadHoldsThem) {

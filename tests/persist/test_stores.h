@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -38,6 +39,7 @@ class LosingConsensus final : public Consensus {
   std::atomic<int> lose_replies{0};  // How many replies to lose.
   std::atomic<bool> down{false};
   std::atomic<bool> down_after_losing{false};  // Goes down once it has lost the replies.
+  std::function<void()> on_lost_reply;         // Runs after each commit whose reply it loses.
 
   absl::StatusOr<std::optional<VersionedData>> head(std::string_view key) override {
     if (down) return absl::UnavailableError("consensus is down (test)");
@@ -54,6 +56,7 @@ class LosingConsensus final : public Consensus {
     absl::StatusOr<CasResult> result = inner_->compare_and_set(key, expected_seqno, new_version);
     if (result.ok() && lose_replies.load() > 0) {
       if (--lose_replies == 0 && down_after_losing) down = true;
+      if (on_lost_reply) on_lost_reply();
       return absl::UnavailableError("the reply was lost (test)");
     }
     return result;

@@ -140,18 +140,26 @@ void describe_shard(const PersistOptions& options) {
               << "  runs " << batch.num_runs << "  updates " << batch.num_updates << "  bytes "
               << batch.update_bytes << " (encoded " << batch.encoded_bytes << ")\n";
   }
+  if (d.fence_epoch != 0) {
+    std::cout << "fence           epoch " << d.fence_epoch << "  \"" << escape(d.fence_owner)
+              << "\"\n";
+  }
+  // A handle's fence epoch, if it has one.
+  const auto fence_of = [](uint64_t epoch) {
+    return epoch == 0 ? std::string() : "  fence " + std::to_string(epoch);
+  };
   std::cout << "writers         " << d.writers.size() << "\n";
   for (const auto& writer : d.writers) {
     std::cout << "  " << writer.writer_id << "  \"" << escape(writer.purpose) << "\"  heartbeat "
               << time_and_age(writer.last_heartbeat, now) << "  lease "
-              << absl::FormatDuration(writer.lease) << "\n";
+              << absl::FormatDuration(writer.lease) << fence_of(writer.fence_epoch) << "\n";
   }
   std::cout << "leased readers  " << d.leased_readers.size() << "\n";
   for (const auto& reader : d.leased_readers) {
     std::cout << "  " << reader.reader_id << "  \"" << escape(reader.purpose) << "\"  since "
               << reader.since.to_string() << "  seqno " << reader.seqno << "  heartbeat "
               << time_and_age(reader.last_heartbeat, now) << "  lease "
-              << absl::FormatDuration(reader.lease) << "\n";
+              << absl::FormatDuration(reader.lease) << fence_of(reader.fence_epoch) << "\n";
   }
   std::cout << "critical readers " << d.critical_readers.size() << "\n";
   for (const auto& reader : d.critical_readers) {

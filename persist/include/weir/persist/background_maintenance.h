@@ -30,12 +30,15 @@ namespace weir::persist {
 // Maintenance is safe alongside writers and readers: it changes a state only by compare-and-set
 // and never removes what a reader may still read or a live writer may still append. A failed
 // maintain is reported to `on_error` (if given); the shard's next maintenance_due asks again.
+// Compactions run with `fence` (see fence.h): once a later process fences the shards, this one's
+// compactions are refused (reported to on_error) instead of holding back its GC.
 //
 // Thread safety: request() from any thread; on_error runs on the maintenance thread.
 class BackgroundMaintenance {
  public:
   explicit BackgroundMaintenance(std::shared_ptr<PersistClient> client,
-                                 std::function<void(const absl::Status&)> on_error = nullptr);
+                                 std::function<void(const absl::Status&)> on_error = nullptr,
+                                 Fence fence = {});
   // Merge steps a turn of one shard's compaction takes before its GC runs.
   static constexpr size_t kStepsPerTurn = 8;
 
@@ -70,6 +73,7 @@ class BackgroundMaintenance {
 
   const std::shared_ptr<PersistClient> client_;
   const std::function<void(const absl::Status&)> on_error_;
+  const Fence fence_;
   mutable weir::Mutex mu_;
   weir::CondVar changed_;
   std::deque<std::string> waiting_ ABSL_GUARDED_BY(mu_);  // No name twice.

@@ -36,6 +36,7 @@
 #include "weir/persist/blob.h"
 #include "weir/persist/config.h"
 #include "weir/persist/consensus.h"
+#include "weir/persist/fence.h"
 #include "weir/persist/frontier.h"
 #include "weir/persist/ids.h"
 #include "weir/persist/read_handle.h"
@@ -69,6 +70,7 @@ struct ShardDescription {
     std::string purpose;
     absl::Time last_heartbeat;
     absl::Duration lease;
+    uint64_t fence_epoch = 0;
   };
   struct LeasedReaderInfo {
     std::string reader_id;
@@ -77,6 +79,7 @@ struct ShardDescription {
     uint64_t seqno = 0;
     absl::Time last_heartbeat;
     absl::Duration lease;
+    uint64_t fence_epoch = 0;
   };
   struct CriticalReaderInfo {
     std::string reader_id;
@@ -94,6 +97,8 @@ struct ShardDescription {
   Frontier upper;
   Frontier since;
   std::vector<BatchInfo> batches;
+  uint64_t fence_epoch = 0;  // See fence.h.
+  std::string fence_owner;
   std::vector<WriterInfo> writers;
   std::vector<LeasedReaderInfo> leased_readers;
   std::vector<CriticalReaderInfo> critical_readers;
@@ -107,10 +112,14 @@ struct CompactionOptions {
   // appends keep busy may not settle for a long time; one of bounded steps returns with
   // `settled` false, so that GC (and other shards) get their turn before it goes on.
   size_t max_steps = 0;
+  // The compaction's writer and reader are opened with this fence (see fence.h): a compaction of
+  // a process that a later one fenced out stops.
+  Fence fence = {};
 };
 
 struct CompactionResult {
-  size_t merges = 0;  // Batches written by compaction.
+  size_t merges = 0;          // Batches written by compaction.
+  uint64_t bytes_merged = 0;  // Update bytes of the runs merged (read and written again).
   size_t batches_before = 0;
   size_t batches_after = 0;
   bool settled = true;  // Nothing was left to merge (false: max_steps ran out first).
@@ -154,8 +163,12 @@ class PersistClient {
   absl::StatusOr<std::optional<ShardId>> find_shard(std::string_view name);
 
   // Opening a handle creates the shard `name` if it does not exist. `purpose` shows in describe.
-  absl::StatusOr<WriteHandle> open_writer(std::string_view name, std::string_view purpose = "");
-  absl::StatusOr<ReadHandle> open_reader(std::string_view name, std::string_view purpose = "");
+  // A writer opened with a fence raises the shard's fence to it; a handle below the shard's fence
+  // is refused (see fence.h).
+  absl::StatusOr<WriteHandle> open_writer(std::string_view name, std::string_view purpose = "",
+                                          const Fence& fence = {});
+  absl::StatusOr<ReadHandle> open_reader(std::string_view name, std::string_view purpose = "",
+                                         const Fence& fence = {});
   absl::StatusOr<SinceHandle> open_critical_since(std::string_view name, const CriticalReaderId& id,
                                                   std::string_view purpose = "");
 
@@ -181,9 +194,13 @@ class PersistClient {
   // no retained state references (unless its writer is alive), and truncates consensus versions
   // no reader holds.
   absl::StatusOr<GcResult> gc(std::string_view name);
+  // Raises the fence of shard `name` (creating it if need be) as opening a writer with `fence`
+  // would, without registering one: from then on no handle of a lower epoch acts on it.
+  absl::Status fence(std::string_view name, const Fence& fence);
+
   // compact then gc; an error if gc could not remove some blobs (it still did the rest).
   absl::Status maintain(std::string_view name);
-  // A bounded turn of maintenance: compaction of at most `max_compaction_steps` steps (0: until
+  // A bounded turn of maintenance: compaction of at most `compaction.max_steps` steps (0: until
   // settled), then GC whether or not the compaction got anywhere (truncating consensus and
   // removing blobs must not wait for a compaction that appends keep busy).
   struct MaintainTurn {
@@ -191,7 +208,7 @@ class PersistClient {
     bool more = false;
     absl::Status status;  // The compaction's error, else GC's (as maintain reports it).
   };
-  MaintainTurn maintain_turn(std::string_view name, size_t max_compaction_steps);
+  MaintainTurn maintain_turn(std::string_view name, CompactionOptions compaction);
 
  private:
   explicit PersistClient(std::shared_ptr<internal::ClientCore> core);
