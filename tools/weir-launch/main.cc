@@ -35,8 +35,9 @@
 //   --max-restarts K       give up after K restarts in a row, with the last failure's code
 //                          (default: no limit). A cluster that stayed up kStableRun (60 s) before
 //                          it failed starts the count, and the backoff, afresh.
-//   --backoff MIN:MAX      seconds (default 0.1:30). Restart k waits a random time in [b, 2b],
-//                          b = MIN * 2^(k-1), both ends capped at MAX: the waits grow, jittered.
+//   --backoff MIN:MAX      seconds (default 0.1:30; at most kMostBackoff, a day). Restart k
+//                          waits a random time in [b, 2b], b = MIN * 2^(k-1), both ends capped
+//                          at MAX: the waits grow, jittered.
 //   --restart-log FILE     append one JSON line per restart: {"time": RFC 3339 UTC, "process": I,
 //                          "exit": code or null, "signal": "SIGNAME" (or its number) or null,
 //                          "backoff_s": x, "restart": k, "incarnation": n}.
