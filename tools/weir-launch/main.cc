@@ -24,14 +24,41 @@
 // listens on its own; it cannot take a listening socket from us). If one is taken in between and
 // the first process to fail says it cannot listen on its address, the whole cluster is started
 // again on new ports, up to kMaxStarts times in all.
+//
+// Supervision (off unless --restart is given; without it all of the above holds as it stands):
+//
+//   --restart              when a process fails, stop the rest as above, wait a backoff, and
+//                          start all N processes again (fresh ports, cluster id and secret). A
+//                          clean end (every process exits 0) ends weir-launch with 0; a signal to
+//                          weir-launch, while the cluster runs or during the backoff, stops
+//                          everything without a restart (128 + the signal, as above).
+//   --max-restarts K       give up after K restarts in a row, with the last failure's code
+//                          (default: no limit). A cluster that stayed up kStableRun (60 s) before
+//                          it failed starts the count, and the backoff, afresh.
+//   --backoff MIN:MAX      seconds (default 0.1:30; at most kMostBackoff, a day). Restart k
+//                          waits a random time in [b, 2b], b = MIN * 2^(k-1), both ends capped
+//                          at MAX: the waits grow, jittered.
+//   --restart-log FILE     append one JSON line per restart: {"time": RFC 3339 UTC, "process": I,
+//                          "exit": code or null, "signal": "SIGNAME" (or its number) or null,
+//                          "backoff_s": x, "restart": k, "incarnation": n}.
+//
+// With --restart every start of the cluster (a restart, or a start again on new ports) gets
+// WEIR_INCARNATION one higher than the start before: 1 for the first, or the user's
+// $WEIR_INCARNATION. (So --incarnation in ARGS, which a weir process prefers, is refused.) Each
+// restart is also told on stderr: "weir-launch: process I exited with code C; restart k in X s".
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -50,6 +77,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 namespace {
@@ -65,6 +93,15 @@ constexpr int kMaxStarts = 3;
 // What a weir process prints when it cannot listen on its hostfile address, followed by the
 // address (protocol/src/grpc_transport.cc). The launch tests fail if the two drift apart.
 constexpr std::string_view kCannotListen = "cannot listen on ";
+
+// With --restart: a cluster that stayed up this long before a process failed was healthy, and its
+// failure starts the restart count (and so the backoff) afresh.
+constexpr auto kStableRun = std::chrono::seconds(60);
+
+// --backoff's default, and the most it takes, in seconds.
+constexpr double kDefaultBackoffMin = 0.1;
+constexpr double kDefaultBackoffMax = 30;
+constexpr double kMostBackoff = 24 * 60 * 60;
 
 std::atomic<int> g_signal{0};
 
@@ -251,7 +288,37 @@ struct Options {
   size_t processes = 2;
   size_t workers = 1;
   std::vector<std::string> command;  // PROGRAM ARGS...
+  // Supervision (--restart and the flags that go with it).
+  bool restart = false;
+  std::optional<uint64_t> max_restarts;  // No limit if unset.
+  double backoff_min = kDefaultBackoffMin;
+  double backoff_max = kDefaultBackoffMax;
+  std::string restart_log;  // Empty: none.
 };
+
+// Parses --backoff's MIN:MAX (seconds, 0 <= MIN <= MAX <= kMostBackoff) into `options`; false if
+// it is not that.
+bool parse_backoff(const std::string& text, Options& options) {
+  const size_t colon = text.find(':');
+  if (colon == std::string::npos) return false;
+  const auto seconds = [](std::string_view part, double& out) {
+    const char* end = part.data() + part.size();
+    const auto [ptr, ec] = std::from_chars(part.data(), end, out);
+    return ec == std::errc() && ptr == end && out >= 0 && out <= kMostBackoff;
+  };
+  const std::string_view all(text);
+  return seconds(all.substr(0, colon), options.backoff_min) &&
+         seconds(all.substr(colon + 1), options.backoff_max) &&
+         options.backoff_min <= options.backoff_max;
+}
+
+// True if ARGS give the processes an incarnation (--incarnation N or =N).
+bool has_incarnation_flag(const std::vector<std::string>& command) {
+  for (size_t i = 1; i < command.size(); ++i) {
+    if (command[i] == "--incarnation" || command[i].rfind("--incarnation=", 0) == 0) return true;
+  }
+  return false;
+}
 
 Options parse_options(int argc, char** argv) {
   CLI::App app{"weir-launch: runs a program as a local weir cluster on loopback"};
@@ -260,17 +327,45 @@ Options parse_options(int argc, char** argv) {
       ->check(CLI::Range(1, 1024));
   app.add_option("-w,--workers", options.workers, "worker threads per process (default 1)")
       ->check(CLI::Range(1, 4096));
+  CLI::Option* restart =
+      app.add_flag("--restart", options.restart,
+                   "when a process fails, stop the rest and start the cluster again after a "
+                   "backoff, with $WEIR_INCARNATION one higher");
+  uint64_t max_restarts = 0;
+  app.add_option("--max-restarts", max_restarts,
+                 "with --restart: give up after K restarts in a row, with the last failure's "
+                 "code (default: no limit)")
+      ->type_name("K")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 62))
+      ->needs(restart);
+  std::string backoff;
+  app.add_option("--backoff", backoff,
+                 "with --restart: MIN:MAX seconds to wait before a restart, doubling from MIN "
+                 "up to MAX, jittered (default 0.1:30)")
+      ->type_name("MIN:MAX")
+      ->needs(restart);
+  app.add_option("--restart-log", options.restart_log,
+                 "with --restart: append a JSON line per restart to FILE")
+      ->type_name("FILE")
+      ->needs(restart);
   app.prefix_command();  // Everything from PROGRAM on belongs to the program.
   app.footer(
       "Each process runs as: PROGRAM ARGS... -n N -p I -h HOSTFILE -w W, with WEIR_CLUSTER_ID set "
       "to a fresh id and WEIR_CLUSTER_SECRET to a fresh secret (unless $WEIR_CLUSTER_SECRET, "
       "$WEIR_CLUSTER_SECRET_FILE or --cluster-secret-file gives one), and {p} in the values of "
       "--tls-cert and --tls-key replaced by I. Output lines are prefixed with [I]. Exits with the "
-      "first failure's code.");
+      "first failure's code; with --restart, starts the cluster again instead (WEIR_INCARNATION "
+      "1, 2, ... or from $WEIR_INCARNATION), until every process exits 0, a signal comes or "
+      "--max-restarts is reached.");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     std::exit(app.exit(e));  // --help: 0 after the help text; a bad flag: its error.
+  }
+  if (app.count("--max-restarts") > 0) options.max_restarts = max_restarts;
+  if (app.count("--backoff") > 0 && !parse_backoff(backoff, options)) {
+    die("--backoff expects MIN:MAX in seconds, 0 <= MIN <= MAX <= " +
+        std::to_string(static_cast<int>(kMostBackoff)) + " (as in 0.1:30), got '" + backoff + "'");
   }
   options.command = app.remaining();
   if (!options.command.empty() && options.command.front() == "--") {
@@ -278,6 +373,10 @@ Options parse_options(int argc, char** argv) {
   }
   if (options.command.empty()) {
     die("no program to run (usage: weir-launch -n N -w W [--] PROGRAM ARGS...)");
+  }
+  if (options.restart && has_incarnation_flag(options.command)) {
+    die("--incarnation in ARGS would override the incarnation --restart gives each start in "
+        "$WEIR_INCARNATION; set $WEIR_INCARNATION instead to choose the first start's");
   }
   return options;
 }
@@ -303,6 +402,8 @@ struct Membership {
   std::string hostfile;
   std::string cluster_id;
   std::string secret;  // Empty: the user gave the secret; the processes inherit it.
+  // $WEIR_INCARNATION for the processes (with --restart); empty: left as it is.
+  std::string incarnation;
 };
 
 // Starts process `index` of the cluster as PROGRAM ARGS... -n N -p I -h HOSTFILE -w W, in a
@@ -334,6 +435,9 @@ void spawn(const Options& options, size_t index, const std::string& address,
     // In the environment, not in argv: every user of the host can read a command line (ps), only
     // the process's own user its environment.
     if (!membership.secret.empty()) ::setenv("WEIR_CLUSTER_SECRET", membership.secret.c_str(), 1);
+    if (!membership.incarnation.empty()) {
+      ::setenv("WEIR_INCARNATION", membership.incarnation.c_str(), 1);
+    }
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) sigaction(sig, &dfl, nullptr);
@@ -429,6 +533,11 @@ struct Outcome {
   int code = 0;  // The first failure's exit code (128 + the signal for a signal), or 0.
   // The process that failed first, because its port was taken (and no signal came).
   std::optional<size_t> port_taken;
+  int signal = 0;  // The first signal weir-launch got while the cluster ran, or 0.
+  // The process that failed first, its wait status, and when weir-launch saw it.
+  std::optional<size_t> failed;
+  int failed_status = 0;
+  Clock::time_point failed_at;
 };
 
 // Forwards the processes' output until every process has exited and its process group is empty.
@@ -436,8 +545,6 @@ struct Outcome {
 // period); a signal to weir-launch is passed on as it came, then SIGKILL after the grace period.
 Outcome wait_all(Cluster& cluster) {
   Outcome outcome;
-  std::optional<size_t> first_failed;
-  bool signalled = false;
   std::optional<Clock::time_point> kill_at;
   const auto stop = [&](int sig) {
     if (!kill_at) kill_at = Clock::now() + kStopGrace;
@@ -448,7 +555,7 @@ Outcome wait_all(Cluster& cluster) {
   for (;;) {
     if (const int sig = g_signal.exchange(0); sig != 0) {
       if (outcome.code == 0) outcome.code = 128 + sig;
-      signalled = true;
+      if (outcome.signal == 0) outcome.signal = sig;
       stop(sig);
     }
     if (kill_at && Clock::now() >= *kill_at) signal_groups(cluster, SIGKILL);
@@ -462,7 +569,9 @@ Outcome wait_all(Cluster& cluster) {
         --running;
         if (exit_code(status) != 0 && outcome.code == 0) {
           outcome.code = exit_code(status);
-          first_failed = i;
+          outcome.failed = i;
+          outcome.failed_status = status;
+          outcome.failed_at = Clock::now();
           stop(SIGTERM);
         }
       }
@@ -477,8 +586,8 @@ Outcome wait_all(Cluster& cluster) {
     if (!pump(cluster, 20)) ::usleep(20000);
   }
   drain(cluster);
-  if (first_failed && !signalled && cluster.children[*first_failed].could_not_listen) {
-    outcome.port_taken = first_failed;
+  if (outcome.failed && outcome.signal == 0 && cluster.children[*outcome.failed].could_not_listen) {
+    outcome.port_taken = outcome.failed;
   }
   return outcome;
 }
@@ -502,6 +611,129 @@ void install_signal_handlers() {
   ::signal(SIGPIPE, SIG_IGN);
 }
 
+// ---- Supervision (--restart) ----
+
+// `sig` by name ("SIGTERM"), or its number where it is not one of these.
+std::string signal_name(int sig) {
+  static constexpr std::pair<int, const char*> kNames[] = {
+      {SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"}, {SIGILL, "SIGILL"},
+      {SIGTRAP, "SIGTRAP"}, {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},
+      {SIGKILL, "SIGKILL"}, {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"},
+      {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"}, {SIGXCPU, "SIGXCPU"},
+      {SIGXFSZ, "SIGXFSZ"}, {SIGSYS, "SIGSYS"}};
+  for (const auto& [number, name] : kNames) {
+    if (number == sig) return name;
+  }
+  return std::to_string(sig);
+}
+
+// How a process with wait status `status` ended, as in "process 1 exited with code 3".
+std::string how_it_ended(int status) {
+  if (WIFSIGNALED(status)) return "exited with signal " + signal_name(WTERMSIG(status));
+  return "exited with code " + std::to_string(exit_code(status));
+}
+
+// The wait before restart `k` (1 for the first after a stable run), in seconds: random in
+// [b, 2b], b = MIN * 2^(k-1), both ends capped at MAX; so it never shrinks from one restart to
+// the next. Rounded to milliseconds, as it is logged.
+double backoff_seconds(const Options& options, uint64_t k, std::mt19937_64& random) {
+  const int doublings = static_cast<int>(std::min<uint64_t>(k - 1, 64));
+  const double low = std::min(options.backoff_max, std::ldexp(options.backoff_min, doublings));
+  const double high = std::min(options.backoff_max, 2 * low);
+  const double wait = std::uniform_real_distribution<double>(low, high)(random);
+  return std::clamp(std::round(wait * 1000) / 1000, low, high);
+}
+
+// Waits `seconds`, or until a signal comes to weir-launch: returns that signal, or 0.
+int wait_backoff(double seconds) {
+  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(seconds));
+  for (;;) {
+    if (const int sig = g_signal.exchange(0); sig != 0) return sig;
+    const auto left = until - Clock::now();
+    if (left <= Clock::duration::zero()) return 0;
+    // A signal cuts the sleep short (the handlers are installed without SA_RESTART); the cap
+    // bounds the delay for one that comes between the check above and the sleep.
+    const auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::min<Clock::duration>(left, std::chrono::milliseconds(20)));
+    const timespec nap{0, static_cast<long>(nanos.count())};
+    ::nanosleep(&nap, nullptr);
+  }
+}
+
+// Now, as RFC 3339 in UTC with milliseconds: "2024-05-01T12:34:56.789Z".
+std::string utc_now() {
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  tm utc{};
+  ::gmtime_r(&now.tv_sec, &utc);
+  char seconds[32];
+  std::strftime(seconds, sizeof(seconds), "%Y-%m-%dT%H:%M:%S", &utc);
+  char out[48];
+  std::snprintf(out, sizeof(out), "%s.%03ldZ", seconds, now.tv_nsec / 1000000);
+  return out;
+}
+
+// Opens `file` to append to it (creating it); -1 with errno set if it cannot.
+int open_log(const std::string& file) {
+  return ::open(file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+}
+
+// Appends `line` and a newline to the restart log `file`, opened for each line so that the log
+// may be moved away while weir-launch runs. A log that cannot be written is told on stderr; the
+// cluster is restarted all the same.
+void append_to_log(const std::string& file, const std::string& line) {
+  const int fd = open_log(file);
+  if (fd < 0) {
+    std::fprintf(stderr, "weir-launch: cannot open the restart log %s: %s\n", file.c_str(),
+                 std::strerror(errno));
+    return;
+  }
+  const std::string data = line + "\n";
+  size_t written = 0;
+  while (written < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + written, data.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      std::fprintf(stderr, "weir-launch: cannot write the restart log %s: %s\n", file.c_str(),
+                   n < 0 ? std::strerror(errno) : "nothing written");
+      break;
+    }
+    written += static_cast<size_t>(n);
+  }
+  ::close(fd);
+}
+
+// The restart log's line for a restart: process `process` ended with wait status `status`.
+std::string restart_record(size_t process, int status, double backoff, uint64_t restart,
+                           uint64_t incarnation) {
+  // JSON values: a number, a string or null.
+  const std::string exit_value = WIFEXITED(status) ? std::to_string(WEXITSTATUS(status)) : "null";
+  std::string signal_value = "null";
+  if (WIFSIGNALED(status)) {
+    signal_value = signal_name(WTERMSIG(status));
+    if (signal_value.rfind("SIG", 0) == 0) signal_value = "\"" + signal_value + "\"";
+  }
+  char backoff_s[32];
+  std::snprintf(backoff_s, sizeof(backoff_s), "%.3f", backoff);
+  return "{\"time\": \"" + utc_now() + "\", \"process\": " + std::to_string(process) +
+         ", \"exit\": " + exit_value + ", \"signal\": " + signal_value +
+         ", \"backoff_s\": " + backoff_s + ", \"restart\": " + std::to_string(restart) +
+         ", \"incarnation\": " + std::to_string(incarnation) + "}";
+}
+
+// The first start's incarnation with --restart: the user's $WEIR_INCARNATION, or 1.
+uint64_t first_incarnation() {
+  if (!is_set("WEIR_INCARNATION")) return 1;
+  const std::string_view text = std::getenv("WEIR_INCARNATION");
+  uint64_t incarnation = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), incarnation);
+  if (ec != std::errc() || ptr != text.data() + text.size()) {
+    die("$WEIR_INCARNATION must be a non-negative integer, got '" + std::string(text) + "'");
+  }
+  return incarnation;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -512,6 +744,13 @@ int main(int argc, char** argv) {
   // them and see their process groups empty.
   if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
     die(std::string("prctl(PR_SET_CHILD_SUBREAPER): ") + std::strerror(errno));
+  }
+  if (!options.restart_log.empty()) {
+    const int fd = open_log(options.restart_log);
+    if (fd < 0) {
+      die("cannot open the restart log " + options.restart_log + ": " + std::strerror(errno));
+    }
+    ::close(fd);
   }
   std::error_code ec;
   const std::filesystem::path temp = std::filesystem::temp_directory_path(ec);
@@ -524,7 +763,14 @@ int main(int argc, char** argv) {
   // processes two, which they refuse.)
   const bool user_secret = is_set("WEIR_CLUSTER_SECRET") || is_set("WEIR_CLUSTER_SECRET_FILE") ||
                            has_secret_file_flag(options.command);
+  // Supervision: the next start's incarnation, the restarts in a row so far (since the last
+  // start that stayed up kStableRun), and the backoff's jitter.
+  uint64_t incarnation = options.restart ? first_incarnation() : 0;
+  uint64_t restarts = 0;
+  std::mt19937_64 jitter(std::random_device{}());
   Outcome outcome;
+  // `start` counts the starts on new ports after a port was taken (up to kMaxStarts); a restart
+  // after a failure begins that count again.
   for (int start = 1;; ++start) {
     std::vector<std::string> addresses;
     for (int port : free_ports(options.processes)) {
@@ -533,19 +779,50 @@ int main(int argc, char** argv) {
     // A fresh id and secret per start: a process left over from a start before cannot join this
     // one.
     const Membership membership{write_hostfile(dir, addresses), random_id(),
-                                user_secret ? std::string() : random_secret()};
+                                user_secret ? std::string() : random_secret(),
+                                options.restart ? std::to_string(incarnation) : std::string()};
+    const Clock::time_point started = Clock::now();
     Cluster cluster;
     for (size_t i = 0; i < options.processes; ++i) {
       spawn(options, i, addresses[i], membership, cluster);
     }
     outcome = wait_all(cluster);
-    if (!outcome.port_taken || start == kMaxStarts) break;
-    std::fprintf(stderr,
-                 "weir-launch: process %zu could not listen on %s: the port was taken after "
-                 "weir-launch picked it; starting the cluster again on new ports (start %d of "
-                 "%d)\n",
-                 *outcome.port_taken, addresses[*outcome.port_taken].c_str(), start + 1,
-                 kMaxStarts);
+    ++incarnation;  // The next start's (used only with --restart).
+    if (outcome.port_taken && start < kMaxStarts) {
+      std::fprintf(stderr,
+                   "weir-launch: process %zu could not listen on %s: the port was taken after "
+                   "weir-launch picked it; starting the cluster again on new ports (start %d of "
+                   "%d)\n",
+                   *outcome.port_taken, addresses[*outcome.port_taken].c_str(), start + 1,
+                   kMaxStarts);
+      continue;
+    }
+    // Without --restart, or after a clean end or a signal, this start's outcome is the end.
+    if (!options.restart || !outcome.failed || outcome.signal != 0) break;
+
+    // A process failed: restart, unless --max-restarts says no more.
+    if (outcome.failed_at - started >= kStableRun) restarts = 0;
+    const size_t process = *outcome.failed;
+    const std::string how = how_it_ended(outcome.failed_status);
+    if (options.max_restarts && restarts >= *options.max_restarts) {
+      std::fprintf(stderr,
+                   "weir-launch: process %zu %s; not restarting: --max-restarts %llu reached\n",
+                   process, how.c_str(), static_cast<unsigned long long>(*options.max_restarts));
+      break;
+    }
+    ++restarts;
+    const double backoff = backoff_seconds(options, restarts, jitter);
+    std::fprintf(stderr, "weir-launch: process %zu %s; restart %llu in %.3f s\n", process,
+                 how.c_str(), static_cast<unsigned long long>(restarts), backoff);
+    if (!options.restart_log.empty()) {
+      append_to_log(options.restart_log,
+                    restart_record(process, outcome.failed_status, backoff, restarts, incarnation));
+    }
+    if (const int sig = wait_backoff(backoff); sig != 0) {
+      outcome.code = 128 + sig;
+      break;
+    }
+    start = 0;
   }
   std::filesystem::remove_all(dir, ec);
   return outcome.code;

@@ -17,6 +17,10 @@
 //   it gives its processes a fresh cluster secret in the environment (keeping one the user gave),
 //   so that a process without it is refused, and replaces {p} in --tls-cert and --tls-key with
 //   each process's index;
+// - weir-launch --restart starts the cluster again after a failure, on a growing backoff, with
+//   $WEIR_INCARNATION one higher each time (from 1, or from the user's), logging each restart as a
+//   JSON line; --max-restarts ends it with the last failure's code; a signal during the backoff or
+//   the run stops it without a restart; without --restart the incarnation is left alone;
 // - flow control keeps a 2-process exchange with one slow worker within its memory bound.
 //
 // Every wait has a deadline that fails the test (and kills what is left) instead of hanging.
@@ -30,6 +34,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -118,6 +123,15 @@ class Process {
     const auto deadline = Clock::now() + d;
     while (Clock::now() < deadline) {
       if (out().find(needle) != std::string::npos) return true;
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+    return false;
+  }
+  // True once stderr contains `needle` (false at the deadline).
+  bool wait_for_error_output(const std::string& needle, Clock::duration d) {
+    const auto deadline = Clock::now() + d;
+    while (Clock::now() < deadline) {
+      if (err().find(needle) != std::string::npos) return true;
       std::this_thread::sleep_for(milliseconds(5));
     }
     return false;
@@ -1133,6 +1147,241 @@ TEST(ClusterTest, LaunchGivesEachProcessItsOwnCertificate) {
   launch.drain();
   EXPECT_TRUE(contains(launch.out(), "[0] running")) << launch.out();
   EXPECT_TRUE(contains(launch.out(), "[1] running")) << launch.out();
+}
+
+// ---- weir-launch --restart: supervision ----
+
+// weir-launch with `flags` running `/bin/sh -c SCRIPT sh` as each of 2 processes (the process
+// index is $4, as with launch_script).
+std::vector<std::string> supervise_script(const std::vector<std::string>& flags,
+                                          const std::string& script) {
+  std::vector<std::string> command = {WEIR_LAUNCH, "-n", "2", "-w", "1"};
+  command.insert(command.end(), flags.begin(), flags.end());
+  for (const std::string& arg :
+       {std::string("--"), std::string("/bin/sh"), std::string("-c"), script, std::string("sh")}) {
+    command.push_back(arg);
+  }
+  return command;
+}
+
+// The lines of `file` (none if there is no such file).
+std::vector<std::string> lines_of(const std::string& file) {
+  std::ifstream in(file);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// The value of `key` in the one-line JSON object `line`, as written (a string keeps its quotes),
+// or "(missing)". Enough for the restart log, whose values hold no commas or braces.
+std::string json_field(const std::string& line, const std::string& key) {
+  size_t at = line.find("\"" + key + "\"");
+  if (at == std::string::npos) return "(missing)";
+  at = line.find(':', at + key.size() + 2);
+  if (at == std::string::npos) return "(missing)";
+  at = line.find_first_not_of(' ', at + 1);
+  const size_t end = line.find_first_of(",}", at);
+  if (at == std::string::npos || end == std::string::npos) return "(missing)";
+  std::string value = line.substr(at, end - at);
+  while (!value.empty() && value.back() == ' ') value.pop_back();
+  return value;
+}
+
+// True if `value` is a quoted RFC 3339 UTC time, "YYYY-MM-DDTHH:MM:SS[.fff]Z".
+bool is_utc_time(const std::string& value) {
+  static const std::regex kTime(R"re("\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z")re");
+  return std::regex_match(value, kTime);
+}
+
+TEST(ClusterTest, LaunchRestartStartsTheClusterAgainAndLogsEachRestart) {
+  LaunchDir dir;
+  const std::string log = dir.path("restarts.log");
+  // Process 1 fails (exit 1) at its first three starts, each time once process 0 of the same
+  // start runs (so that there is a process to stop), and succeeds at the fourth; process 0 runs
+  // until process 1 has succeeded. Both print their $WEIR_INCARNATION. ($D is the directory.)
+  const std::string script =
+      "echo \"incarnation=${WEIR_INCARNATION-(unset)}\"\n"
+      "if [ \"$4\" = 0 ]; then\n"
+      "  touch \"$D/up.$WEIR_INCARNATION\"\n"
+      "  while [ ! -e \"$D/done\" ]; do sleep 0.01; done\n"
+      "  exit 0\n"
+      "fi\n"
+      "while [ ! -e \"$D/up.$WEIR_INCARNATION\" ]; do sleep 0.01; done\n"
+      "n=$(( $(cat \"$D/starts\" 2>/dev/null || echo 0) + 1 ))\n"
+      "echo $n > \"$D/starts\"\n"
+      "if [ $n -le 3 ]; then exit 1; fi\n"
+      "touch \"$D/done\"\n";
+  Process launch(
+      supervise_script({"--restart", "--backoff", "0.05:0.2", "--restart-log", log}, script),
+      {{"D", dir.path("")}});
+  ASSERT_EQ(launch.wait_for(seconds(60)), 0) << launch.err();
+  launch.drain();
+
+  const std::vector<std::string> lines = lines_of(log);
+  ASSERT_EQ(lines.size(), 3u) << "one line per restart in " << log << "\n" << launch.err();
+  std::vector<double> backoffs;
+  for (size_t k = 0; k < lines.size(); ++k) {
+    SCOPED_TRACE(lines[k]);
+    EXPECT_TRUE(is_utc_time(json_field(lines[k], "time")));
+    EXPECT_EQ(json_field(lines[k], "process"), "1");
+    EXPECT_EQ(json_field(lines[k], "exit"), "1");
+    EXPECT_EQ(json_field(lines[k], "signal"), "null");
+    EXPECT_EQ(json_field(lines[k], "restart"), std::to_string(k + 1));
+    EXPECT_EQ(json_field(lines[k], "incarnation"), std::to_string(k + 2));
+    const double backoff = std::strtod(json_field(lines[k], "backoff_s").c_str(), nullptr);
+    EXPECT_GE(backoff, 0.05);
+    EXPECT_LE(backoff, 0.2);
+    backoffs.push_back(backoff);
+    EXPECT_TRUE(contains(launch.err(), "weir-launch: process 1 exited with code 1; restart " +
+                                           std::to_string(k + 1) + " in "))
+        << launch.err();
+  }
+  EXPECT_TRUE(std::is_sorted(backoffs.begin(), backoffs.end())) << "the backoff never shrinks";
+  EXPECT_LT(backoffs.front(), backoffs.back()) << "the backoff grows";
+  // Every start, every process, the incarnation one higher than the start before.
+  for (const std::string process : {"[0] ", "[1] "}) {
+    for (int incarnation = 1; incarnation <= 4; ++incarnation) {
+      EXPECT_TRUE(
+          contains(launch.out(), process + "incarnation=" + std::to_string(incarnation) + "\n"))
+          << launch.out();
+    }
+    EXPECT_FALSE(contains(launch.out(), process + "incarnation=5")) << launch.out();
+  }
+}
+
+TEST(ClusterTest, LaunchRestartEndsWithTheLastFailureAfterMaxRestarts) {
+  LaunchDir dir;
+  const std::string log = dir.path("restarts.log");
+  // Process 1 kills itself at every start; process 0 runs until it is stopped.
+  const std::string script =
+      "echo \"incarnation=$WEIR_INCARNATION\"\n"
+      "if [ \"$4\" = 1 ]; then kill -KILL $$; fi\n"
+      "while :; do sleep 0.05; done\n";
+  // The user's $WEIR_INCARNATION is the first start's.
+  Process launch(supervise_script({"--restart", "--max-restarts", "2", "--backoff", "0.05:0.2",
+                                   "--restart-log", log},
+                                  script),
+                 {{"WEIR_INCARNATION", "7"}});
+  ASSERT_EQ(launch.wait_for(seconds(60)), 128 + SIGKILL) << launch.err();
+  launch.drain();
+
+  const std::vector<std::string> lines = lines_of(log);
+  ASSERT_EQ(lines.size(), 2u) << "one line per restart in " << log << "\n" << launch.err();
+  for (size_t k = 0; k < lines.size(); ++k) {
+    SCOPED_TRACE(lines[k]);
+    EXPECT_EQ(json_field(lines[k], "process"), "1");
+    EXPECT_EQ(json_field(lines[k], "exit"), "null");
+    EXPECT_EQ(json_field(lines[k], "signal"), "\"SIGKILL\"");
+    EXPECT_EQ(json_field(lines[k], "restart"), std::to_string(k + 1));
+    EXPECT_EQ(json_field(lines[k], "incarnation"), std::to_string(k + 8));
+  }
+  EXPECT_TRUE(
+      contains(launch.err(), "weir-launch: process 1 exited with signal SIGKILL; restart 2"))
+      << launch.err();
+  EXPECT_TRUE(contains(launch.err(), "--max-restarts")) << "it says why it stopped\n"
+                                                        << launch.err();
+  for (const std::string incarnation : {"7", "8", "9"}) {
+    EXPECT_TRUE(contains(launch.out(), "[1] incarnation=" + incarnation + "\n")) << launch.out();
+  }
+  EXPECT_FALSE(contains(launch.out(), "incarnation=10")) << launch.out();
+}
+
+TEST(ClusterTest, LaunchRestartStopsWithoutARestartOnASignal) {
+  LaunchDir dir;
+  const std::string starts = dir.path("starts"), log = dir.path("restarts.log");
+  // Process 1 counts the starts in $D/starts. With $FAIL 1 it then fails at once; otherwise
+  // both run until they are stopped.
+  const std::string script =
+      "if [ \"$4\" = 1 ]; then echo start >> \"$D/starts\"; fi\n"
+      "if [ \"$4\" = 1 ] && [ \"$FAIL\" = 1 ]; then exit 1; fi\n"
+      "trap 'echo got TERM; exit 7' TERM\n"
+      "echo ready\n"
+      "while :; do sleep 0.05; done\n";
+  {
+    SCOPED_TRACE("during the backoff");
+    // A backoff far longer than the deadline below: only the signal can end it in time.
+    Process launch(
+        supervise_script({"--restart", "--backoff", "120:120", "--restart-log", log}, script),
+        {{"D", dir.path("")}, {"FAIL", "1"}});
+    ASSERT_TRUE(launch.wait_for_error_output("restart 1 in ", seconds(20))) << launch.err();
+    launch.signal(SIGTERM);
+    ASSERT_EQ(launch.wait_for(seconds(20)), 128 + SIGTERM) << launch.err();
+    EXPECT_EQ(lines_of(starts).size(), 1u) << "started again after SIGTERM";
+    EXPECT_EQ(lines_of(log).size(), 1u);
+  }
+  std::filesystem::remove(starts);
+  std::filesystem::remove(log);
+  {
+    SCOPED_TRACE("while running");
+    Process launch(
+        supervise_script({"--restart", "--backoff", "0.05:0.2", "--restart-log", log}, script),
+        {{"D", dir.path("")}, {"FAIL", "0"}});
+    ASSERT_TRUE(launch.wait_for_output("[0] ready", seconds(20))) << launch.err();
+    ASSERT_TRUE(launch.wait_for_output("[1] ready", seconds(20))) << launch.err();
+    launch.signal(SIGTERM);
+    ASSERT_EQ(launch.wait_for(seconds(20)), 128 + SIGTERM) << launch.err();
+    launch.drain();
+    for (const std::string process : {"[0] ", "[1] "}) {
+      EXPECT_TRUE(contains(launch.out(), process + "got TERM")) << launch.out();
+    }
+    EXPECT_EQ(lines_of(starts).size(), 1u) << "started again after SIGTERM";
+    EXPECT_EQ(lines_of(log).size(), 0u);
+    EXPECT_FALSE(contains(launch.err(), "restart")) << launch.err();
+  }
+}
+
+TEST(ClusterTest, LaunchWithoutRestartLeavesTheIncarnationAlone) {
+  const std::string script = "echo \"incarnation=${WEIR_INCARNATION-(unset)}\"\n";
+  for (const std::string incarnation : {"", "5"}) {
+    SCOPED_TRACE("$WEIR_INCARNATION: " + incarnation);
+    std::vector<std::pair<std::string, std::string>> env;
+    if (!incarnation.empty()) env.emplace_back("WEIR_INCARNATION", incarnation);
+    Process launch(launch_script("2", script), env);
+    ASSERT_EQ(launch.wait_for(seconds(20)), 0) << launch.err();
+    launch.drain();
+    for (size_t p = 0; p < 2; ++p) {
+      EXPECT_EQ(printed(launch.out(), p, "incarnation"),
+                incarnation.empty() ? "(unset)" : incarnation)
+          << launch.out();
+    }
+  }
+}
+
+TEST(ClusterTest, LaunchRefusesBadSupervisionFlags) {
+  LaunchDir dir;
+  for (const std::vector<std::string>& flags :
+       std::vector<std::vector<std::string>>{{"--max-restarts", "2"},
+                                             {"--backoff", "0.1:1"},
+                                             {"--restart-log", dir.path("log")},
+                                             {"--restart", "--backoff", "1"},
+                                             {"--restart", "--backoff", "2:1"},
+                                             {"--restart", "--backoff", "-1:1"},
+                                             {"--restart", "--backoff", "x:1"},
+                                             {"--restart", "--max-restarts", "-1"},
+                                             {"--restart", "--restart-log", dir.path("no/log")}}) {
+    std::string joined;
+    for (const std::string& flag : flags) joined += flag + " ";
+    SCOPED_TRACE(joined);
+    Process launch(supervise_script(flags, "echo ran\n"));
+    const auto code = launch.wait_for(seconds(20));
+    ASSERT_TRUE(code.has_value());
+    EXPECT_NE(*code, 0);
+    launch.drain();
+    EXPECT_FALSE(contains(launch.out(), "ran")) << "the program ran";
+    EXPECT_FALSE(launch.err().empty());
+  }
+  // --restart sets the incarnation of each start in the environment, which --incarnation in
+  // ARGS would override.
+  std::vector<std::string> command = supervise_script({"--restart"}, "echo ran\n");
+  command.emplace_back("--incarnation");
+  command.emplace_back("3");
+  Process launch(command);
+  const auto code = launch.wait_for(seconds(20));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_NE(*code, 0);
+  launch.drain();
+  EXPECT_FALSE(contains(launch.out(), "ran")) << "the program ran";
+  EXPECT_TRUE(contains(launch.err(), "--incarnation")) << launch.err();
 }
 
 }  // namespace
