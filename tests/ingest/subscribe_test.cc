@@ -175,6 +175,39 @@ TEST(SubscribeReviewTest, ASealedShardPrintsItsContents) {
   fs::remove_all(dir);
 }
 
+// Issue 18: an ad hoc reader killed without a chance to expire its hold (SIGKILL) held the
+// shard's since and its consensus versions back for persist's default lease, 15 minutes. Its
+// lease is --reader-lease (60 s by default): GC expires it once that passes without a heartbeat.
+TEST(SubscribeReviewTest, AKilledSubscriberStopsHoldingOnceItsLeaseRunsOut) {
+  const fs::path dir = testing::fresh_dir("subscribe-lease");
+  auto client =
+      persist::PersistClient::open(persist::PersistLocation::in_directory(dir.string())).value();
+  auto writer = client->open_writer("open").value();
+  ASSERT_TRUE(writer
+                  .compare_and_append(std::vector<persist::Update>{{"a", 0, 1}},
+                                      persist::Frontier(0), persist::Frontier(1))
+                  ->is_appended());
+  const pid_t pid =
+      spawn({WEIR_TOOL_PATH, "subscribe", "--persist", dir.string(), "open", "--reader-lease", "2"},
+            dir / "out");
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  while (parse(read_file(dir / "out")).changes.empty() && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(parse(read_file(dir / "out")).changes.size(), 1u) << read_file(dir / "out.err");
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  ASSERT_TRUE(WIFSIGNALED(wait_or_kill(pid, std::chrono::seconds(5))));
+  auto held = client->describe("open").value();
+  ASSERT_EQ(held.leased_readers.size(), 1u);
+  EXPECT_EQ(held.leased_readers[0].lease, absl::Seconds(2));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  const persist::GcResult gc = client->gc("open").value();
+  EXPECT_EQ(gc.expired_readers, 1u);
+  EXPECT_TRUE(client->describe("open").value().leased_readers.empty());
+  (void)writer.expire();
+  fs::remove_all(dir);
+}
+
 // A typed row that does not decode fails subscribe (DataLoss) with any number of workers.
 TEST(SubscribeReviewTest, AnUndecodableTypedRowEndsSubscribeWithTwoWorkers) {
   const fs::path dir = testing::fresh_dir("subscribe-undecodable");

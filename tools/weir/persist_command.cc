@@ -49,7 +49,8 @@ T value_or_fail(absl::StatusOr<T> result) {
 }
 
 std::unique_ptr<PersistClient> open_client(const PersistOptions& options) {
-  return value_or_fail(PersistClient::open(value_or_fail(store_location(options.store))));
+  return value_or_fail(PersistClient::open(value_or_fail(store_location(options.store)),
+                                           store_config(options.store)));
 }
 
 std::string format_time(absl::Time time) {
@@ -249,6 +250,7 @@ void add_persist_command(CLI::App& app) {
       "Print the consolidated contents as DATA<tab>TIME<tab>DIFF lines (typed rows as COPY "
       "prints them)");
   cat->add_option("SHARD", options->shard, "Shard name")->required()->check(non_empty());
+  add_reader_lease_flag(*cat, options->store);
   cat->add_option("--as-of", options->as_of,
                   "Read at this time (default: the latest readable time, upper - 1)")
       ->check(unsigned_in());

@@ -26,6 +26,21 @@ void add_store_flags(CLI::App& app, StoreFlags& flags) {
   consensus->needs(blob);
 }
 
+void add_reader_lease_flag(CLI::App& app, StoreFlags& flags) {
+  app.add_option("--reader-lease", flags.reader_lease_s,
+                 "Seconds without a heartbeat after which a reader this command leaves behind "
+                 "(killed) stops holding the shard back")
+      ->type_name("SECONDS")
+      ->check(number_in(1, 86400))
+      ->capture_default_str();
+}
+
+persist::PersistConfig store_config(const StoreFlags& flags) {
+  persist::PersistConfig config;
+  config.reader_lease = absl::Seconds(flags.reader_lease_s);
+  return config;
+}
+
 absl::StatusOr<persist::PersistLocation> store_location(const StoreFlags& flags) {
   if (flags.dir.empty() && (flags.blob_url.empty() || flags.consensus_url.empty())) {
     return absl::InvalidArgumentError("give --persist DIR, or --blob URL and --consensus URL");

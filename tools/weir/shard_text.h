@@ -21,12 +21,23 @@ struct StoreFlags {
   std::string dir;
   std::string blob_url;
   std::string consensus_url;
+  // The lease of the command's leased readers (--reader-lease; see add_reader_lease_flag).
+  double reader_lease_s = 60;
 };
 
 // Adds the store flags to `app`, for a command that reads a location that exists: a path that
 // holds none is an error naming the flag ("no persist location at DIR"), before anything is
 // created there.
 void add_store_flags(CLI::App& app, StoreFlags& flags);
+
+// --reader-lease SECONDS, for a command that reads through a leased reader (subscribe, persist
+// cat). A reader killed before it could let go of its hold (SIGKILL) keeps the shard's since and
+// consensus versions until its lease runs out without a heartbeat (a live one renews it every
+// quarter of it); 60 s by default, where persist's own default is 15 minutes.
+void add_reader_lease_flag(CLI::App& app, StoreFlags& flags);
+
+// The client configuration the flags ask for (the reader lease).
+persist::PersistConfig store_config(const StoreFlags& flags);
 
 // The location the flags name: InvalidArgument if they name none.
 absl::StatusOr<persist::PersistLocation> store_location(const StoreFlags& flags);

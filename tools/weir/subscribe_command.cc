@@ -1,12 +1,14 @@
 // `weir subscribe`: prints a shard's contents at a time, then every change as it becomes final.
 //
 //   weir subscribe --persist DIR SHARD [--as-of T] [--no-snapshot] [--progress] [--until T]
+//                  [--reader-lease SECONDS]
 //
 // Lines: TIME<tab>DIFF<tab>COLUMNS... (typed rows as COPY prints them, other data escaped), each
 // time's changes consolidated and sorted, times in order, flushed as each time completes. With
 // --progress, TIME<tab>progress whenever the shard's upper moves: every change before TIME has
 // been printed. The read goes through persist_source (weir/sources/persist_source.h) and holds the
-// shard's since at what it has printed; SIGINT or SIGTERM ends it cleanly, its hold released.
+// shard's since at what it has printed; SIGINT or SIGTERM ends it cleanly, its hold released. A
+// subscriber killed outright holds it until its lease (--reader-lease, 60 s) runs out.
 
 #include <atomic>
 #include <csignal>
@@ -112,7 +114,7 @@ class Printer {
 void subscribe(const SubscribeFlags& flags) {
   auto location = store_location(flags.store);
   if (!location.ok()) fail(location.status());
-  auto opened = persist::PersistClient::open(*location);
+  auto opened = persist::PersistClient::open(*location, store_config(flags.store));
   if (!opened.ok()) fail(opened.status());
   std::shared_ptr<persist::PersistClient> client = *std::move(opened);
   auto id = client->find_shard(flags.shard);
@@ -190,6 +192,7 @@ void add_subscribe_command(CLI::App& app) {
       "Print a shard's contents, then every change as it becomes final: TIME<tab>DIFF<tab>ROW "
       "lines, one time after another");
   add_store_flags(*cmd, flags->store);
+  add_reader_lease_flag(*cmd, flags->store);
   cmd->add_option("SHARD", flags->shard, "Shard name")->required()->check(non_empty());
   cmd->add_option("--as-of", flags->as_of,
                   "Start at this time (default: the latest readable time, upper - 1)")
