@@ -13,6 +13,7 @@
 #include "hold.h"
 #include <unistd.h>
 
+#include "weir/ingest/sequence.h"
 #include "weir/ingest/status_shard.h"
 #include "weir/operators/exchange.h"
 #include "weir/operators/inspect.h"
@@ -224,29 +225,10 @@ class Control {
   std::atomic<uint64_t> restart_{0};
 };
 
-// "host:pid": this process, in the owner of its fence.
-std::string process_name() {
-  char host[256] = {};
-  if (::gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
-  return absl::StrCat(host[0] != '\0' ? host : "?", ":", ::getpid());
-}
-
 // Takes the next incarnation number: appends one row to `<kind>.incarnations`.
 absl::StatusOr<uint64_t> take_incarnation(persist::PersistClient& client, const std::string& kind) {
-  WEIR_ASSIGN_OR_RETURN(auto writer, client.open_writer(kind + ".incarnations", "ingest"));
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    WEIR_ASSIGN_OR_RETURN(const auto upper, writer.fetch_recent_upper());
-    const uint64_t n = upper.is_empty() ? 0 : upper.time();
-    std::vector<persist::Update> row{{absl::StrCat("incarnation=", n), n, 1}};
-    WEIR_ASSIGN_OR_RETURN(const auto result,
-                          writer.compare_and_append(row, Frontier(n), Frontier(n + 1)));
-    if (result.is_appended()) {
-      (void)writer.expire();
-      return n;
-    }
-  }
-  return absl::AbortedError("could not take an incarnation number: too much contention on " + kind +
-                            ".incarnations");
+  return take_sequence_number(client, kind + ".incarnations",
+                              [](uint64_t n) { return absl::StrCat("incarnation=", n); });
 }
 
 // The options that decide what the source's tables hold, as "name=value" fields: shards written

@@ -6,12 +6,14 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 
 #include "ingest_test_util.h"
 #include <gtest/gtest.h>
 
+#include "weir/ingest/sequence.h"
 #include "weir/persist/client.h"
 
 namespace weir::ingest {
@@ -290,6 +292,40 @@ TEST(IngestWorkersTest, ResumingWithOtherWorkerCountsEqualsTheGenerator) {
 
 // Issue 15 item 6: resuming with other source options was accepted silently (--scale 20 --seed 7
 // on shards written with the defaults produced 2,662 rows with negative multiplicity).
+// Incarnations and executions: racing takers each get a distinct number, and together the
+// numbers from 0 up with none skipped (no append here has an unknown outcome).
+TEST(SequenceTest, RacingTakersGetDistinctIncreasingNumbers) {
+  std::shared_ptr<persist::PersistClient> client = persist::PersistClient::create(
+      persist::Blob::open("mem://").value(), persist::Consensus::open("mem://").value());
+  constexpr int kThreads = 4, kEach = 25;
+  std::vector<std::vector<uint64_t>> taken(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        auto number = take_sequence_number(*client, "x.executions", [t](uint64_t n) {
+          return absl::StrCat("execution=", n, " thread=", t);
+        });
+        ASSERT_TRUE(number.ok()) << number.status();
+        if (!taken[t].empty()) {
+          EXPECT_GT(*number, taken[t].back());
+        }
+        taken[t].push_back(*number);
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  std::set<uint64_t> all;
+  for (const auto& numbers : taken) all.insert(numbers.begin(), numbers.end());
+  ASSERT_EQ(all.size(), size_t{kThreads * kEach});
+  EXPECT_EQ(*all.rbegin(), uint64_t{kThreads * kEach - 1});
+  const persist::ShardDescription d = client->describe("x.executions").value();
+  EXPECT_EQ(d.upper, persist::Frontier(kThreads * kEach));
+  EXPECT_TRUE(d.writers.empty()) << "every taker let go of its writer";
+  EXPECT_FALSE(process_name().empty());
+  EXPECT_NE(process_name().find(':'), std::string::npos);
+}
+
 TEST(IngestIdentityTest, ResumingWithOtherSourceOptionsIsRefused) {
   const fs::path dir = fresh_dir("identity");
   IngestOptions options = options_for(dir, 1, 300);
