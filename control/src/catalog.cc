@@ -237,11 +237,12 @@ absl::Status still_unknown(const absl::Status& unknown, const std::string& messa
   return status;
 }
 
-// Appends `change` as its version. True if it was appended; false if another commit took the
-// version (nothing of this one is in the shard). An append whose outcome is unknown is retried,
-// with the same batch, until persist can say, or options.outcome_timeout has passed.
-absl::StatusOr<bool> append(persist::WriteHandle& writer, const CommittedChange& change,
-                            const CommitOptions& options) {
+// Appends `change` as its version. A mismatch: another commit took the version (nothing of this
+// one is in the shard). An append whose outcome is unknown is retried, with the same batch, until
+// persist can say, or options.outcome_timeout has passed.
+absl::StatusOr<persist::AppendResult> append(persist::WriteHandle& writer,
+                                             const CommittedChange& change,
+                                             const CommitOptions& options) {
   const uint64_t v = change.version;
   persist::BatchBuilder builder = writer.builder(Frontier(v));
   absl::Status added;
@@ -267,7 +268,7 @@ absl::StatusOr<bool> append(persist::WriteHandle& writer, const CommittedChange&
       if (!result->is_appended()) {
         (void)writer.discard(batch);
       }
-      return result->is_appended();
+      return result;
     }
     if (!persist::is_indeterminate(result.status())) {
       if (!unknown) {
@@ -379,8 +380,13 @@ absl::StatusOr<CommittedChange> commit(PersistClient& client, const Change& chan
       }
     }
     const CommittedChange committed = prepare(change, replay.catalog, v, object_id, created_by);
-    WEIR_ASSIGN_OR_RETURN(const bool appended, append(writer, committed, options));
-    if (appended) {
+    WEIR_ASSIGN_OR_RETURN(const persist::AppendResult appended, append(writer, committed, options));
+    if (appended.is_appended()) {
+      if (appended.maintenance_due) {
+        // Compaction keeps reads of the log to a few parts, GC keeps its state small. The change
+        // has landed whatever this says; a later commit tries again.
+        (void)client.maintain(kCatalogShard);
+      }
       return committed;
     }
   }

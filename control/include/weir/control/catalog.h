@@ -151,7 +151,7 @@ struct CommitOptions {
 // the change as committed. Errors before the append leave the catalog as it was: InvalidArgument
 // for a bad name or spec; AlreadyExists / NotFound if the name is live / not live when first read;
 // Aborted "conflict: ..." if a concurrent commit made the change invalid; DataLoss if the catalog
-// does not decode.
+// does not decode. When the append says the shard is due for maintenance, runs it (inline).
 absl::StatusOr<CommittedChange> commit(persist::PersistClient& client, const Change& change,
                                        const CommitOptions& options = {});
 
