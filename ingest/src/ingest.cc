@@ -638,6 +638,7 @@ absl::Status open_shards(Ingestion& in) {
   in.fence = {in.incarnation + 1, absl::StrCat("ingest ", in.kind, " incarnation ", in.incarnation,
                                                " (", process_name(), ")")};
 
+  if (options.check_before_fencing) WEIR_RETURN_IF_ERROR(options.check_before_fencing());
   // Opening the writers fences the shards: the predecessors' handles are gone from here on.
   for (const auto& table : all_tables) {
     WEIR_ASSIGN_OR_RETURN(

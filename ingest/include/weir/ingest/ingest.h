@@ -134,6 +134,11 @@ struct IngestOptions {
   // Optional: called on each worker's thread before it builds its first dataflow (an observer
   // registers its log sink here: weir/observe/runtime_stats.h).
   std::function<void(Worker&)> on_worker;
+  // Optional: called once the run has taken its incarnation and before it fences its shards
+  // (opens their writers), and again each time it gets there after a transient error; an error
+  // ends the run with it. A replica checks here that it is still the latest execution, so that a
+  // superseded one never fences out its successor's writers.
+  std::function<absl::Status()> check_before_fencing;
 };
 
 // How the driver treats an error of a source, sink or health operator, or of planning an epoch.

@@ -1,0 +1,121 @@
+// A replica: a long-running process that follows the catalog and keeps every object it names
+// running, with no controller present (docs/control.md, "Replicas").
+//
+//   ReplicaOptions options;
+//   options.location = persist::PersistLocation::in_directory(dir);
+//   options.stop = stop;  // Set on SIGTERM.
+//   absl::Status ended = run_replica(options);  // Runs until stopped or fenced.
+//
+// Each start takes a new execution id E: the next number of the shard `weir.executions` (a row
+// "execution=E host:pid started=TIME"). From then on the replica
+// - claims `weir.health` (an ingest::StatusShard fenced by E): one row per object, "NAME STATE
+//   execution=E object=ID restarts=N [error=...]", STATE one of starting, running, stalled,
+//   completed, dropped. A predecessor's late rows are refused, so the relation never goes back to
+//   an older execution's state;
+// - follows the catalog: each poll reads the catalog's upper (no write), and when it moved, the
+//   catalog at it; an object that appeared gets a runner (a thread: a source's ingestion, a view, a
+//   declared hold), one that was dropped is stopped and reported dropped, one recreated under the
+//   same name (a new object id) is stopped and started again;
+// - restarts a runner that failed after a backoff (backoff_initial doubling to backoff_max), from
+//   what its shards hold; a runner that reaches its end reports completed;
+// - checks at every poll that it is still the latest execution. Once a later one has started, it
+//   stops every runner and returns FailedPrecondition "replica execution E is fenced by execution
+//   E2 (host:pid, started TIME)". A runner checks the same before it fences any shard
+//   (RunContext::check_current), so a superseded replica never fences its successor's writers:
+//   no shard gets an append from an older execution once a newer one has fenced it.
+//
+// A catalog that does not decode (hostile bytes: DataLoss naming the version) is reported on the
+// row of `weir.catalog` in weir.health and the objects keep running as they were; nothing is
+// dropped because of it.
+//
+// Thread safety: run_replica blocks its caller; RunnerFactory and the callbacks are called from
+// the replica's threads.
+
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+#include "weir/control/catalog.h"
+#include "weir/ingest/ingest.h"
+#include "weir/persist/client.h"
+
+namespace weir::control {
+
+inline constexpr char kExecutionsShard[] = "weir.executions";
+inline constexpr char kHealthShard[] = "weir.health";
+
+// What a runner gets from the replica.
+struct RunContext {
+  uint64_t execution = 0;
+  std::string object_name;
+  // Set when the runner must return (the object was dropped, the replica stops or was fenced).
+  std::shared_ptr<std::atomic<bool>> stop;
+  // Set (before stop) when the object was dropped from the catalog: a declared hold lets go.
+  std::shared_ptr<std::atomic<bool>> dropped;
+  // Call once the object runs (its health goes from starting to running).
+  std::function<void()> running;
+  // OK while this replica is the latest execution, else FailedPrecondition naming its successor.
+  // Call it before fencing anything (IngestOptions::check_before_fencing).
+  std::function<absl::Status()> check_current;
+  // The replica's store and client options, for the runner's own PersistClient.
+  persist::PersistLocation location;
+  persist::PersistConfig persist;
+  std::shared_ptr<persist::Blob> blob;
+  std::shared_ptr<persist::Consensus> consensus;
+  size_t workers = 1;
+  std::function<void(ingest::LogSeverity, const std::string&)> log;
+};
+
+// Runs one object until ctx.stop is set (OK), it reaches its end (OK), or it fails.
+using Runner = std::function<absl::Status(const RunContext& ctx)>;
+// The runner of `object`. An error stalls the object with it (tried again after a backoff).
+using RunnerFactory = std::function<absl::StatusOr<Runner>(const CatalogObject& object)>;
+
+// The runners of sources, views and declared holds (control/src/runners.cc).
+RunnerFactory default_runners();
+
+// What the replica runs, after a reconciliation.
+struct ReplicaState {
+  uint64_t execution = 0;
+  uint64_t catalog_version = 0;  // The catalog version reconciled.
+  struct Object {
+    std::string name;
+    std::string object_id;
+  };
+  std::vector<Object> objects;  // Every object with a runner, by name.
+};
+
+struct ReplicaOptions {
+  persist::PersistLocation location;
+  persist::PersistConfig persist;
+  // Optional: stores to use instead of opening `location`'s (tests). Both or neither.
+  std::shared_ptr<persist::Blob> blob;
+  std::shared_ptr<persist::Consensus> consensus;
+  size_t workers = 1;  // Worker threads of each object's dataflow.
+  // Set to stop: every runner is stopped and run_replica returns OK.
+  std::shared_ptr<std::atomic<bool>> stop;
+  std::chrono::milliseconds poll{100};  // Between two looks at the catalog and the executions.
+  std::chrono::milliseconds backoff_initial{100};
+  std::chrono::milliseconds backoff_max{60000};
+  std::function<void(ingest::LogSeverity, const std::string&)> log;  // May be null.
+  RunnerFactory runners;                                             // Null: default_runners().
+  // Called after each reconciliation (tests sample it; /status shows it). May be null.
+  std::function<void(const ReplicaState&)> on_reconciled;
+  // Called once the execution id is taken. May be null.
+  std::function<void(uint64_t execution)> on_execution;
+};
+
+// Runs the replica (see above). OK when stopped; FailedPrecondition when a later execution has
+// fenced it; another error if it could not start (the stores, the health shard).
+absl::Status run_replica(const ReplicaOptions& options);
+
+}  // namespace weir::control

@@ -1,0 +1,360 @@
+#include "weir/control/replica.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <random>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+
+#include "weir/ingest/sequence.h"
+#include "weir/ingest/status_shard.h"
+#include "weir/mutex.h"
+#include "weir/persist/background_maintenance.h"
+#include "weir/status.h"
+
+namespace weir::control {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using ingest::LogSeverity;
+
+// A run that lasted this long was not a failing restart loop: the backoff starts again.
+constexpr auto kStableRun = std::chrono::seconds(60);
+
+// Text on one line, for a health row.
+std::string one_line(std::string_view text) {
+  std::string out(text);
+  std::replace_if(
+      out.begin(), out.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
+  return out;
+}
+
+// Sleeps `duration`, waking early once `stop` is set; false if it was.
+bool sleep_unless(const std::atomic<bool>& stop, Clock::duration duration) {
+  const auto until = Clock::now() + duration;
+  while (Clock::now() < until) {
+    if (stop.load()) return false;
+    std::this_thread::sleep_for(
+        std::min<Clock::duration>(until - Clock::now(), std::chrono::milliseconds(10)));
+  }
+  return !stop.load();
+}
+
+class Replica {
+ public:
+  Replica(const ReplicaOptions& options, std::shared_ptr<persist::PersistClient> client,
+          uint64_t execution, std::shared_ptr<ingest::StatusShard> health)
+      : options_(options),
+        runners_(options.runners ? options.runners : default_runners()),
+        client_(std::move(client)),
+        execution_(execution),
+        health_(std::move(health)),
+        stop_(options.stop ? options.stop : std::make_shared<std::atomic<bool>>(false)) {}
+
+  absl::Status run();
+
+ private:
+  // An object with a runner thread.
+  struct Slot {
+    CatalogObject object;
+    std::shared_ptr<std::atomic<bool>> stop = std::make_shared<std::atomic<bool>>(false);
+    std::shared_ptr<std::atomic<bool>> dropped = std::make_shared<std::atomic<bool>>(false);
+    size_t restarts = 0;  // Only its thread touches it.
+    std::thread thread;
+  };
+
+  void log(LogSeverity severity, const std::string& message) const {
+    if (options_.log) options_.log(severity, message);
+  }
+  // OK while this is the latest execution; once it is not, the fence (kept).
+  absl::Status check_current();
+  bool fenced() {
+    weir::MutexLock lock(mu_);
+    return !fenced_.ok();
+  }
+  // Sets `name`'s row of weir.health to "NAME STATE execution=E ...". A refusal because a later
+  // execution claimed the relation fences this replica.
+  void report(const CatalogObject& object, std::string_view state, size_t restarts,
+              const absl::Status& error = absl::OkStatus());
+  void report_catalog(const absl::Status& error);
+  void reconcile(const CatalogSnapshot& catalog);
+  void start(const CatalogObject& object);
+  // Stops and joins the slot's runner; `dropped`: the object left the catalog.
+  void stop_slot(Slot& slot, bool dropped);
+  void run_object(Slot& slot);
+  void publish(uint64_t version);
+
+  const ReplicaOptions& options_;
+  const RunnerFactory runners_;
+  const std::shared_ptr<persist::PersistClient> client_;
+  const uint64_t execution_;
+  const std::shared_ptr<ingest::StatusShard> health_;
+  const std::shared_ptr<std::atomic<bool>> stop_;
+  std::map<std::string, std::unique_ptr<Slot>> slots_;  // By object name; the main thread's.
+  std::optional<std::string> catalog_error_;            // The last one reported, if any.
+  weir::Mutex mu_;
+  absl::Status fenced_ ABSL_GUARDED_BY(mu_);
+};
+
+absl::Status Replica::check_current() {
+  {
+    weir::MutexLock lock(mu_);
+    if (!fenced_.ok()) return fenced_;
+  }
+  WEIR_ASSIGN_OR_RETURN(const persist::ShardDescription executions,
+                        client_->describe(kExecutionsShard));
+  if (executions.upper == persist::Frontier(execution_ + 1)) return absl::OkStatus();
+  const uint64_t latest = executions.upper.is_empty() ? 0 : executions.upper.time() - 1;
+  std::string successor = absl::StrCat("execution ", latest);
+  // The successor's row says where it runs (a read without a hold: the shard is tiny and only a
+  // failed read costs the detail).
+  if (auto cursor = client_->inspect_snapshot(kExecutionsShard, latest); cursor.ok()) {
+    const std::string prefix = absl::StrCat("execution=", latest, " ");
+    while (cursor->next()) {
+      if (cursor->diff() > 0 && cursor->data().starts_with(prefix)) {
+        successor = absl::StrCat("execution ", latest, " (",
+                                 std::string(cursor->data().substr(prefix.size())), ")");
+      }
+    }
+  }
+  weir::MutexLock lock(mu_);
+  if (fenced_.ok()) {
+    fenced_ = absl::FailedPreconditionError(
+        absl::StrCat("replica execution ", execution_, " is fenced by ", successor));
+  }
+  return fenced_;
+}
+
+void Replica::report(const CatalogObject& object, std::string_view state, size_t restarts,
+                     const absl::Status& error) {
+  std::string row = absl::StrCat(object.name, " ", std::string(state), " execution=", execution_,
+                                 " object=", object.object_id, " restarts=", restarts);
+  if (!error.ok()) {
+    absl::StrAppend(&row, " error=", absl::StatusCodeToString(error.code()), ": ",
+                    one_line(std::string(error.message())));
+  }
+  const absl::Status written = health_->update({{object.name, std::move(row)}});
+  if (written.code() == absl::StatusCode::kFailedPrecondition) {
+    weir::MutexLock lock(mu_);
+    if (fenced_.ok()) {
+      fenced_ = absl::FailedPreconditionError(
+          absl::StrCat("replica execution ", execution_, " is fenced: ", written.message()));
+    }
+  } else if (!written.ok()) {
+    log(LogSeverity::kWarning, absl::StrCat(object.name, ": could not record its health (",
+                                            std::string(state), "): ", written.ToString()));
+  }
+}
+
+void Replica::report_catalog(const absl::Status& error) {
+  const std::string text = error.ok() ? std::string() : error.ToString();
+  if (catalog_error_.value_or("-") == text) return;  // Reported already.
+  catalog_error_ = text;
+  CatalogObject catalog;
+  catalog.name = kCatalogShard;
+  if (!error.ok()) {
+    log(LogSeverity::kError,
+        absl::StrCat("the catalog does not read (the objects keep running as they were): ",
+                     error.ToString()));
+  }
+  report(catalog, error.ok() ? "running" : "stalled", 0, error);
+}
+
+void Replica::start(const CatalogObject& object) {
+  auto slot = std::make_unique<Slot>();
+  slot->object = object;
+  Slot& started = *slot;
+  slots_[object.name] = std::move(slot);
+  log(LogSeverity::kInfo, absl::StrCat(object.name, ": starting (object ", object.object_id,
+                                       ", created by version ", object.created_version, ")"));
+  started.thread = std::thread([this, &started] { run_object(started); });
+}
+
+void Replica::stop_slot(Slot& slot, bool dropped) {
+  if (dropped) slot.dropped->store(true);
+  slot.stop->store(true);
+  if (slot.thread.joinable()) slot.thread.join();
+}
+
+void Replica::reconcile(const CatalogSnapshot& catalog) {
+  for (auto it = slots_.begin(); it != slots_.end();) {
+    const CatalogObject* wanted = catalog.find(it->first);
+    if (wanted != nullptr && wanted->object_id == it->second->object.object_id) {
+      ++it;
+      continue;
+    }
+    log(LogSeverity::kInfo,
+        absl::StrCat(it->first, ": dropped by the catalog (version ", catalog.version, ")"));
+    stop_slot(*it->second, /*dropped=*/true);
+    if (wanted == nullptr) report(it->second->object, "dropped", it->second->restarts);
+    it = slots_.erase(it);
+  }
+  for (const auto& [name, object] : catalog.objects) {
+    if (!slots_.contains(name)) start(object);
+  }
+  publish(catalog.version);
+}
+
+void Replica::publish(uint64_t version) {
+  if (!options_.on_reconciled) return;
+  ReplicaState state;
+  state.execution = execution_;
+  state.catalog_version = version;
+  for (const auto& [name, slot] : slots_) state.objects.push_back({name, slot->object.object_id});
+  options_.on_reconciled(state);
+}
+
+void Replica::run_object(Slot& slot) {
+  std::mt19937_64 jitter{std::random_device{}()};
+  uint32_t failures = 0;  // In a row.
+  RunContext ctx;
+  ctx.execution = execution_;
+  ctx.object_name = slot.object.name;
+  ctx.stop = slot.stop;
+  ctx.dropped = slot.dropped;
+  ctx.check_current = [this] { return check_current(); };
+  ctx.location = options_.location;
+  ctx.persist = options_.persist;
+  ctx.blob = options_.blob;
+  ctx.consensus = options_.consensus;
+  ctx.workers = options_.workers;
+  ctx.log = [this, name = slot.object.name](LogSeverity severity, const std::string& message) {
+    log(severity, absl::StrCat(name, ": ", message));
+  };
+  while (!slot.stop->load()) {
+    if (const absl::Status current = check_current(); !current.ok()) {
+      if (fenced()) return;
+      if (!sleep_unless(*slot.stop, options_.poll)) return;
+      continue;
+    }
+    report(slot.object, "starting", slot.restarts);
+    auto reported_running = std::make_shared<std::atomic<bool>>(false);
+    ctx.running = [this, &slot, reported_running] {
+      if (!reported_running->exchange(true)) report(slot.object, "running", slot.restarts);
+    };
+    const auto began = Clock::now();
+    absl::StatusOr<Runner> runner = runners_(slot.object);
+    const absl::Status ended = runner.ok() ? (*runner)(ctx) : runner.status();
+    if (slot.stop->load() || fenced()) return;
+    if (ended.ok()) {
+      report(slot.object, "completed", slot.restarts);
+      log(LogSeverity::kInfo, absl::StrCat(slot.object.name, ": completed"));
+      return;
+    }
+    ++slot.restarts;
+    failures = Clock::now() - began >= kStableRun ? 1 : failures + 1;
+    report(slot.object, "stalled", slot.restarts, ended);
+    const double initial = static_cast<double>(options_.backoff_initial.count());
+    const double cap = static_cast<double>(options_.backoff_max.count());
+    const double ceiling =
+        std::min(cap, initial * std::pow(2.0, std::min<double>(failures - 1, 62)));
+    const auto delay = std::chrono::milliseconds(
+        static_cast<int64_t>(std::uniform_real_distribution<double>(ceiling / 2, ceiling)(jitter)));
+    log(LogSeverity::kWarning,
+        absl::StrCat(slot.object.name, ": stalled (", ended.ToString(), "); restart ",
+                     slot.restarts, " in ", delay.count(), " ms"));
+    if (!sleep_unless(*slot.stop, delay)) return;
+  }
+}
+
+absl::Status Replica::run() {
+  std::optional<uint64_t> reconciled;  // The catalog version the runners follow.
+  while (!stop_->load()) {
+    if (const absl::Status current = check_current(); !current.ok() && !fenced()) {
+      log(LogSeverity::kWarning,
+          absl::StrCat("could not check the executions: ", current.ToString()));
+    }
+    if (fenced()) break;
+    // The catalog's upper first: a read of the head writes nothing; the catalog itself only when
+    // it moved (or the last read failed).
+    absl::StatusOr<persist::ShardDescription> head = client_->describe(kCatalogShard);
+    std::optional<uint64_t> upper;
+    if (head.ok()) {
+      upper = head->upper.is_empty() ? 0 : head->upper.time();
+    } else if (head.status().code() == absl::StatusCode::kNotFound) {
+      upper = 0;  // No catalog yet: nothing to run.
+    } else {
+      log(LogSeverity::kWarning,
+          absl::StrCat("could not read the catalog's upper: ", head.status().ToString()));
+    }
+    if (upper && (!reconciled || *reconciled != *upper || catalog_error_.value_or("") != "")) {
+      absl::StatusOr<CatalogSnapshot> catalog =
+          *upper == 0 ? absl::StatusOr<CatalogSnapshot>(CatalogSnapshot{}) : read(*client_, *upper);
+      if (catalog.ok()) {
+        if (catalog_error_.has_value() && !catalog_error_->empty())
+          report_catalog(absl::OkStatus());
+        reconcile(*catalog);
+        reconciled = catalog->version;
+      } else if (catalog.status().code() == absl::StatusCode::kDataLoss) {
+        report_catalog(catalog.status());
+      } else {
+        log(LogSeverity::kWarning,
+            absl::StrCat("could not read the catalog: ", catalog.status().ToString()));
+      }
+    }
+    if (fenced()) break;
+    sleep_unless(*stop_, options_.poll);
+  }
+  for (auto& [name, slot] : slots_) slot->stop->store(true);
+  for (auto& [name, slot] : slots_) stop_slot(*slot, /*dropped=*/false);
+  slots_.clear();
+  weir::MutexLock lock(mu_);
+  if (!fenced_.ok()) log(LogSeverity::kError, fenced_.ToString());
+  return fenced_;
+}
+
+}  // namespace
+
+absl::Status run_replica(const ReplicaOptions& options) {
+  if (static_cast<bool>(options.blob) != static_cast<bool>(options.consensus)) {
+    return absl::InvalidArgumentError("ReplicaOptions: give both blob and consensus, or neither");
+  }
+  std::shared_ptr<persist::PersistClient> client;
+  if (options.blob) {
+    client = persist::PersistClient::create(options.blob, options.consensus, options.persist);
+  } else {
+    WEIR_ASSIGN_OR_RETURN(client, persist::PersistClient::open(options.location, options.persist));
+  }
+  const std::string started =
+      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone());
+  WEIR_ASSIGN_OR_RETURN(const uint64_t execution,
+                        ingest::take_sequence_number(*client, kExecutionsShard, [&](uint64_t n) {
+                          return absl::StrCat("execution=", n, " ", ingest::process_name(),
+                                              " started=", started);
+                        }));
+  if (options.log) {
+    options.log(LogSeverity::kInfo,
+                absl::StrCat("replica execution ", execution, " (", ingest::process_name(), ")"));
+  }
+  if (options.on_execution) options.on_execution(execution);
+  auto maintenance = std::make_shared<persist::BackgroundMaintenance>(
+      client, [&options](const absl::Status& error) {
+        if (options.log) {
+          options.log(LogSeverity::kWarning,
+                      absl::StrCat("persist maintenance: ", error.message()));
+        }
+      });
+  absl::StatusOr<std::shared_ptr<ingest::StatusShard>> health =
+      ingest::StatusShard::open(client, kHealthShard, execution, maintenance);
+  if (!health.ok()) {
+    return absl::Status(
+        health.status().code(),
+        absl::StrCat("replica execution ", execution, ": could not claim the health relation ",
+                     kHealthShard, ": ", health.status().message()));
+  }
+  Replica replica(options, client, execution, *health);
+  absl::Status ended = replica.run();
+  (void)(*health)->expire();
+  if (!maintenance->finish_within(std::chrono::seconds(60)) && options.log) {
+    options.log(LogSeverity::kWarning, "persist maintenance did not finish within 60 s");
+  }
+  return ended;
+}
+
+}  // namespace weir::control

@@ -1,0 +1,262 @@
+// The replica, in-process on in-memory stores: it runs what the catalog names and stops what it
+// drops, restarts a failed runner, keeps running through a catalog that does not decode, never
+// creates a shard a hold names, and a second execution fences the first.
+
+#include "weir/control/replica.h"
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include <gtest/gtest.h>
+
+#include "weir/control/catalog.h"
+#include "weir/mutex.h"
+
+namespace weir::control {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using persist::PersistClient;
+
+struct Store {
+  std::shared_ptr<persist::Blob> blob;
+  std::shared_ptr<persist::Consensus> consensus;
+
+  static Store fresh(const std::string& name) {
+    static std::atomic<int> counter{0};
+    const std::string url = "mem://replica-" + name + "-" + std::to_string(counter++);
+    return {persist::Blob::open(url).value(), persist::Consensus::open(url).value()};
+  }
+  std::unique_ptr<PersistClient> client() const { return PersistClient::create(blob, consensus); }
+};
+
+// weir.health now: object name -> row.
+std::map<std::string, std::string> health(PersistClient& client) {
+  std::map<std::string, std::string> rows;
+  absl::StatusOr<persist::SnapshotCursor> cursor = client.inspect_snapshot(kHealthShard);
+  if (!cursor.ok()) return rows;
+  while (cursor->next()) {
+    if (cursor->diff() <= 0) continue;
+    const std::string row(cursor->data());
+    rows[row.substr(0, row.find(' '))] = row;
+  }
+  return rows;
+}
+
+// Waits (at most 30 s) until `done` holds; false if it never did.
+bool eventually(const std::function<bool()>& done) {
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  while (Clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return done();
+}
+
+bool row_says(PersistClient& client, const std::string& name, const std::string& text) {
+  const auto rows = health(client);
+  const auto it = rows.find(name);
+  return it != rows.end() && absl::StrContains(it->second, text);
+}
+
+// A replica on its own thread.
+class RunningReplica {
+ public:
+  RunningReplica(const Store& store, RunnerFactory runners = nullptr) {
+    options_.blob = store.blob;
+    options_.consensus = store.consensus;
+    options_.stop = stop_;
+    options_.poll = std::chrono::milliseconds(10);
+    options_.backoff_initial = std::chrono::milliseconds(10);
+    options_.backoff_max = std::chrono::milliseconds(50);
+    options_.runners = std::move(runners);
+    options_.on_execution = [this](uint64_t e) { execution_ = e; };
+    options_.on_reconciled = [this](const ReplicaState& state) {
+      weir::MutexLock lock(mu_);
+      states_.push_back(state);
+    };
+    thread_ = std::thread([this] {
+      const absl::Status ended = run_replica(options_);
+      weir::MutexLock lock(mu_);
+      ended_ = ended;
+      done_ = true;
+    });
+  }
+  ~RunningReplica() { (void)stop(); }
+
+  // Stops it (if it still runs) and returns how it ended.
+  absl::Status stop() {
+    stop_->store(true);
+    if (thread_.joinable()) thread_.join();
+    weir::MutexLock lock(mu_);
+    return ended_;
+  }
+  bool done() {
+    weir::MutexLock lock(mu_);
+    return done_;
+  }
+  uint64_t execution() const { return execution_.load(); }
+
+ private:
+  ReplicaOptions options_;
+  std::shared_ptr<std::atomic<bool>> stop_ = std::make_shared<std::atomic<bool>>(false);
+  std::atomic<uint64_t> execution_{UINT64_MAX};
+  weir::Mutex mu_;
+  std::vector<ReplicaState> states_ ABSL_GUARDED_BY(mu_);
+  absl::Status ended_ ABSL_GUARDED_BY(mu_);
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+// A shard with one row, for holds to hold.
+void make_shard(PersistClient& client, const std::string& name) {
+  persist::WriteHandle writer = client.open_writer(name).value();
+  ASSERT_TRUE(writer
+                  .compare_and_append(std::vector<persist::Update>{{"row", 0, 1}},
+                                      persist::Frontier(0), persist::Frontier(1))
+                  ->is_appended());
+  ASSERT_TRUE(writer.expire().ok());
+}
+
+size_t catalog_holds_on(PersistClient& client, const std::string& shard) {
+  size_t holds = 0;
+  const persist::ShardDescription described = client.describe(shard).value();
+  for (const auto& reader : described.critical_readers) {
+    if (reader.purpose.starts_with("catalog hold ")) ++holds;
+  }
+  return holds;
+}
+
+TEST(ReplicaTest, AnObjectThatAppearsRunsAndADroppedOneStopsAndReportsDropped) {
+  const Store store = Store::fresh("appear");
+  std::unique_ptr<PersistClient> client = store.client();
+  make_shard(*client, "bids");
+  RunningReplica replica(store);
+  ASSERT_TRUE(commit(*client, Change::create("audit", HoldSpec{"bids", "auditor"})).ok());
+  ASSERT_TRUE(eventually([&] { return row_says(*client, "audit", "audit running execution=0"); }))
+      << health(*client)["audit"];
+  EXPECT_EQ(catalog_holds_on(*client, "bids"), 1u);
+
+  ASSERT_TRUE(commit(*client, Change::drop("audit")).ok());
+  ASSERT_TRUE(eventually([&] { return row_says(*client, "audit", "audit dropped"); }))
+      << health(*client)["audit"];
+  EXPECT_EQ(catalog_holds_on(*client, "bids"), 0u) << "dropping a hold releases it";
+  EXPECT_TRUE(replica.stop().ok());
+}
+
+// A replica that stops keeps its declared holds: they have no lease, and the next execution
+// takes them up again.
+TEST(ReplicaTest, ADeclaredHoldOutlivesItsReplica) {
+  const Store store = Store::fresh("outlive");
+  std::unique_ptr<PersistClient> client = store.client();
+  make_shard(*client, "bids");
+  ASSERT_TRUE(commit(*client, Change::create("audit", HoldSpec{"bids", "auditor"})).ok());
+  {
+    RunningReplica replica(store);
+    ASSERT_TRUE(eventually([&] { return row_says(*client, "audit", "running"); }));
+    EXPECT_TRUE(replica.stop().ok());
+  }
+  EXPECT_EQ(catalog_holds_on(*client, "bids"), 1u);
+  RunningReplica next(store);
+  ASSERT_TRUE(eventually([&] { return row_says(*client, "audit", "running execution=1"); }));
+  EXPECT_EQ(catalog_holds_on(*client, "bids"), 1u) << "the same hold, not a second one";
+}
+
+TEST(ReplicaTest, AHoldOnAMissingShardStallsAndCreatesNothing) {
+  const Store store = Store::fresh("missing");
+  std::unique_ptr<PersistClient> client = store.client();
+  RunningReplica replica(store);
+  ASSERT_TRUE(commit(*client, Change::create("audit", HoldSpec{"nowhere", "auditor"})).ok());
+  ASSERT_TRUE(eventually([&] { return row_says(*client, "audit", "audit stalled"); }))
+      << health(*client)["audit"];
+  EXPECT_TRUE(row_says(*client, "audit", "waiting for shard \"nowhere\""));
+  EXPECT_FALSE(client->find_shard("nowhere").value().has_value());
+  // Once the shard exists, a restart after the backoff holds it.
+  make_shard(*client, "nowhere");
+  ASSERT_TRUE(eventually([&] { return row_says(*client, "audit", "audit running"); }))
+      << health(*client)["audit"];
+  EXPECT_EQ(catalog_holds_on(*client, "nowhere"), 1u);
+}
+
+TEST(ReplicaTest, AFailingRunnerStallsThenRestartsAfterABackoff) {
+  const Store store = Store::fresh("restart");
+  std::unique_ptr<PersistClient> client = store.client();
+  auto attempts = std::make_shared<std::atomic<int>>(0);
+  RunnerFactory runners = [attempts](const CatalogObject&) -> absl::StatusOr<Runner> {
+    return Runner([attempts](const RunContext& ctx) -> absl::Status {
+      if (++*attempts <= 2) return absl::UnavailableError("upstream is down (test)");
+      ctx.running();
+      while (!ctx.stop->load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      return absl::OkStatus();
+    });
+  };
+  RunningReplica replica(store, runners);
+  ASSERT_TRUE(commit(*client, Change::create("flaky", HoldSpec{"x", "y"})).ok());
+  ASSERT_TRUE(eventually([&] { return row_says(*client, "flaky", "flaky running"); }))
+      << health(*client)["flaky"];
+  EXPECT_TRUE(row_says(*client, "flaky", "restarts=2"));
+  EXPECT_EQ(attempts->load(), 3);
+}
+
+// Hostile bytes in the catalog: the replica reports the catalog stalled, keeps what runs, and
+// drops nothing.
+TEST(ReplicaTest, ACatalogThatDoesNotDecodeKeepsTheRunningObjects) {
+  const Store store = Store::fresh("hostile");
+  std::unique_ptr<PersistClient> client = store.client();
+  make_shard(*client, "bids");
+  RunningReplica replica(store);
+  ASSERT_TRUE(commit(*client, Change::create("audit", HoldSpec{"bids", "auditor"})).ok());
+  ASSERT_TRUE(eventually([&] { return row_says(*client, "audit", "running"); }));
+  {
+    persist::WriteHandle raw = client->open_writer(kCatalogShard).value();
+    const uint64_t v = raw.fetch_recent_upper().value().time();
+    ASSERT_TRUE(raw.compare_and_append(std::vector<persist::Update>{{"\xff garbage", v, 1}},
+                                       persist::Frontier(v), persist::Frontier(v + 1))
+                    ->is_appended());
+    ASSERT_TRUE(raw.expire().ok());
+  }
+  ASSERT_TRUE(eventually([&] { return row_says(*client, "weir.catalog", "stalled"); }))
+      << health(*client)["weir.catalog"];
+  EXPECT_TRUE(row_says(*client, "weir.catalog", "DATA_LOSS"));
+  EXPECT_TRUE(row_says(*client, "audit", "running"));
+  EXPECT_EQ(catalog_holds_on(*client, "bids"), 1u);
+  EXPECT_FALSE(replica.done());
+}
+
+// Split brain in one process: a second execution fences the first, which stops everything and
+// names its successor; weir.health never goes back to the first's rows.
+TEST(ReplicaTest, ASecondReplicaFencesTheFirst) {
+  const Store store = Store::fresh("split");
+  std::unique_ptr<PersistClient> client = store.client();
+  make_shard(*client, "bids");
+  ASSERT_TRUE(commit(*client, Change::create("audit", HoldSpec{"bids", "auditor"})).ok());
+  RunningReplica first(store);
+  ASSERT_TRUE(eventually([&] { return row_says(*client, "audit", "running execution=0"); }));
+  RunningReplica second(store);
+  ASSERT_TRUE(eventually([&] { return first.done(); })) << "the first did not notice the second";
+  const absl::Status ended = first.stop();
+  EXPECT_EQ(ended.code(), absl::StatusCode::kFailedPrecondition) << ended;
+  EXPECT_TRUE(absl::StrContains(ended.message(), "replica execution 0 is fenced by execution 1"))
+      << ended;
+  ASSERT_TRUE(eventually([&] { return row_says(*client, "audit", "running execution=1"); }))
+      << health(*client)["audit"];
+  for (int i = 0; i < 20; ++i) {
+    for (const auto& [name, row] : health(*client)) {
+      EXPECT_FALSE(absl::StrContains(row, "execution=0")) << row;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(catalog_holds_on(*client, "bids"), 1u);
+  EXPECT_TRUE(second.stop().ok());
+}
+
+}  // namespace
+}  // namespace weir::control
