@@ -1,9 +1,5 @@
 #include "checks.h"
 
-#include <algorithm>
-#include <cctype>
-#include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <limits>
 #include <optional>
@@ -11,21 +7,16 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
 #include "weir/observe/http_server.h"
+#include "weir/value_checks.h"
 
 namespace weir::tools {
 namespace {
 
 namespace fs = std::filesystem;
-
-bool is_decimal(std::string_view text) {
-  return !text.empty() &&
-         std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
 
 // "file" and "/d" of "file:///d"; nullopt without "://".
 std::optional<std::pair<std::string_view, std::string_view>> split_url(std::string_view url) {
@@ -36,22 +27,15 @@ std::optional<std::pair<std::string_view, std::string_view>> split_url(std::stri
 
 std::string in_quotes(const std::string& text) { return "\"" + text + "\""; }
 
+// The message of a failed check ("" for none): CLI11 puts the option's name before it.
+std::string message(const absl::Status& status) { return std::string(status.message()); }
+
 }  // namespace
 
 CLI::Validator unsigned_in(uint64_t min, uint64_t max) {
   const bool bounded = min != 0 || max != UINT64_MAX;
-  const std::string expected =
-      bounded ? absl::StrCat("expected a whole number from ", min, " to ", max)
-              : std::string("expected a whole number (0 or more, digits only)");
   return CLI::Validator(
-      [min, max, expected](std::string& input) -> std::string {
-        uint64_t value = 0;
-        if (!is_decimal(input) || !absl::SimpleAtoi(input, &value) || value < min || value > max) {
-          return absl::StrCat(expected, ", got ", in_quotes(input));
-        }
-        input = std::to_string(value);  // "010" is 10, not octal 8 as CLI11 would read it.
-        return "";
-      },
+      [min, max](std::string& input) { return message(check_unsigned(input, min, max)); },
       bounded ? absl::StrCat(min, "..", max) : "");
 }
 
@@ -59,50 +43,25 @@ CLI::Validator worker_count() { return unsigned_in(1, kMaxWorkers); }
 
 CLI::Validator number_in(double min, double max) {
   const bool unbounded = max == std::numeric_limits<double>::max();
-  const std::string expected = unbounded
-                                   ? absl::StrCat("expected a number from ", min, " up")
-                                   : absl::StrCat("expected a number from ", min, " to ", max);
   return CLI::Validator(
-      [min, max, expected](std::string& input) -> std::string {
-        char* end = nullptr;
-        const double value = input.empty() || std::isspace(static_cast<unsigned char>(input[0]))
-                                 ? std::nan("")
-                                 : std::strtod(input.c_str(), &end);
-        if (end != input.c_str() + input.size() || !std::isfinite(value) || value < min ||
-            value > max) {
-          return absl::StrCat(expected, ", got ", in_quotes(input));
-        }
-        return "";
-      },
+      [min, max](std::string& input) { return message(check_number(input, min, max)); },
       unbounded ? absl::StrCat(min, "..") : absl::StrCat(min, "..", max));
 }
 
 CLI::Validator non_empty() {
-  return CLI::Validator(
-      [](std::string& input) -> std::string { return input.empty() ? "must not be empty" : ""; },
-      "");
+  return CLI::Validator([](std::string& input) { return message(check_non_empty(input)); }, "");
 }
 
 CLI::Validator one_of(std::initializer_list<std::string> names) {
   std::vector<std::string> all(names);
-  return CLI::Validator(
-      [all](std::string& input) -> std::string {
-        if (std::find(all.begin(), all.end(), input) != all.end()) return "";
-        return absl::StrCat(in_quotes(input), " is not one of ", absl::StrJoin(all, ", "));
-      },
-      absl::StrCat("{", absl::StrJoin(all, ","), "}"));
+  return CLI::Validator([all](std::string& input) { return message(check_one_of(input, all)); },
+                        absl::StrCat("{", absl::StrJoin(all, ","), "}"));
 }
 
 CLI::Validator name_and_number(char separator, const std::string& what) {
   return CLI::Validator(
-      [separator, what](std::string& input) -> std::string {
-        const size_t at = input.find(separator);
-        uint64_t value = 0;
-        if (at == 0 || at == std::string::npos || !is_decimal(input.substr(at + 1)) ||
-            !absl::SimpleAtoi(input.substr(at + 1), &value)) {
-          return absl::StrCat("expected ", what, ", got ", in_quotes(input));
-        }
-        return "";
+      [separator, what](std::string& input) {
+        return message(check_name_and_number(input, separator, what));
       },
       "");
 }

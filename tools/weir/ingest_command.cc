@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -17,53 +16,35 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "checks.h"
 #include "commands.h"
 #include "stop_signals.h"
 #include <unistd.h>
 
 #include "weir/ingest/ingest.h"
-#include "weir/ingest/mysql.h"
-#include "weir/ingest/postgres.h"
+#include "weir/ingest/source_spec.h"
 #include "weir/mutex.h"
 #include "weir/observe/ingest_endpoints.h"
 #include "weir/observe/log.h"
 #include "weir/persist/faults.h"
-#include "weir/sources/loadgen/generator.h"
-#include "weir/sources/postgres/pgoutput.h"
 
 namespace weir::tools {
 namespace {
 
+// The flags that say how this process runs the source. The others define the source: they go
+// to an ingest::SourceSpec as given (source_flags), which turns them into IngestOptions.
 struct IngestFlags {
-  std::string source = "loadgen:auction";
-  uint64_t scale = 1;
   std::string dir, blob_url, consensus_url;
   size_t workers = 1;
-  std::optional<uint64_t> until;
-  double rate = 1000;
-  std::string mode = "concurrent";
-  std::vector<std::string> tables;
-  std::vector<std::string> snapshot_rows;  // TABLE=N
-  uint64_t seed = 42;
-  std::string fault;  // TABLE@OFFSET
-  std::optional<uint64_t> transient_fault;
-  std::string add_table;
-  double add_after = 0;
   bool quiet = false;
   std::string http;  // --http ADDR: empty, off.
-  uint64_t compaction_window = ingest::IngestOptions{}.compaction_window;
   double inject_faults = 0;
-  // --source postgres
-  std::string conn, publication, slot, name, until_lsn;
-  // --source mysql
-  std::optional<uint64_t> until_gtid;
-  uint32_t server_id = 0;
 };
 
 [[noreturn]] void fail(const absl::Status& status) {
@@ -71,40 +52,44 @@ struct IngestFlags {
   throw CLI::RuntimeError(1);
 }
 
-// The snapshot of --scale S has 1000 S rows per table at most: far more than a run can ingest,
-// far from overflowing.
-constexpr uint64_t kMaxScale = 1'000'000;
-// --add-after in milliseconds fits an int64_t.
-constexpr double kMaxAddAfterSeconds = 1e9;
+// Checks a source flag as it is parsed, by the rules of source definitions (source_spec.h), so
+// that `weir ingest` and a stored definition say the same of a value; --help shows `shown`'s
+// description ("0..1000000", "{a,b}").
+CLI::Validator source_check(const std::string& name, const CLI::Validator& shown) {
+  return CLI::Validator(
+      [name](std::string& value) -> std::string {
+        const absl::Status status = ingest::check_source_flag(name, value);
+        if (status.ok()) return "";
+        std::string message(status.message());
+        const std::string prefix = "--" + name + ": ";  // CLI11 names the option itself.
+        if (message.rfind(prefix, 0) == 0) message.erase(0, prefix.size());
+        return message;
+      },
+      shown.get_description());
+}
 
-// The tables the options name, checked before any work as each option's value is (the error names
-// the option): those of a load generator are known here, a database's only once it is connected.
-void check_tables(const IngestFlags& flags) {
-  if (!flags.add_table.empty() &&
-      (flags.tables.empty() || std::find(flags.tables.begin(), flags.tables.end(),
-                                         flags.add_table) != flags.tables.end())) {
-    throw CLI::ValidationError("--add-table", "\"" + flags.add_table +
-                                                  "\" is ingested from the start: --tables "
-                                                  "lists the tables ingested before it is added");
+// Adds the source flag --`name`, shown in --help as a T with its default (if it has one). Its
+// values are read back by source_flags.
+template <typename T>
+CLI::Option* add_source_flag(CLI::App* cmd, const std::string& name, const std::string& help,
+                             const CLI::Validator& shown = CLI::Validator()) {
+  CLI::Option* option = cmd->add_option_function<T>(
+      "--" + name, [](const T&) {}, help);
+  const std::string shown_default = ingest::source_flag_default(name);
+  if (!shown_default.empty()) option->default_str(shown_default);
+  return option->check(source_check(name, shown));
+}
+
+// The source flags `cmd` was given, each value as typed (parse_source_spec puts it in canonical
+// form: CLI11 keeps a value as typed after a check).
+std::vector<std::pair<std::string, std::string>> source_flags(const CLI::App& cmd) {
+  std::vector<std::pair<std::string, std::string>> given;
+  for (const CLI::Option* option : cmd.get_options()) {
+    const std::string& name = option->get_single_name();
+    if (!ingest::is_source_flag(name)) continue;
+    for (const std::string& value : option->results()) given.emplace_back(name, value);
   }
-  if (flags.source.rfind("loadgen:", 0) != 0) return;
-  sources::loadgen::GeneratorOptions options;
-  options.kind = flags.source.substr(8);
-  auto generator = sources::loadgen::Generator::make(options);
-  if (!generator.ok()) {
-    throw CLI::ValidationError("--source", std::string(generator.status().message()));
-  }
-  auto check = [&](const char* option, const std::string& table) {
-    if (auto index = generator->table_index(table); !index.ok()) {
-      throw CLI::ValidationError(option, std::string(index.status().message()));
-    }
-  };
-  for (const std::string& table : flags.tables) check("--tables", table);
-  if (!flags.add_table.empty()) check("--add-table", flags.add_table);
-  for (const std::string& spec : flags.snapshot_rows) {
-    check("--snapshot-rows", spec.substr(0, spec.find('=')));
-  }
-  if (!flags.fault.empty()) check("--fault", flags.fault.substr(0, flags.fault.find('@')));
+  return given;
 }
 
 std::string human(double n) {
@@ -194,14 +179,15 @@ class Display {
   std::thread thread_;
 };
 
-void run(const IngestFlags& flags) {
-  ingest::IngestOptions options;
+void run(const ingest::SourceSpec& spec, const IngestFlags& flags) {
   if (flags.dir.empty() && (flags.blob_url.empty() || flags.consensus_url.empty())) {
     fail(absl::InvalidArgumentError("give --persist DIR, or --blob URL and --consensus URL"));
   }
-  options.location = flags.dir.empty()
-                         ? persist::PersistLocation{flags.blob_url, flags.consensus_url}
-                         : persist::PersistLocation::in_directory(flags.dir);
+  const ingest::RunSettings settings{
+      .location = flags.dir.empty() ? persist::PersistLocation{flags.blob_url, flags.consensus_url}
+                                    : persist::PersistLocation::in_directory(flags.dir),
+      .location_key = flags.dir.empty() ? flags.blob_url + " " + flags.consensus_url : flags.dir,
+      .workers = flags.workers};
   // Soak runs: every blob and consensus call fails at this rate, and half as many writes go
   // through and then report a failure (an unknown outcome).
   std::shared_ptr<persist::FaultyBlob> faulty_blob;
@@ -211,81 +197,19 @@ void run(const IngestFlags& flags) {
         .fail_rate = flags.inject_faults,
         .indeterminate_rate = flags.inject_faults / 2,
         .seed = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())};
-    auto blob = persist::Blob::open(options.location.blob_url);
+    auto blob = persist::Blob::open(settings.location.blob_url);
     if (!blob.ok()) fail(blob.status());
-    auto consensus = persist::Consensus::open(options.location.consensus_url);
+    auto consensus = persist::Consensus::open(settings.location.consensus_url);
     if (!consensus.ok()) fail(consensus.status());
     faulty_blob = std::make_shared<persist::FaultyBlob>(std::shared_ptr(*std::move(blob)), faults);
     faulty_consensus =
         std::make_shared<persist::FaultyConsensus>(std::shared_ptr(*std::move(consensus)), faults);
-    options.blob = faulty_blob;
-    options.consensus = faulty_consensus;
   }
-  options.workers.workers = flags.workers;
-  auto mode = sources::parse_progress_mode(flags.mode);
-  if (!mode.ok()) fail(mode.status());
-  if (flags.source == "postgres") {
-    if (flags.conn.empty() || flags.publication.empty()) {
-      fail(absl::InvalidArgumentError("--source postgres needs --conn and --publication"));
-    }
-    ingest::PostgresIngestOptions pg;
-    pg.conninfo = flags.conn;
-    pg.publication = flags.publication;
-    pg.slot = flags.slot.empty()
-                  ? ingest::default_slot_name(
-                        flags.dir.empty() ? flags.blob_url + " " + flags.consensus_url : flags.dir)
-                  : flags.slot;
-    pg.kind = flags.name.empty() ? "pg" : flags.name;
-    pg.workers = flags.workers;
-    pg.mode = *mode;
-    if (!flags.until_lsn.empty()) {
-      auto lsn = sources::postgres::parse_lsn(flags.until_lsn);
-      if (!lsn.ok()) fail(lsn.status());
-      pg.until = *lsn;
-    }
-    options.upstream = ingest::make_postgres_source(std::move(pg));
-  } else if (flags.source == "mysql") {
-    if (flags.conn.empty()) fail(absl::InvalidArgumentError("--source mysql needs --conn"));
-    ingest::MysqlIngestOptions my;
-    my.conninfo = flags.conn;
-    my.kind = flags.name.empty() ? "mysql" : flags.name;
-    my.workers = flags.workers;
-    my.mode = *mode;
-    my.replica_server_id = flags.server_id;
-    my.replica_key = flags.dir.empty() ? flags.blob_url + " " + flags.consensus_url : flags.dir;
-    my.until_seq = flags.until_gtid;
-    options.upstream = ingest::make_mysql_source(std::move(my));
-  } else if (flags.source.rfind("loadgen:", 0) != 0) {
-    fail(absl::InvalidArgumentError(
-        "unknown source '" + flags.source +
-        "': expected loadgen:counter, loadgen:auction, postgres or mysql"));
-  }
-  auto& g = options.source.generator;
-  g.kind = options.upstream ? "" : flags.source.substr(8);
-  g.scale = flags.scale;
-  g.seed = flags.seed;
-  for (const auto& spec : flags.snapshot_rows) {
-    std::pair<std::string, std::string> kv = absl::StrSplit(spec, absl::MaxSplits('=', 1));
-    uint64_t rows = 0;
-    if (!absl::SimpleAtoi(kv.second, &rows))
-      fail(absl::InvalidArgumentError("--snapshot-rows expects TABLE=N, got '" + spec + "'"));
-    g.snapshot_rows[kv.first] = rows;
-  }
-  if (!flags.fault.empty()) {
-    std::pair<std::string, std::string> kv = absl::StrSplit(flags.fault, absl::MaxSplits('@', 1));
-    if (!absl::SimpleAtoi(kv.second, &g.fault_offset)) {
-      fail(absl::InvalidArgumentError("--fault expects TABLE@OFFSET, got '" + flags.fault + "'"));
-    }
-    g.fault_table = kv.first;
-  }
-  options.source.rate = flags.rate;
-  options.source.until = flags.until;
-  options.source.transient_fault = flags.transient_fault;
-  options.source.mode = *mode;
-  options.tables = flags.tables;
-  options.compaction_window = flags.compaction_window;
-  options.add_table = flags.add_table;
-  options.add_after = std::chrono::milliseconds(static_cast<int64_t>(flags.add_after * 1000));
+  absl::StatusOr<ingest::IngestOptions> made = ingest::to_ingest_options(spec, settings);
+  if (!made.ok()) fail(made.status());
+  ingest::IngestOptions options = *std::move(made);
+  options.blob = faulty_blob;
+  options.consensus = faulty_consensus;
 
   // The first SIGINT or SIGTERM ends the epoch (what is durable stays, nothing is half-written).
   options.stop = std::make_shared<std::atomic<bool>>(false);
@@ -298,7 +222,8 @@ void run(const IngestFlags& flags) {
     auto address = observe::parse_http_address(flags.http);
     if (!address.ok()) fail(address.status());
     observer.emplace(observe::IngestObserverConfig{
-        .kind = options.upstream ? options.upstream->kind() : g.kind, .source = flags.source});
+        .kind = options.upstream ? options.upstream->kind() : options.source.generator.kind,
+        .source = spec.source});
     // Listening first: an address that cannot be served is an error before the persist
     // location is opened (which creates it).
     auto port = observer->serve(observe::HttpServerOptions{.address = *address});
@@ -375,15 +300,14 @@ void add_ingest_command(CLI::App& app) {
   auto flags = std::make_shared<IngestFlags>();
   CLI::App* cmd =
       app.add_subcommand("ingest", "ingest a source's tables into persist shards, exactly once");
-  // Every value is checked here (checks.h), so that a mistyped one is an error naming its option
-  // before anything is opened or created.
-  cmd->add_option("--source", flags->source,
-                  "loadgen:counter, loadgen:auction, postgres or mysql (MariaDB)")
-      ->capture_default_str()
-      ->check(one_of({"loadgen:counter", "loadgen:auction", "postgres", "mysql"}));
-  cmd->add_option("--scale", flags->scale, "snapshot size multiplier")
-      ->capture_default_str()
-      ->check(unsigned_in(0, kMaxScale));
+  // Every value is checked here (checks.h; a source flag by the rules of source definitions,
+  // weir/ingest/source_spec.h), so that a mistyped one is an error naming its option before
+  // anything is opened or created.
+  add_source_flag<std::string>(cmd, "source",
+                               "loadgen:counter, loadgen:auction, postgres or mysql (MariaDB)",
+                               one_of({"loadgen:counter", "loadgen:auction", "postgres", "mysql"}));
+  add_source_flag<uint64_t>(cmd, "scale", "snapshot size multiplier",
+                            unsigned_in(0, ingest::kMaxScale));
   CLI::Option* dir = cmd->add_option("--persist", flags->dir,
                                      "directory: a file blob store and SQLite consensus under it")
                          ->type_name("DIR")
@@ -402,91 +326,48 @@ void add_ingest_command(CLI::App& app) {
   cmd->add_option("-w,--workers", flags->workers, "worker threads")
       ->capture_default_str()
       ->check(worker_count());
-  cmd->add_option("--until", flags->until, "stop after this upstream offset")->check(unsigned_in());
-  cmd->add_option("--rate", flags->rate, "upstream changes per second (0: as fast as possible)")
-      ->capture_default_str()
-      ->check(number_in(0, std::numeric_limits<double>::max()));
-  cmd->add_option("--mode", flags->mode, "concurrent (per-export progress) or serial")
-      ->capture_default_str()
-      ->check(one_of({"concurrent", "serial"}));
-  cmd->add_option("--tables", flags->tables, "tables to ingest (default: all)")
-      ->delimiter(',')
-      ->check(non_empty());
-  cmd->add_option("--snapshot-rows", flags->snapshot_rows, "TABLE=N: snapshot size of one table")
-      ->check(name_and_number('=', "TABLE=N"));
-  cmd->add_option("--seed", flags->seed, "generator seed")
-      ->capture_default_str()
-      ->check(unsigned_in());
-  cmd->add_option("--fault", flags->fault, "TABLE@OFFSET: a bad row (definite error)")
-      ->check(name_and_number('@', "TABLE@OFFSET"));
-  cmd->add_option("--transient-fault", flags->transient_fault,
-                  "fail once at this offset (transient error)")
-      ->check(unsigned_in());
-  CLI::Option* add_table = cmd->add_option("--add-table", flags->add_table,
-                                           "a table to add while running (one not in --tables)")
-                               ->check(non_empty());
-  cmd->add_option("--add-after", flags->add_after, "seconds before adding --add-table")
-      ->check(number_in(0, kMaxAddAfterSeconds))
+  add_source_flag<uint64_t>(cmd, "until", "stop after this upstream offset");
+  add_source_flag<double>(cmd, "rate", "upstream changes per second (0: as fast as possible)",
+                          number_in(0, std::numeric_limits<double>::max()));
+  add_source_flag<std::string>(cmd, "mode", "concurrent (per-export progress) or serial",
+                               one_of({"concurrent", "serial"}));
+  add_source_flag<std::vector<std::string>>(cmd, "tables", "tables to ingest (default: all)")
+      ->delimiter(',');
+  add_source_flag<std::vector<std::string>>(cmd, "snapshot-rows",
+                                            "TABLE=N: snapshot size of one table");
+  add_source_flag<uint64_t>(cmd, "seed", "generator seed");
+  add_source_flag<std::string>(cmd, "fault", "TABLE@OFFSET: a bad row (definite error)");
+  add_source_flag<uint64_t>(cmd, "transient-fault", "fail once at this offset (transient error)");
+  CLI::Option* add_table = add_source_flag<std::string>(
+      cmd, "add-table", "a table to add while running (one not in --tables)");
+  add_source_flag<double>(cmd, "add-after", "seconds before adding --add-table",
+                          number_in(0, ingest::kMaxAddAfterSeconds))
       ->needs(add_table);
-  cmd->add_option("--compaction-window", flags->compaction_window,
-                  "offsets of history kept readable behind the latest (each shard's since is "
-                  "held at upper - 1 - N; 18446744073709551615: all)")
-      ->capture_default_str()
-      ->check(unsigned_in());
+  add_source_flag<uint64_t>(cmd, "compaction-window",
+                            "offsets of history kept readable behind the latest (each shard's "
+                            "since is held at upper - 1 - N; 18446744073709551615: all)");
   cmd->add_option("--inject-faults", flags->inject_faults,
                   "soak runs: blob and consensus calls fail at this rate (0..1), and half as many "
                   "writes report a failure after going through")
       ->check(number_in(0, 1));
-  cmd->add_option("--conn", flags->conn,
-                  "postgres: libpq connection string or URL of the upstream database; mysql: "
-                  "'host=H port=P user=U password=W database=D'")
-      ->check(non_empty());
-  cmd->add_option("--publication", flags->publication, "postgres: the publication to ingest")
-      ->check(non_empty());
-  cmd->add_option("--slot", flags->slot,
-                  "postgres: the logical replication slot (default: weir_ and a hash of the "
-                  "persist location; created if missing)")
-      ->check(CLI::Validator(
-          [](std::string& slot) -> std::string {
-            // PostgreSQL's rule for replication slot names.
-            const bool ok = !slot.empty() && slot.size() <= 63 &&
-                            std::all_of(slot.begin(), slot.end(), [](char c) {
-                              return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
-                            });
-            return ok ? ""
-                      : "\"" + slot + "\" is no replication slot name: 1 to 63 of a-z, 0-9 and _";
-          },
-          ""));
-  cmd->add_option("--name", flags->name,
-                  "postgres, mysql: the shards' name prefix (default: pg, mysql)")
-      ->check(CLI::Validator(
-          [](std::string& name) -> std::string {
-            const bool ok = !name.empty() && name.front() != '.' && name.back() != '.' &&
-                            std::all_of(name.begin(), name.end(), [](char c) {
-                              return std::isalnum(static_cast<unsigned char>(c)) || c == '_' ||
-                                     c == '-' || c == '.';
-                            });
-            return ok ? ""
-                      : "\"" + name +
-                            "\" is no shard name prefix: letters, digits, _, - and inner .";
-          },
-          ""));
-  cmd->add_option("--until-lsn", flags->until_lsn,
-                  "postgres: stop once every table is complete up to this LSN (X/Y)")
-      ->check(CLI::Validator(
-          [](std::string& lsn) -> std::string {
-            const auto parsed = sources::postgres::parse_lsn(lsn);
-            return parsed.ok() ? "" : std::string(parsed.status().message());
-          },
-          ""));
-  cmd->add_option("--until-gtid", flags->until_gtid,
-                  "mysql: stop once every table holds every transaction up to this GTID "
-                  "sequence number")
-      ->check(unsigned_in());
-  cmd->add_option("--server-id", flags->server_id,
-                  "mysql: the binlog dump's server id, unique among the server's replicas "
-                  "(default: a hash of the persist location)")
-      ->check(unsigned_in(0, UINT32_MAX));
+  add_source_flag<std::string>(cmd, "conn",
+                               "postgres: libpq connection string or URL of the upstream "
+                               "database; mysql: 'host=H port=P user=U password=W database=D'");
+  add_source_flag<std::string>(cmd, "publication", "postgres: the publication to ingest");
+  add_source_flag<std::string>(cmd, "slot",
+                               "postgres: the logical replication slot (default: weir_ and a "
+                               "hash of the persist location; created if missing)");
+  add_source_flag<std::string>(cmd, "name",
+                               "postgres, mysql: the shards' name prefix (default: pg, mysql)");
+  add_source_flag<std::string>(cmd, "until-lsn",
+                               "postgres: stop once every table is complete up to this LSN (X/Y)");
+  add_source_flag<uint64_t>(cmd, "until-gtid",
+                            "mysql: stop once every table holds every transaction up to this "
+                            "GTID sequence number");
+  add_source_flag<uint32_t>(cmd, "server-id",
+                            "mysql: the binlog dump's server id, unique among the server's "
+                            "replicas (default: a hash of the persist location)",
+                            unsigned_in(0, UINT32_MAX));
   cmd->add_option("--http", flags->http,
                   "serve /metrics, /status, /graph and a dashboard on this address: PORT (on "
                   "loopback) or HOST:PORT (docs/observability.md)")
@@ -497,9 +378,13 @@ void add_ingest_command(CLI::App& app) {
       "  weir ingest --source loadgen:auction --scale 10 --persist DIR -w 4\n"
       "  weir ingest --source postgres --conn postgres://u@h/db --publication p --persist DIR\n"
       "  weir ingest --source mysql --conn 'host=h port=3306 user=u database=d' --persist DIR");
-  cmd->callback([flags] {
-    check_tables(*flags);
-    run(*flags);
+  cmd->callback([cmd, flags] {
+    // What `weir ingest` checks of the source flags together before any work (the tables a
+    // load generator's flags name, --add-table not in --tables): an error naming the flag, as
+    // for one flag's value.
+    absl::StatusOr<ingest::SourceSpec> spec = ingest::parse_source_spec(source_flags(*cmd));
+    if (!spec.ok()) throw CLI::ValidationError(std::string(spec.status().message()));
+    run(*spec, *flags);
   });
 }
 
