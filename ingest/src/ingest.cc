@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "hold.h"
+#include "process.h"
 #include <unistd.h>
 
 #include "weir/ingest/status_shard.h"
@@ -139,6 +140,16 @@ std::string_view to_string(ErrorClass error_class) {
   return "?";
 }
 
+namespace internal {
+
+std::string process_name() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  return absl::StrCat(host[0] != '\0' ? host : "?", ":", ::getpid());
+}
+
+}  // namespace internal
+
 namespace {
 
 // The errors the operators of one epoch reported, on any worker.
@@ -223,13 +234,6 @@ class Control {
   EpochErrors errors_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> restart_{0};
 };
-
-// "host:pid": this process, in the owner of its fence.
-std::string process_name() {
-  char host[256] = {};
-  if (::gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
-  return absl::StrCat(host[0] != '\0' ? host : "?", ":", ::getpid());
-}
 
 // Takes the next incarnation number: appends one row to `<kind>.incarnations`.
 absl::StatusOr<uint64_t> take_incarnation(persist::PersistClient& client, const std::string& kind) {
@@ -654,7 +658,7 @@ absl::Status open_shards(Ingestion& in) {
   }
   // Epoch 0 is no fence: incarnations count from 0.
   in.fence = {in.incarnation + 1, absl::StrCat("ingest ", in.kind, " incarnation ", in.incarnation,
-                                               " (", process_name(), ")")};
+                                               " (", internal::process_name(), ")")};
 
   // Opening the writers fences the shards: the predecessors' handles are gone from here on.
   for (const auto& table : all_tables) {
