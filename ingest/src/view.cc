@@ -8,7 +8,10 @@
 #include <tuple>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "process.h"
 
 #include "weir/check.h"
 #include "weir/collections/collections.h"
@@ -16,6 +19,7 @@
 #include "weir/operators/inspect.h"
 #include "weir/persist/background_maintenance.h"
 #include "weir/persist/client.h"
+#include "weir/persist/fence.h"
 #include "weir/sinks/persist_sink.h"
 #include "weir/sources/persist_source.h"
 #include "weir/status.h"
@@ -166,6 +170,34 @@ Rows render_view(const std::string& view, const std::vector<Rows>& inputs) {
   return out;
 }
 
+// Takes `holds` over with one epoch above each one's: a compare-and-set per hold, so that of two
+// runs that start together each ends with an epoch of its own (one that finds a hold moved on
+// tries again above it). Returns the epoch. (A store failure retried inside
+// compare_and_downgrade_since can leave two runs with one epoch: see since_handle.h. Then neither
+// fences the other, and the output stays right: each append is a compare-and-set at the upper,
+// and both runs would write the same rows.)
+absl::StatusOr<uint64_t> take_over(std::vector<persist::SinceHandle>& holds) {
+  constexpr int kAttempts = 100;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    uint64_t epoch = 0;
+    for (const persist::SinceHandle& hold : holds) epoch = std::max(epoch, hold.epoch());
+    ++epoch;
+    bool taken = true;
+    for (persist::SinceHandle& hold : holds) {
+      // The since stays where it is (a smaller one leaves it); a mismatch updates hold.epoch().
+      WEIR_ASSIGN_OR_RETURN(const persist::SinceResult moved,
+                            hold.compare_and_downgrade_since(hold.epoch(), epoch, hold.since()));
+      if (moved.mismatch) {
+        taken = false;
+        break;
+      }
+    }
+    if (taken) return epoch;
+  }
+  return absl::AbortedError(absl::StrCat("the view's holds on its inputs moved on ", kAttempts,
+                                         " times while this run took them over"));
+}
+
 }  // namespace
 
 const std::vector<std::string>& known_views() {
@@ -218,37 +250,61 @@ absl::Status run_view(const ViewOptions& options) {
       return absl::NotFoundError("no shard named \"" + input + "\" (run weir ingest first)");
     }
   }
-  WEIR_ASSIGN_OR_RETURN(persist::WriteHandle opened,
-                        client->open_writer(output, "weir view " + options.view));
-  auto writer = std::make_shared<persist::WriteHandle>(std::move(opened));
-  WEIR_ASSIGN_OR_RETURN(const persist::Frontier upper, writer->fetch_recent_upper());
-  if (upper.is_empty()) return absl::OkStatus();  // Sealed: nothing more to write.
-  const Time resume = upper.time();
-  if (options.until && *options.until <= resume) return absl::OkStatus();
+  // Nothing to do (and no epoch taken) if the output is sealed or complete before `until`.
+  const auto done = [&options](const persist::Frontier& upper) {
+    return upper.is_empty() || (options.until && *options.until <= upper.time());
+  };
+  if (absl::StatusOr<persist::ShardDescription> described = client->describe(output);
+      described.ok()) {
+    if (done(described->upper)) return absl::OkStatus();
+  } else if (!absl::IsNotFound(described.status())) {
+    return described.status();
+  }
 
-  // Every run takes the holds over with an epoch above theirs, and reads as of the output's
-  // upper - 1 (or, for a new view, the inputs' latest since).
+  // The holds, taken over with an epoch of this run's own. The same epoch fences the output as
+  // the writer opens: from then on no earlier run appends to it.
+  std::vector<persist::SinceHandle> holds;
+  for (const std::string& input : inputs) {
+    WEIR_ASSIGN_OR_RETURN(
+        persist::SinceHandle hold,
+        client->open_critical_since(input, view_hold_id(output, input), "weir view " + output));
+    holds.push_back(std::move(hold));
+  }
+  WEIR_ASSIGN_OR_RETURN(const uint64_t epoch, take_over(holds));
+  const persist::Fence fence{
+      epoch, absl::StrCat("weir view ", options.view, " -> ", output, " epoch ", epoch, " (",
+                          internal::process_name(), ")")};
+  WEIR_ASSIGN_OR_RETURN(persist::WriteHandle opened,
+                        client->open_writer(output, "weir view " + options.view, fence));
+  auto writer = std::make_shared<persist::WriteHandle>(std::move(opened));
+  // Every return from here on lets the writer go (refused, and harmless, once fenced out).
+  absl::Cleanup expire_writer = [writer] { (void)writer->expire(); };
+  WEIR_ASSIGN_OR_RETURN(const persist::Frontier upper, writer->fetch_recent_upper());
+  if (done(upper)) return absl::OkStatus();  // An earlier run completed it meanwhile.
+  const Time resume = upper.time();
+
+  // Read as of the output's upper - 1 (or, for a new view, the inputs' latest since).
   struct Input {
     std::string shard;
     persist::CriticalReaderId id;
-    uint64_t epoch = 0;
   };
   std::vector<Input> held;
   Time as_of = resume == 0 ? 0 : resume - 1;
-  for (const std::string& input : inputs) {
-    const persist::CriticalReaderId id = view_hold_id(output, input);
-    WEIR_ASSIGN_OR_RETURN(persist::SinceHandle hold,
-                          client->open_critical_since(input, id, "weir view " + output));
-    held.push_back({input, id, hold.epoch() + 1});
-    if (resume == 0 && !hold.since().is_empty()) as_of = std::max(as_of, hold.since().time());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    held.push_back({inputs[i], holds[i].reader_id()});
+    if (resume == 0 && !holds[i].since().is_empty()) {
+      as_of = std::max(as_of, holds[i].since().time());
+    }
   }
 
   const std::shared_ptr<std::atomic<bool>> stop =
       options.stop ? options.stop : std::make_shared<std::atomic<bool>>(false);
-  auto maintenance =
-      std::make_shared<persist::BackgroundMaintenance>(client, [log](const absl::Status& error) {
+  auto maintenance = std::make_shared<persist::BackgroundMaintenance>(
+      client,
+      [log](const absl::Status& error) {
         log(LogSeverity::kWarning, absl::StrCat("persist maintenance: ", error.message()));
-      });
+      },
+      fence);
   // The output's upper as the sink moves it: the inputs' critical holds stay behind it, so that a
   // restart can read as of upper - 1.
   auto stats = std::make_shared<sinks::SinkStats>();
@@ -269,7 +325,9 @@ absl::Status run_view(const ViewOptions& options) {
         source.as_of = as_of;
         source.until = options.until;
         source.critical_reader = input.id;
-        source.hold_epoch = input.epoch;
+        source.hold_epoch = epoch;
+        // No fence: the inputs are ingest's, fenced by its incarnations, whose next one would
+        // remove a reader of this run's epoch.
         source.resume_frontier = durable;
         source.purpose = "weir view " + output;
         auto read = sources::persist_source(scope, source);
@@ -290,8 +348,13 @@ absl::Status run_view(const ViewOptions& options) {
       for (auto& f : rendered.errors) failures.push_back(f);
       for (auto& f : failures) {
         f | inspect([&worker](const AsyncError& error) {
-          worker.fail(absl::Status(error.status.code(), absl::StrCat(error.operator_name, ": ",
-                                                                     error.status.message())));
+          absl::Status failed(error.status.code(),
+                              absl::StrCat(error.operator_name, ": ", error.status.message()));
+          // Payloads say what kind of error it is (persist::is_fenced).
+          error.status.ForEachPayload([&failed](absl::string_view url, const absl::Cord& payload) {
+            failed.SetPayload(url, payload);
+          });
+          worker.fail(std::move(failed));
         });
       }
     });
@@ -302,10 +365,25 @@ absl::Status run_view(const ViewOptions& options) {
     while (installed() && !stop->load()) worker.step_or_park(std::chrono::milliseconds(10));
     if (installed()) worker.drop_dataflow(index);
   });
-  maintenance->finish();
-  WEIR_RETURN_IF_ERROR(executed);
-  (void)writer->expire();
-  return absl::OkStatus();
+  // Bounded: a backlog can take minutes to settle (a killed run's reader lease holds GC back for
+  // its whole lease); what is left, the next writer's maintenance takes up.
+  constexpr auto kMaintenanceFinishLimit = std::chrono::seconds(60);
+  if (!maintenance->finish_within(kMaintenanceFinishLimit)) {
+    log(LogSeverity::kWarning,
+        absl::StrCat("persist maintenance had not settled within ", kMaintenanceFinishLimit.count(),
+                     " s of the run's end; stopping it (what the output holds is durable; the "
+                     "next writer's maintenance goes on)"));
+  }
+  if (!executed.ok() && !persist::is_fenced(executed)) {
+    // A later run takes the inputs' holds over, then fences the output: this run may meet the
+    // holds first. The output's refusal names that run.
+    if (absl::Status alive = writer->heartbeat(); persist::is_fenced(alive)) {
+      log(LogSeverity::kWarning,
+          absl::StrCat("fenced out; the run had ended with: ", executed.message()));
+      return alive;
+    }
+  }
+  return executed;
 }
 
 }  // namespace weir::ingest

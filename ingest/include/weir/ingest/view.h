@@ -13,7 +13,14 @@
 // errors, go into the output as error rows ("!error: ...").
 //
 // Each input holds a critical since for the view (view_hold_id), so that compaction never passes
-// what a restart needs; every run takes the holds over with an epoch above theirs.
+// what a restart needs. Every run takes the holds over with one epoch above all of theirs (a
+// compare-and-set each, so two runs that start together get different epochs), and opens the
+// output's writer and its maintenance with that epoch as a persist fence (weir/persist/fence.h,
+// owner "weir view VIEW -> OUTPUT epoch N (host:pid)"): a later run of the same view (the higher
+// epoch) fences the earlier one out, whose next append is refused and which ends with that error
+// (persist::is_fenced, naming the later run). The readers of the input shards carry no fence: those
+// shards are ingest's, fenced by its incarnations, whose next one would remove a reader of a view's
+// epoch.
 //
 // Thread safety: run_view blocks; runs of different views may share a process.
 
@@ -68,8 +75,10 @@ persist::CriticalReaderId view_hold_id(const std::string& output, const std::str
 
 // Runs the view until its output is complete before `until`, or until stopped. Returns at once
 // if the output is sealed or already complete before `until`. Errors: InvalidArgument for an
-// unknown view, NotFound for a missing input shard ("run weir ingest first"), or the error that
-// failed the dataflow.
+// unknown view, NotFound for a missing input shard ("run weir ingest first"), a persist::is_fenced
+// error naming the later run once one took the output over, or the error that failed the
+// dataflow. The output's maintenance is waited for at most a minute at the end (a warning if it
+// had not settled).
 absl::Status run_view(const ViewOptions& options);
 
 }  // namespace weir::ingest
