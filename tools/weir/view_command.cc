@@ -2,9 +2,10 @@
 //
 //   weir view --persist DIR bids-per-auction|max-bid [--output SHARD] [-w W] [--until T]
 //
-// The flags, the signals and the errors; the view itself is weir::ingest::run_view
-// (weir/ingest/view.h): what each view computes, how a run resumes from its output's upper, and
-// how the inputs' holds keep what a restart needs.
+// The flags, the signals (the first SIGINT or SIGTERM stops the run cleanly) and the errors; the
+// view itself is weir::ingest::run_view (weir/ingest/view.h): what each view computes, how a run
+// resumes from its output's upper, how the inputs' holds keep what a restart needs, and how a
+// later run fences an earlier one out (which then exits 1 with the error naming it).
 
 #include <atomic>
 #include <iostream>
