@@ -11,7 +11,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "hold.h"
-#include <unistd.h>
 
 #include "weir/ingest/sequence.h"
 #include "weir/ingest/status_shard.h"
@@ -139,6 +138,7 @@ std::string_view to_string(ErrorClass error_class) {
   }
   return "?";
 }
+
 
 namespace {
 

@@ -1,11 +1,20 @@
-// `weir view` through the real binaries, over shards `weir ingest` writes: both views equal a
-// recomputation from their input shards at every time, and ten SIGKILLs while ingest writes the
-// inputs leave the same output as an uninterrupted run.
+// Views over shards that ingest writes. Through the real binaries (`weir view`, `weir ingest`):
+// both views equal a recomputation from their input shards at every time, and ten SIGKILLs while
+// ingest writes the inputs leave the same output as an uninterrupted run. Through the library
+// (run_view, run_ingest on in-memory stores): a stopped run resumes exactly, and a second run of
+// the same view fences the first out.
 
+#include "weir/ingest/view.h"
+
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <limits>
 #include <map>
+#include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -20,7 +29,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "weir/ingest/ingest.h"
 #include "weir/persist/client.h"
+#include "weir/persist/fence.h"
 
 namespace weir::ingest {
 namespace {
@@ -188,6 +199,159 @@ TEST(ViewTest, TenKillsWhileIngestWritesLeaveTheSameOutputAsAnUninterruptedRun) 
   ASSERT_EQ(testing::shard_at(*client, "view.max-bid", kUntil),
             testing::shard_at(*client, "reference", kUntil));
   fs::remove_all(dir);
+}
+
+// In-memory stores that ingest, the views and the test's client share.
+struct Stores {
+  std::shared_ptr<persist::Blob> blob = persist::Blob::open("mem://").value();
+  std::shared_ptr<persist::Consensus> consensus = persist::Consensus::open("mem://").value();
+};
+
+// Ingests the auction generator at scale 2 up to `until`, as fast as it goes (a later call
+// resumes from the shards).
+void ingest_to(const Stores& stores, uint64_t until) {
+  IngestOptions options;
+  options.blob = stores.blob;
+  options.consensus = stores.consensus;
+  options.workers.workers = 1;
+  options.source.generator.kind = "auction";
+  options.source.generator.scale = 2;
+  options.source.rate = 0;
+  options.source.until = until;
+  options.compaction_window = std::numeric_limits<uint64_t>::max();
+  const auto report = run_ingest(options);
+  ASSERT_TRUE(report.ok()) << report.status();
+}
+
+ViewOptions view_options(const Stores& stores, const std::string& view, const std::string& output,
+                         std::optional<uint64_t> until) {
+  ViewOptions options;
+  options.view = view;
+  options.output = output;
+  options.until = until;
+  options.workers = 2;
+  options.blob = stores.blob;
+  options.consensus = stores.consensus;
+  options.stop = std::make_shared<std::atomic<bool>>(false);
+  return options;
+}
+
+// Stops runs when the test ends, failed or not, before their futures wait for them.
+struct StopAtExit {
+  std::vector<std::shared_ptr<std::atomic<bool>>> stops;
+  ~StopAtExit() {
+    for (const auto& stop : stops) stop->store(true);
+  }
+};
+
+// Steps of 10 ms until `done`, for at most a minute (then a failure).
+template <class F>
+bool wait_for(F done, const std::string& what) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ADD_FAILURE() << "waited a minute for " << what;
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+uint64_t upper_of(persist::PersistClient& client, const std::string& shard) {
+  auto d = client.describe(shard);
+  return !d.ok() ? 0 : d->upper.is_empty() ? UINT64_MAX : d->upper.time();
+}
+
+// A run that is following its inputs is stopped; another run takes it up where it stopped, after
+// the inputs have grown, and ends with the output of one uninterrupted run.
+TEST(ViewTest, AStoppedViewResumesExactly) {
+  const Stores stores;
+  constexpr uint64_t kHalf = 600, kUntil = 1500;
+  ASSERT_NO_FATAL_FAILURE(ingest_to(stores, kHalf));
+  auto client = persist::PersistClient::create(stores.blob, stores.consensus);
+
+  const ViewOptions following = view_options(stores, "max-bid", "view.max-bid", std::nullopt);
+  auto first = std::async(std::launch::async, [following] { return run_view(following); });
+  const StopAtExit stops{{following.stop}};
+  // Caught up with the inputs, and waiting for more.
+  wait_for([&] { return upper_of(*client, "view.max-bid") == kHalf + 1; }, "the first run");
+  following.stop->store(true);
+  ASSERT_EQ(first.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  ASSERT_TRUE(first.get().ok());
+  EXPECT_EQ(upper_of(*client, "view.max-bid"), kHalf + 1);
+
+  ASSERT_NO_FATAL_FAILURE(ingest_to(stores, kUntil));
+  absl::Status resumed = run_view(view_options(stores, "max-bid", "view.max-bid", kUntil + 1));
+  ASSERT_TRUE(resumed.ok()) << resumed;
+  absl::Status reference = run_view(view_options(stores, "max-bid", "reference", kUntil + 1));
+  ASSERT_TRUE(reference.ok()) << reference;
+  EXPECT_EQ(upper_of(*client, "view.max-bid"), kUntil + 1);
+  for (uint64_t t = 0; t <= kUntil; t += 37) {
+    ASSERT_EQ(testing::shard_at(*client, "view.max-bid", t),
+              testing::shard_at(*client, "reference", t))
+        << "at " << t;
+  }
+  const uint64_t t = kUntil;
+  EXPECT_EQ(testing::shard_at(*client, "view.max-bid", t),
+            max_bid(testing::shard_at(*client, "auction.bids", t),
+                    testing::shard_at(*client, "auction.users", t)));
+}
+
+// Two runs of one view at once: the later one fences the earlier out of the output shard, whose
+// next append is refused and which ends with that error, naming the later run. The output is
+// that of one uninterrupted run.
+TEST(ViewTest, ASecondRunFencesTheFirst) {
+  const Stores stores;
+  constexpr uint64_t kHalf = 600, kUntil = 1500;
+  ASSERT_NO_FATAL_FAILURE(ingest_to(stores, kHalf));
+  auto client = persist::PersistClient::create(stores.blob, stores.consensus);
+
+  const ViewOptions earlier = view_options(stores, "bids-per-auction", "", std::nullopt);
+  auto first = std::async(std::launch::async, [earlier] { return run_view(earlier); });
+  wait_for([&] { return upper_of(*client, "view.bids-per-auction") == kHalf + 1; },
+           "the first run");
+  const ViewOptions later = view_options(stores, "bids-per-auction", "", kUntil + 1);
+  auto second = std::async(std::launch::async, [later] { return run_view(later); });
+  const StopAtExit stops{{earlier.stop, later.stop}};
+  // The second run's epoch is above the first's (fresh stores: 1, then 2).
+  wait_for(
+      [&] {
+        auto d = client->describe("view.bids-per-auction");
+        return d.ok() && d->fence_epoch == 2;
+      },
+      "the second run's fence");
+  const auto described = client->describe("view.bids-per-auction");
+  ASSERT_TRUE(described.ok()) << described.status();
+  EXPECT_NE(
+      described->fence_owner.find("weir view bids-per-auction -> view.bids-per-auction epoch 2 ("),
+      std::string::npos)
+      << described->fence_owner;
+
+  // New input: both runs have something to append, and the first is refused.
+  ASSERT_NO_FATAL_FAILURE(ingest_to(stores, kUntil));
+  if (first.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+    earlier.stop->store(true);
+    FAIL() << "the first run goes on after the second fenced it";
+  }
+  const absl::Status fenced = first.get();
+  EXPECT_TRUE(persist::is_fenced(fenced)) << fenced;
+  EXPECT_NE(fenced.message().find("view.bids-per-auction epoch 2"), std::string::npos) << fenced;
+  ASSERT_EQ(second.wait_for(std::chrono::seconds(120)), std::future_status::ready);
+  const absl::Status finished = second.get();
+  ASSERT_TRUE(finished.ok()) << finished;
+
+  absl::Status reference =
+      run_view(view_options(stores, "bids-per-auction", "reference", kUntil + 1));
+  ASSERT_TRUE(reference.ok()) << reference;
+  EXPECT_EQ(upper_of(*client, "view.bids-per-auction"), kUntil + 1);
+  for (uint64_t t = 0; t <= kUntil; t += 37) {
+    ASSERT_EQ(testing::shard_at(*client, "view.bids-per-auction", t),
+              testing::shard_at(*client, "reference", t))
+        << "at " << t;
+  }
+  EXPECT_EQ(testing::shard_at(*client, "view.bids-per-auction", kUntil),
+            bids_per_auction(testing::shard_at(*client, "auction.bids", kUntil)));
 }
 
 }  // namespace
