@@ -2,10 +2,15 @@
 
 #include <chrono>
 #include <thread>
+#include <type_traits>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 
 #include "weir/control/replica.h"
+#include "weir/ingest/ingest.h"
+#include "weir/ingest/source_spec.h"
+#include "weir/ingest/view.h"
 #include "weir/status.h"
 
 namespace weir::control {
@@ -49,13 +54,73 @@ Runner hold_runner(const CatalogObject& object, const HoldSpec& spec) {
   };
 }
 
+// The location as `weir ingest` would name it, for the defaults tied to a location (a
+// PostgreSQL slot's name, a MariaDB server id): the same objects get the same ones.
+std::string location_key(const RunContext& ctx) {
+  const persist::PersistLocation& l = ctx.location;
+  const std::string prefix = "file://";
+  if (l.blob_url.starts_with(prefix) && l.blob_url.ends_with("/blob")) {
+    return l.blob_url.substr(prefix.size(), l.blob_url.size() - prefix.size() - 5);
+  }
+  return l.blob_url + " " + l.consensus_url;
+}
+
+// A source: its ingestion (run_ingest), which resumes from its shards' uppers, fences them with
+// an incarnation of its own, and writes `<kind>.status`.
+Runner source_runner(const SourceSpec& spec) {
+  ingest::SourceSpec source{spec.source, {}, spec.tables};
+  for (const SourceOption& option : spec.options)
+    source.options.emplace_back(option.key, option.value);
+  return [source](const RunContext& ctx) -> absl::Status {
+    WEIR_ASSIGN_OR_RETURN(
+        ingest::IngestOptions options,
+        ingest::to_ingest_options(source, {ctx.location, location_key(ctx), ctx.workers}));
+    options.persist = ctx.persist;
+    options.blob = ctx.blob;
+    options.consensus = ctx.consensus;
+    options.stop = ctx.stop;
+    options.check_before_fencing = ctx.check_current;
+    options.log_event = ctx.log;
+    options.on_worker = [running = ctx.running](Worker&) { running(); };
+    return ingest::run_ingest(options).status();
+  };
+}
+
+// A view: run_view, which resumes from its output's upper and fences the run before it.
+Runner view_runner(const ViewSpec& spec) {
+  return [spec](const RunContext& ctx) -> absl::Status {
+    ingest::ViewOptions options;
+    options.view = spec.view;
+    options.output = spec.output;
+    options.workers = ctx.workers;
+    options.location = ctx.location;
+    options.persist = ctx.persist;
+    options.blob = ctx.blob;
+    options.consensus = ctx.consensus;
+    options.stop = ctx.stop;
+    options.log_event = ctx.log;
+    options.check_before_fencing = ctx.check_current;
+    ctx.running();
+    return ingest::run_view(options);
+  };
+}
+
 }  // namespace
 
 RunnerFactory default_runners() {
   return [](const CatalogObject& object) -> absl::StatusOr<Runner> {
-    if (const auto* hold = std::get_if<HoldSpec>(&object.spec)) return hold_runner(object, *hold);
-    return absl::UnimplementedError(
-        absl::StrCat(object.name, ": this build's replica does not run this kind of object"));
+    return std::visit(
+        [&object](const auto& spec) -> Runner {
+          using Spec = std::decay_t<decltype(spec)>;
+          if constexpr (std::is_same_v<Spec, SourceSpec>) {
+            return source_runner(spec);
+          } else if constexpr (std::is_same_v<Spec, ViewSpec>) {
+            return view_runner(spec);
+          } else {
+            return hold_runner(object, spec);
+          }
+        },
+        object.spec);
   };
 }
 

@@ -19,6 +19,7 @@
 
 #include "weir/control/catalog.h"
 #include "weir/mutex.h"
+#include "weir/sources/loadgen/generator.h"
 
 namespace weir::control {
 namespace {
@@ -204,6 +205,58 @@ TEST(ReplicaTest, AFailingRunnerStallsThenRestartsAfterABackoff) {
       << health(*client)["flaky"];
   EXPECT_TRUE(row_says(*client, "flaky", "restarts=2"));
   EXPECT_EQ(attempts->load(), 3);
+}
+
+// The consolidated contents of `shard` at `as_of`.
+std::map<std::string, int64_t> contents(PersistClient& client, const std::string& shard,
+                                        uint64_t as_of) {
+  std::map<std::string, int64_t> rows;
+  absl::StatusOr<persist::SnapshotCursor> cursor = client.inspect_snapshot(shard, as_of);
+  EXPECT_TRUE(cursor.ok()) << cursor.status();
+  if (!cursor.ok()) return rows;
+  while (cursor->next()) rows[std::string(cursor->data())] += cursor->diff();
+  EXPECT_TRUE(cursor->status().ok()) << cursor->status();
+  std::erase_if(rows, [](const auto& row) { return row.second == 0; });
+  return rows;
+}
+
+SourceSpec auction_until(uint64_t until) {
+  return {.source = "loadgen:auction",
+          .options = {{"compaction-window", "18446744073709551615"},
+                      {"rate", "0"},
+                      {"scale", "5"},
+                      {"until", std::to_string(until)}},
+          .tables = {}};
+}
+
+// A source and a view over it, created in the catalog, are run by the replica: the source's
+// shards equal the generator's state, the view follows them, and both report their health.
+TEST(ReplicaTest, ACatalogSourceAndAViewOverItRun) {
+  const Store store = Store::fresh("source");
+  std::unique_ptr<PersistClient> client = store.client();
+  RunningReplica replica(store);
+  constexpr uint64_t kUntil = 3000;
+  ASSERT_TRUE(commit(*client, Change::create("auction", auction_until(kUntil))).ok());
+  ASSERT_TRUE(eventually([&] { return row_says(*client, "auction", "auction completed"); }))
+      << health(*client)["auction"];
+  sources::loadgen::GeneratorOptions generator_options;
+  generator_options.kind = "auction";
+  generator_options.scale = 5;
+  auto generator = sources::loadgen::Generator::make(generator_options).value();
+  for (const std::string table : {"users", "auctions", "bids"}) {
+    const uint32_t t = *generator.table_index(table);
+    EXPECT_TRUE(contents(*client, "auction." + table, kUntil) == generator.state_at(t, kUntil))
+        << table;
+  }
+  ASSERT_TRUE(
+      commit(*client, Change::create("top-bids", ViewSpec{"max-bid", {}, "view.max-bid"})).ok());
+  ASSERT_TRUE(eventually([&] {
+    auto d = client->describe("view.max-bid");
+    return d.ok() && !d->upper.is_empty() && d->upper.time() >= kUntil + 1;
+  })) << health(*client)["top-bids"];
+  EXPECT_TRUE(row_says(*client, "top-bids", "top-bids running"));
+  EXPECT_FALSE(contents(*client, "view.max-bid", kUntil).empty());
+  EXPECT_TRUE(replica.stop().ok());
 }
 
 // Hostile bytes in the catalog: the replica reports the catalog stalled, keeps what runs, and

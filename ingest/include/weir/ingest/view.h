@@ -61,6 +61,9 @@ struct ViewOptions {
   std::shared_ptr<std::atomic<bool>> stop;
   // Events (a maintenance failure, a maintenance that did not settle: warnings); may be null.
   std::function<void(LogSeverity, const std::string&)> log_event;
+  // Optional: called once the run has taken its input holds over and before it fences the output
+  // (opens its writer); an error ends the run with it. See IngestOptions::check_before_fencing.
+  std::function<absl::Status()> check_before_fencing;
 };
 
 // The views run_view knows, by name.
