@@ -24,6 +24,9 @@ void add_subscribe_command(CLI::App& app);
 // `weir view [--persist DIR | --blob URL --consensus URL] NAME [--until T] ...`.
 void add_view_command(CLI::App& app);
 
+// `weir replica --persist DIR`: follows the catalog and keeps its objects running.
+void add_replica_command(CLI::App& app);
+
 // `weir top --http ADDR`: a running `weir ingest --http ADDR`, in a terminal.
 void add_top_command(CLI::App& app);
 

@@ -7,7 +7,9 @@
 
 namespace weir::tools {
 
-void add_store_flags(CLI::App& app, StoreFlags& flags) {
+namespace {
+
+void add_store_flags(CLI::App& app, StoreFlags& flags, bool existing) {
   CLI::Option* dir =
       app.add_option("--persist", flags.dir,
                      "Persist directory: blobs in DIR/blob, SQLite consensus in DIR/consensus.db");
@@ -16,14 +18,23 @@ void add_store_flags(CLI::App& app, StoreFlags& flags) {
   CLI::Option* consensus =
       app.add_option("--consensus", flags.consensus_url,
                      "Consensus URL: sqlite:///PATH/consensus.db or postgres://...");
-  // Every command with these flags reads a location that exists: a mistyped path is an error,
-  // not a new, empty location.
-  dir->type_name("DIR")->check(existing_persist_dir());
-  blob->type_name("URL")->check(blob_url(/*existing=*/true));
-  consensus->type_name("URL")->check(consensus_url(/*existing=*/true));
+  dir->type_name("DIR")->check(existing ? existing_persist_dir() : persist_dir());
+  blob->type_name("URL")->check(blob_url(existing));
+  consensus->type_name("URL")->check(consensus_url(existing));
   dir->excludes(blob)->excludes(consensus);
   blob->needs(consensus);
   consensus->needs(blob);
+}
+
+}  // namespace
+
+void add_store_flags(CLI::App& app, StoreFlags& flags) {
+  // A command that reads: a mistyped path is an error, not a new, empty location.
+  add_store_flags(app, flags, /*existing=*/true);
+}
+
+void add_writable_store_flags(CLI::App& app, StoreFlags& flags) {
+  add_store_flags(app, flags, /*existing=*/false);
 }
 
 void add_reader_lease_flag(CLI::App& app, StoreFlags& flags) {

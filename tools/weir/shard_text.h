@@ -30,6 +30,10 @@ struct StoreFlags {
 // created there.
 void add_store_flags(CLI::App& app, StoreFlags& flags);
 
+// The store flags of a command that may create the location it is given (a first run): a path
+// must be a directory or nothing yet.
+void add_writable_store_flags(CLI::App& app, StoreFlags& flags);
+
 // --reader-lease SECONDS, for a command that reads through a leased reader (subscribe, persist
 // cat). A reader killed before it could let go of its hold (SIGKILL) keeps the shard's since and
 // consensus versions until its lease runs out without a heartbeat (a live one renews it every
