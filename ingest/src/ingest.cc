@@ -112,6 +112,10 @@ void IngestMonitor::set_epoch(std::shared_ptr<sources::SourceStats> source,
 }
 
 ErrorClass classify_error(const absl::Status& status) {
+  // Fenced out by a later incarnation, even when the outcome of the last append is unknown
+  // (Unavailable, indeterminate and fenced): this run is over; a restart would meet the fence
+  // again after a backoff, with a less clear error.
+  if (persist::is_fenced(status)) return ErrorClass::kFatal;
   if (persist::is_writer_expired(status)) return ErrorClass::kExpiredWriter;
   if (persist::is_indeterminate(status)) return ErrorClass::kTransient;
   switch (status.code()) {

@@ -182,9 +182,13 @@ absl::Status PersistClient::fence(std::string_view name, const Fence& fence) {
     return shard
         .apply(std::move(current),
                [&](internal::proto::ProtoShardState& state) -> absl::StatusOr<Shard::Step> {
-                 WEIR_ASSIGN_OR_RETURN(const bool raised, internal::check_or_raise_fence(
-                                                              shard, state, "a fence", fence,
-                                                              /*raise=*/true));
+                 WEIR_ASSIGN_OR_RETURN(const bool raised,
+                                       internal::check_or_raise_fence(
+                                           shard, state,
+                                           internal::str_cat("a fence of epoch ", fence.epoch, " (",
+                                                             fence.owner, ")"),
+                                           fence,
+                                           /*raise=*/true));
                  return raised ? Shard::Step::kWrite : Shard::Step::kKeep;
                })
         .status();

@@ -37,6 +37,12 @@ absl::Status validate_name(std::string_view name) {
           "shard name \"", absl::CEscape(std::string(name)), "\" has a control character"));
     }
   }
+  // The name map and the state keep it in proto3 strings: one that is not UTF-8 would make the
+  // map, and so every shard's name, unreadable.
+  if (!is_utf8(name)) {
+    return absl::InvalidArgumentError(internal::str_cat(
+        "shard name \"", absl::CHexEscape(std::string(name)), "\" is not valid UTF-8"));
+  }
   return absl::OkStatus();
 }
 
@@ -51,6 +57,49 @@ proto::ProtoShardState initial_state(const ShardId& id, const std::string& name)
 }
 
 }  // namespace
+
+bool is_utf8(std::string_view text) {
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  const auto* end = p + text.size();
+  while (p < end) {
+    const unsigned char c = *p;
+    if (c < 0x80) {
+      ++p;
+      continue;
+    }
+    size_t n;
+    uint32_t cp;
+    uint32_t min;
+    if ((c & 0xE0) == 0xC0) {
+      n = 1, cp = c & 0x1F, min = 0x80;
+    } else if ((c & 0xF0) == 0xE0) {
+      n = 2, cp = c & 0x0F, min = 0x800;
+    } else if ((c & 0xF8) == 0xF0) {
+      n = 3, cp = c & 0x07, min = 0x10000;
+    } else {
+      return false;
+    }
+    if (static_cast<size_t>(end - p) <= n) {
+      return false;
+    }
+    for (size_t k = 1; k <= n; ++k) {
+      if ((p[k] & 0xC0) != 0x80) {
+        return false;
+      }
+      cp = (cp << 6) | (p[k] & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+      return false;
+    }
+    p += n + 1;
+  }
+  return true;
+}
+
+std::string as_utf8(std::string_view text) {
+  return is_utf8(text) ? std::string(text)
+                       : absl::CHexEscape(absl::string_view(text.data(), text.size()));
+}
 
 ClientCore::ClientCore(std::shared_ptr<Blob> blob, std::shared_ptr<Consensus> consensus,
                        PersistConfig config)
@@ -304,7 +353,8 @@ absl::Status fenced_error(const Shard& shard, const proto::ProtoShardState& stat
   absl::Status status = absl::FailedPreconditionError(internal::str_cat(
       shard.label(), ": ", handle, " is fenced out: ",
       state.fence_owner().empty() ? std::string("a later process") : state.fence_owner(),
-      " has taken the shard over (fence epoch ", state.fence_epoch(), " > ", epoch, ")"));
+      " has taken the shard over (the shard's fence epoch is ", state.fence_epoch(),
+      ", this one's ", epoch, ")"));
   status.SetPayload(kFencedPayload, absl::Cord("1"));
   return status;
 }
@@ -318,7 +368,7 @@ absl::StatusOr<bool> check_or_raise_fence(const Shard& shard, proto::ProtoShardS
     return false;
   }
   state.set_fence_epoch(fence.epoch);
-  state.set_fence_owner(fence.owner);
+  state.set_fence_owner(as_utf8(fence.owner));
   const auto below = [&](const auto& entry) {
     return entry.fence_epoch() != 0 && entry.fence_epoch() < fence.epoch;
   };

@@ -125,6 +125,15 @@ class Shard {
 // The writer id in a part key (its second component), or "" if it has none.
 std::string_view writer_of_key(std::string_view key);
 
+// Whether `text` is well-formed UTF-8 (no overlong forms, surrogates or code points past
+// U+10FFFF).
+bool is_utf8(std::string_view text);
+// `text` as it may go into a state: the state is a proto3 message, whose string fields must be
+// UTF-8 (a parse of one that is not fails, and every later read of the shard with it). Text
+// that is not is kept with its bytes escaped (\xNN). For what only shows in describe and in
+// errors: purposes, a fence's owner.
+std::string as_utf8(std::string_view text);
+
 // Tags a failed consensus compare_and_set whose outcome is unknown (see is_indeterminate).
 absl::Status mark_indeterminate(absl::Status status);
 

@@ -59,6 +59,10 @@ class WriterCore {
   mutable weir::Mutex mu_;
   ShardState state_ ABSL_GUARDED_BY(mu_);  // The latest state this writer saw.
   int64_t last_heartbeat_ms_ ABSL_GUARDED_BY(mu_) = 0;
+  // The token of the last append this writer reported indeterminate, until a retry learns its
+  // outcome: a retry refused because the writer is gone (expired, fenced out) is then still
+  // indeterminate, as the first try may have committed.
+  std::string unknown_token_ ABSL_GUARDED_BY(mu_);
 };
 
 class BatchBuilderImpl {
@@ -110,6 +114,8 @@ class SeqnoHold {
   // Renews the reader's lease if a quarter of it has passed (a long read must not let it run
   // out: GC would expire the reader and remove the parts the read still needs).
   absl::Status keep_alive();
+  // A read's error, explained: see ReaderCore::explain.
+  absl::Status explain(absl::Status status) const;
 
  private:
   std::shared_ptr<ReaderCore> reader_;
@@ -142,6 +148,10 @@ class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
  public:
   // Renews the lease if a quarter of it has passed since the last renewal.
   absl::Status maybe_heartbeat();
+  // A read's error, explained: a part that is missing because this reader was fenced out or
+  // expired (its hold went with it, and GC removed what the read still needed) gives the fence's
+  // or the expiry's error, not NotFound, which reads as data loss. Anything else is `status`.
+  absl::Status explain(absl::Status status) const;
 
  private:
   ReaderCore(Shard shard, std::string reader_id, uint64_t fence_epoch)

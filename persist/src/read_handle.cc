@@ -41,6 +41,10 @@ absl::Status SeqnoHold::keep_alive() {
   return reader_ == nullptr ? absl::OkStatus() : reader_->maybe_heartbeat();
 }
 
+absl::Status SeqnoHold::explain(absl::Status status) const {
+  return reader_ == nullptr ? status : reader_->explain(std::move(status));
+}
+
 absl::StatusOr<std::shared_ptr<ReaderCore>> ReaderCore::open(Shard shard, std::string purpose,
                                                              const Fence& fence) {
   std::shared_ptr<ReaderCore> reader(new ReaderCore(std::move(shard), random_id('r'), fence.epoch));
@@ -48,15 +52,16 @@ absl::StatusOr<std::shared_ptr<ReaderCore>> ReaderCore::open(Shard shard, std::s
   weir::MutexLock lock(reader->mu_);
   const int64_t now = s.core().now_ms();
   const auto change = [&](proto::ProtoShardState& state) -> absl::StatusOr<Shard::Step> {
-    WEIR_RETURN_IF_ERROR(check_or_raise_fence(s, state,
-                                              internal::str_cat("reader ", reader->reader_id_),
-                                              fence, /*raise=*/false)
-                             .status());
+    WEIR_RETURN_IF_ERROR(
+        check_or_raise_fence(
+            s, state, internal::str_cat("reader ", reader->reader_id_, " (\"", purpose, "\")"),
+            fence, /*raise=*/false)
+            .status());
     proto::ProtoLeasedReader* entry = find_leased_reader(state, reader->reader_id_);
     if (entry == nullptr) {
       entry = state.add_leased_readers();
       entry->set_reader_id(reader->reader_id_);
-      entry->set_purpose(purpose);
+      entry->set_purpose(as_utf8(purpose));
       entry->set_fence_epoch(fence.epoch);
     }
     *entry->mutable_since() = state.since();
@@ -85,6 +90,28 @@ absl::Status ReaderCore::check_registered(const proto::ProtoShardState& state) c
     if (reader.reader_id() == reader_id_) return absl::OkStatus();
   }
   return expired_error(shard_, reader_id_);
+}
+
+absl::Status ReaderCore::explain(absl::Status status) const {
+  if (status.code() != absl::StatusCode::kNotFound) {
+    return status;
+  }
+  absl::StatusOr<ShardState> latest = shard_.fetch();
+  if (!latest.ok()) {
+    return status;
+  }
+  absl::Status gone = check_registered(latest->proto);
+  if (gone.ok()) {
+    return status;
+  }
+  absl::Status explained(gone.code(), internal::str_cat(gone.message(),
+                                                        " (so a part the read still "
+                                                        "needed was removed: ",
+                                                        status.message(), ")"));
+  gone.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
+    explained.SetPayload(url, payload);
+  });
+  return explained;
 }
 
 Frontier ReaderCore::since() const {
@@ -383,7 +410,7 @@ template <class Stream>
 bool SnapshotCursorImpl::advance(Stream* stream, bool& live) {
   live = stream != nullptr && stream->next();
   if (!live && stream != nullptr && !stream->status().ok()) {
-    status_ = stream->status();
+    status_ = hold_.explain(stream->status());
     return false;
   }
   return true;
@@ -505,10 +532,12 @@ absl::StatusOr<std::optional<ListenEvent>> ListenImpl::next() {
   ListenEvent event;
   if (next_part_ < batch.parts_size()) {
     const proto::ProtoPartRef& ref = batch.parts(next_part_);
-    WEIR_ASSIGN_OR_RETURN(
-        std::shared_ptr<const DecodedPart> part,
-        reader_->shard().part_fetcher()(
-            PartRef{ref.key(), ref.encoded_bytes(), ref.num_updates(), ref.update_bytes()}));
+    absl::StatusOr<std::shared_ptr<const DecodedPart>> fetched = reader_->shard().part_fetcher()(
+        PartRef{ref.key(), ref.encoded_bytes(), ref.num_updates(), ref.update_bytes()});
+    if (!fetched.ok()) {
+      return reader_->explain(fetched.status());
+    }
+    const std::shared_ptr<const DecodedPart>& part = *fetched;
     ++next_part_;
     const uint64_t f = frontier_.time();
     for (size_t i = 0; i < part->size(); ++i) {

@@ -43,7 +43,7 @@ absl::StatusOr<std::shared_ptr<CriticalCore>> CriticalCore::open(Shard shard, Cr
         }
         proto::ProtoCriticalReader* entry = state.add_critical_readers();
         entry->set_reader_id(core->id_.str());
-        entry->set_purpose(purpose);
+        entry->set_purpose(as_utf8(purpose));
         *entry->mutable_since() = state.since();
         entry->set_epoch(0);
         entry->set_last_changed_ms(s.core().now_ms());

@@ -24,6 +24,16 @@ absl::Status writer_expired(const std::string& message) {
   return status;
 }
 
+// An append whose outcome is unknown (is_indeterminate), whatever refused the last try: the
+// refusal's tags come along (is_fenced, is_writer_expired: the handle is spent), but never as a
+// definite refusal, which would have the caller discard parts that the shard may reference.
+absl::Status unknown_outcome(const std::string& message, const absl::Status& last) {
+  absl::Status status = absl::UnavailableError(message);
+  last.ForEachPayload(
+      [&](absl::string_view url, const absl::Cord& payload) { status.SetPayload(url, payload); });
+  return mark_indeterminate(std::move(status));
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<WriterCore>> WriterCore::open(Shard shard, std::string purpose,
@@ -33,15 +43,16 @@ absl::StatusOr<std::shared_ptr<WriterCore>> WriterCore::open(Shard shard, std::s
   const Shard& s = writer->shard_;
   const int64_t now = s.core().now_ms();
   const auto change = [&](proto::ProtoShardState& state) -> absl::StatusOr<Shard::Step> {
-    WEIR_RETURN_IF_ERROR(check_or_raise_fence(s, state,
-                                              internal::str_cat("writer ", writer->writer_id_),
-                                              fence, /*raise=*/true)
-                             .status());
+    WEIR_RETURN_IF_ERROR(
+        check_or_raise_fence(
+            s, state, internal::str_cat("writer ", writer->writer_id_, " (\"", purpose, "\")"),
+            fence, /*raise=*/true)
+            .status());
     proto::ProtoWriter* entry = find_writer(state, writer->writer_id_);
     if (entry == nullptr) {
       entry = state.add_writers();
       entry->set_writer_id(writer->writer_id_);
-      entry->set_purpose(purpose);
+      entry->set_purpose(as_utf8(purpose));
       entry->set_fence_epoch(fence.epoch);
     }
     entry->set_last_heartbeat_ms(now);
@@ -143,7 +154,8 @@ absl::StatusOr<AppendResult> WriterCore::compare_and_append(const Batch& batch,
         !has_writer(state, batch.writer_id)) {
       return writer_expired(internal::str_cat(
           label, ": the batch was built by writer ", batch.writer_id,
-          ", which has expired; its parts may have been removed: build the batch again"));
+          ", which has expired or was fenced out; its parts may have been removed: build the "
+          "batch again"));
     }
     if (new_upper == expected_upper) {
       return Shard::Step::kKeep;  // Nothing to add: the upper is as expected.
@@ -189,18 +201,41 @@ absl::StatusOr<AppendResult> WriterCore::compare_and_append(const Batch& batch,
       applied = shard_.apply(*std::move(latest), change);
     }
   }
+  const bool spent =
+      !applied.ok() && (is_writer_expired(applied.status()) || is_fenced(applied.status()));
   if (lost_reply && !applied.ok()) {
     // Whatever failed after an attempt whose outcome is unknown leaves it unknown: indeterminate,
     // never a definite error (the caller would discard parts that the shard may reference). A
-    // writer that expired took its token with it: the outcome cannot be learned any more.
-    return mark_indeterminate(absl::UnavailableError(internal::str_cat(
-        lost_reply->message(), "; then: ", applied.status().message(),
-        is_writer_expired(applied.status())
-            ? internal::str_cat("; writer ", writer_id_,
-                                " expired before a retry could learn whether the append committed")
-            : std::string())));
+    // writer that expired or was fenced out took its token with it: the outcome cannot be learned
+    // any more.
+    applied = unknown_outcome(
+        internal::str_cat(
+            lost_reply->message(), "; then: ", applied.status().message(),
+            spent ? internal::str_cat("; writer ", writer_id_,
+                                      " is gone before a retry could learn whether the append "
+                                      "committed")
+                  : std::string()),
+        applied.status());
+  } else if (spent && !batch.idempotency_token.empty() &&
+             batch.idempotency_token == unknown_token_) {
+    // The caller's retry of an append this handle reported indeterminate (a lost reply, then
+    // consensus down for the rest of that call): that first try may have committed, and the
+    // token that would tell went with the writer. Still unknown, never refused.
+    applied = unknown_outcome(
+        internal::str_cat(applied.status().message(), "; an earlier try of this append (writer ",
+                          writer_id_, ") may have committed: its outcome stays unknown"),
+        applied.status());
   }
-  WEIR_ASSIGN_OR_RETURN(state_, std::move(applied));
+  if (!applied.ok()) {
+    if (!batch.idempotency_token.empty() && is_indeterminate(applied.status())) {
+      unknown_token_ = batch.idempotency_token;
+    }
+    return applied.status();
+  }
+  state_ = *std::move(applied);
+  if (batch.idempotency_token == unknown_token_) {
+    unknown_token_.clear();  // Appended, or a definite mismatch: known.
+  }
   if (result.is_appended()) {
     last_heartbeat_ms_ = now;
   }

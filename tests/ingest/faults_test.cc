@@ -203,6 +203,21 @@ TEST(IngestFaultTest, ErrorsAreClassified) {
   EXPECT_TRUE(persist::is_writer_expired(appended.status())) << appended.status();
   EXPECT_EQ(classify_error(appended.status()), ErrorClass::kExpiredWriter);
   EXPECT_FALSE(persist::is_writer_expired(absl::FailedPreconditionError("writer has expired")));
+
+  // A writer fenced out by a later incarnation: the run is over, even when the outcome of its
+  // last append is unknown (persist reports that as Unavailable, indeterminate and fenced):
+  // restarting would only meet the fence again, after a backoff, with a less clear error.
+  auto fenced_writer = (*client)->open_writer("f", "old", {1, "incarnation 0"});
+  ASSERT_TRUE(fenced_writer.ok()) << fenced_writer.status();
+  ASSERT_TRUE((*gc_client)->fence("f", {2, "incarnation 1 (host:7)"}).ok());
+  auto refused = fenced_writer->compare_and_append(row, persist::Frontier(0), persist::Frontier(1));
+  ASSERT_TRUE(persist::is_fenced(refused.status())) << refused.status();
+  EXPECT_EQ(classify_error(refused.status()), ErrorClass::kFatal);
+  absl::Status unknown = absl::UnavailableError("the reply was lost; then: fenced out");
+  refused.status().ForEachPayload(
+      [&](absl::string_view url, const absl::Cord& payload) { unknown.SetPayload(url, payload); });
+  ASSERT_TRUE(persist::is_fenced(unknown));
+  EXPECT_EQ(classify_error(unknown), ErrorClass::kFatal);
   fs::remove_all(dir);
 }
 

@@ -190,6 +190,9 @@ struct Stats {
   std::atomic<uint64_t> zombie_appended{0};  // Appends of the writer whose lease always lapsed.
   std::atomic<uint64_t> zombie_refused{0};   // ... refused as expired.
   std::atomic<uint64_t> zombie_unknown{0};   // ... refused as expired after a lost reply.
+  std::atomic<uint64_t> writer_fences{0};    // Incarnations of the fencer that took over.
+  std::atomic<uint64_t> fenced_refused{0};   // Appends, reads, compactions of one fenced out.
+  std::atomic<uint64_t> fenced_unknown{0};   // ... appends fenced out after a lost reply.
   std::atomic<uint64_t> compactions{0};
   std::atomic<uint64_t> compaction_merges{0};  // Of the compactions that succeeded.
   std::atomic<uint64_t> gcs{0};
@@ -236,6 +239,12 @@ class ModelRun {
   // A writer whose clock is an hour behind: GC expires it at once, and its appends are refused
   // from then on; it also leaves batches it never appends, as a crashed writer would.
   void zombie_thread();
+  // Incarnations of a process that take the shard over from each other with rising fence epochs
+  // (fence.h). The fenced-out one goes on as a stopped process that resumes would: it retries an
+  // append whose reply it lost just before the fence, appends new batches, reads and compacts with
+  // its old fence. All of it must be refused, and it follows the docs: it retries an
+  // indeterminate append with the same batch and discards a batch refused definitely.
+  void fencing_thread();
   void maintenance_thread(int index);
   // After the threads: the final contents, every recorded read, and what GC leaves.
   void check();
@@ -310,6 +319,7 @@ std::vector<std::string> ModelRun::run() {
   }
   threads.emplace_back([this] { since_thread(); });
   threads.emplace_back([this] { zombie_thread(); });
+  threads.emplace_back([this] { fencing_thread(); });
   for (int i = 0; i < options_.maintainers; ++i) {
     threads.emplace_back([this, i] { maintenance_thread(i); });
   }
@@ -741,9 +751,11 @@ void ModelRun::zombie_thread() {
           }
           break;
         }
-        if (result.status().code() == absl::StatusCode::kFailedPrecondition) {
-          // Expired by GC. Nothing was appended by this try; an earlier one may have been.
-          if (maybe_committed) {
+        if (result.status().code() == absl::StatusCode::kFailedPrecondition ||
+            is_writer_expired(result.status())) {
+          // Expired by GC. Nothing was appended by this try; an earlier one may have been (then
+          // the append also says so: is_indeterminate).
+          if (maybe_committed || is_indeterminate(result.status())) {
             ++stats_.zombie_unknown;
             std::lock_guard lock(mu_);
             unknown_.push_back({lower, {upper, updates, who}});
@@ -759,6 +771,166 @@ void ModelRun::zombie_thread() {
         }
       }
     }
+  }
+}
+
+void ModelRun::fencing_thread() {
+  const std::string who = "fencer";
+  std::mt19937_64 rng = rng_for(600);
+  // Its own client, whose consensus can lose an append's reply and then stay down for the rest of
+  // the call: the append's outcome is unknown when the next incarnation fences it out.
+  auto losing = std::make_shared<testing::LosingConsensus>(consensus_);
+  std::shared_ptr<PersistClient> client =
+      PersistClient::create(blob_, losing, model_config(clock_));
+  struct Pending {
+    uint64_t lower = 0;
+    uint64_t upper = 0;
+    std::vector<Update> updates;
+    Batch batch;
+  };
+  enum class Outcome { kDone, kUnknown };
+  uint64_t next_key = 0;
+  const auto build = [&](WriteHandle& writer) -> std::optional<Pending> {
+    Pending p;
+    p.lower = recent_upper(rng);
+    p.upper = p.lower + 1 + rng() % 2;
+    p.updates = {{"fencer-" + std::to_string(next_key++), p.lower, 1}};
+    absl::StatusOr<Batch> batch = retry([&]() -> absl::StatusOr<Batch> {
+      BatchBuilder builder = writer.builder(Frontier(p.lower));
+      absl::Status added = builder.add(p.updates[0].data, p.lower, 1);
+      if (!added.ok()) {
+        builder.discard().IgnoreError();
+        return added;
+      }
+      return builder.finish(Frontier(p.upper));
+    });
+    if (!batch.ok()) {
+      tolerate(batch.status(), who + ": build");
+      return std::nullopt;
+    }
+    p.batch = *std::move(batch);
+    return p;
+  };
+  // Appends until the outcome is known (or, with `may_pause`, stops after a lost reply, as a
+  // process stopped there would).
+  const auto append = [&](WriteHandle& writer, const Pending& p, bool fenced_out,
+                          bool may_pause) -> Outcome {
+    const std::string what =
+        who + (fenced_out ? " (fenced out)" : "") + ": append at " + std::to_string(p.lower);
+    for (int attempt = 0; attempt < kMaxTries && !stop_; ++attempt) {
+      const bool pause = may_pause && rng() % 3 == 0;
+      if (pause) {
+        losing->lose_replies = 1;
+        losing->down_after_losing = true;
+      }
+      absl::StatusOr<AppendResult> result =
+          writer.compare_and_append(p.batch, Frontier(p.lower), Frontier(p.upper));
+      losing->lose_replies = 0;
+      losing->down = false;
+      if (result.ok()) {
+        if (fenced_out) {
+          fail(what + ": not refused (" + (result->is_appended() ? "appended" : "a mismatch") +
+               ")");
+          return Outcome::kDone;
+        }
+        if (!result->is_appended()) {
+          ++stats_.mismatches;
+          writer.discard(p.batch).IgnoreError();
+          return Outcome::kDone;
+        }
+        ++stats_.appended;
+        if (!model_.record(p.lower, {p.upper, p.updates, who})) {
+          fail(who + ": a second batch committed at lower " + std::to_string(p.lower));
+        }
+        uint64_t seen = upper_hint_.load();
+        while (seen < p.upper && !upper_hint_.compare_exchange_weak(seen, p.upper)) {
+        }
+        return Outcome::kDone;
+      }
+      const absl::Status& status = result.status();
+      if (is_fenced(status) && !fenced_out) {
+        fail(what + ": the current incarnation is fenced: " + status.ToString());
+        return Outcome::kDone;
+      }
+      if (is_indeterminate(status)) {
+        ++stats_.indeterminate_appends;
+        if (is_fenced(status) || pause) {
+          return Outcome::kUnknown;  // Retry no more: its parts stay, GC decides.
+        }
+        continue;
+      }
+      if (is_fenced(status)) {
+        // Definite: nothing of this batch is in the shard, so its parts go (had it been
+        // appended, reads would find them missing).
+        ++stats_.fenced_refused;
+        writer.discard(p.batch).IgnoreError();
+        return Outcome::kDone;
+      }
+      if (!tolerate(status, what)) {
+        return Outcome::kDone;
+      }
+    }
+    return Outcome::kUnknown;
+  };
+  const auto unknown = [&](Pending p) {
+    ++stats_.fenced_unknown;
+    std::lock_guard lock(mu_);
+    unknown_.push_back({p.lower, {p.upper, std::move(p.updates), who}});
+  };
+
+  std::optional<WriteHandle> stale;  // The previous incarnation's writer.
+  std::optional<ReadHandle> stale_reader;
+  std::optional<Pending> unresolved;  // Its append whose outcome it did not learn.
+  for (uint64_t epoch = 1; writers_running_ > 0 && !stop_; ++epoch) {
+    ++stats_.operations;
+    const Fence fence{epoch, "fencer incarnation " + std::to_string(epoch)};
+    absl::StatusOr<WriteHandle> current =
+        retry([&] { return client->open_writer(shard_, who, fence); });
+    absl::StatusOr<ReadHandle> reader =
+        current.ok() ? retry([&] { return client->open_reader(shard_, who + " plan", fence); })
+                     : current.status();
+    if (!current.ok() || !reader.ok()) {
+      tolerate(current.ok() ? reader.status() : current.status(), who + ": open");
+      return;
+    }
+    ++stats_.writer_fences;
+    // The previous incarnation resumes.
+    if (stale) {
+      if (unresolved && append(*stale, *unresolved, true, false) == Outcome::kUnknown) {
+        unknown(*std::move(unresolved));
+      }
+      unresolved.reset();
+      if (std::optional<Pending> p = build(*stale); p) {
+        if (append(*stale, *p, true, false) == Outcome::kUnknown) {
+          unknown(*std::move(p));
+        }
+      }
+      const auto refused = [&](const absl::Status& status, const std::string& what) {
+        if (is_fenced(status)) {
+          ++stats_.fenced_refused;
+        } else if (status.ok() || !is_transient(status)) {
+          fail(who + " (fenced out): " + what + " not refused: " + status.ToString());
+        }
+      };
+      refused(status_of(stale_reader->snapshot(stale_reader->since().time())), "a snapshot");
+      refused(stale->heartbeat(), "a heartbeat");
+      refused(status_of(client->compact(
+                  shard_, {.max_steps = 2, .fence = {epoch - 1, "fencer, fenced out"}})),
+              "a compaction");
+    }
+    for (int op = 0; op < 4 && writers_running_ > 0 && !stop_; ++op) {
+      ++stats_.operations;
+      std::optional<Pending> p = build(*current);
+      if (p && append(*current, *p, false, true) == Outcome::kUnknown) {
+        unresolved = std::move(p);
+        break;  // Stopped here; the next incarnation takes over.
+      }
+    }
+    stale = *std::move(current);
+    stale_reader = *std::move(reader);
+  }
+  if (unresolved) {
+    unknown(*std::move(unresolved));
   }
 }
 
@@ -986,13 +1158,14 @@ void ModelRun::check_leftovers() {
 }
 
 std::string ModelRun::summary() const {
-  char text[900];
+  char text[1000];
   std::snprintf(
       text, sizeof(text),
       "seed %llu (%s): %.2f s, %llu operations: %llu appended (%llu empty), %llu mismatches, "
       "%llu indeterminate appends, %llu abandoned, %llu snapshots (%llu failed tries), %llu "
       "listens (%llu events), "
       "%llu since moves, %llu fencings, zombie %llu appended + %llu refused + %llu unknown, "
+      "writer fences %llu (%llu refused, %llu unknown), "
       "%llu compactions (%llu merges), %llu GCs, %llu transient "
       "errors; "
       "faults injected: blob %llu failed + %llu lost replies of %llu calls, consensus %llu + %llu "
@@ -1013,6 +1186,9 @@ std::string ModelRun::summary() const {
       static_cast<unsigned long long>(stats_.zombie_appended.load()),
       static_cast<unsigned long long>(stats_.zombie_refused.load()),
       static_cast<unsigned long long>(stats_.zombie_unknown.load()),
+      static_cast<unsigned long long>(stats_.writer_fences.load()),
+      static_cast<unsigned long long>(stats_.fenced_refused.load()),
+      static_cast<unsigned long long>(stats_.fenced_unknown.load()),
       static_cast<unsigned long long>(stats_.compactions.load()),
       static_cast<unsigned long long>(stats_.compaction_merges.load()),
       static_cast<unsigned long long>(stats_.gcs.load()),

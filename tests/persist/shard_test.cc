@@ -622,13 +622,20 @@ TEST_P(ShardTest, AWriterOfAHigherFenceRemovesTheLowerEpochsHandles) {
   EXPECT_FALSE(is_writer_expired(appended.status())) << "a fence is not an expiry to reopen from";
   EXPECT_NE(appended.status().message().find("incarnation 2 (host:42)"), std::string_view::npos)
       << appended.status();
+  // Review: "(fence epoch 2 > 1)" read as a comparison of incarnations when the owner names one.
+  EXPECT_NE(appended.status().message().find("(the shard's fence epoch is 2, this one's 1)"),
+            std::string_view::npos)
+      << appended.status();
   EXPECT_TRUE(is_fenced(old_writer.heartbeat()));
   EXPECT_TRUE(is_fenced(old_reader.snapshot(0).status()));
   EXPECT_TRUE(is_fenced(old_reader.heartbeat())) << old_reader.heartbeat();
   // Nor can the predecessor come back: a handle below the fence is refused.
   EXPECT_TRUE(is_fenced(client_->open_writer("fenced", "old again", first).status()));
   EXPECT_TRUE(is_fenced(client_->open_reader("fenced", "old again", first).status()));
-  EXPECT_TRUE(is_fenced(client_->compact("fenced", {.fence = first}).status()));
+  const absl::Status compacted = client_->compact("fenced", {.fence = first}).status();
+  EXPECT_TRUE(is_fenced(compacted));
+  // Review: the refusal named "reader r…" only; what it refused is the compaction's.
+  EXPECT_NE(compacted.message().find("\"compaction\""), std::string_view::npos) << compacted;
   EXPECT_EQ(client_->describe("fenced").value().writers.size(), 1u) << "refusals register nothing";
 
   // The successor's appends go on; so do an equal epoch's handles and unfenced ones.
@@ -657,6 +664,10 @@ TEST_P(ShardTest, FencingWithoutAWriterRefusesTheLowerEpochs) {
   const absl::Status lower = client_->fence("claimed", {4, "four"});
   EXPECT_TRUE(is_fenced(lower)) << lower;
   EXPECT_NE(lower.message().find("five"), std::string_view::npos) << lower;
+  // Review: it read "a fence is fenced out"; it names the refused fence now.
+  EXPECT_NE(lower.message().find("a fence of epoch 4 (four) is fenced out: five has taken"),
+            std::string_view::npos)
+      << lower;
   const ShardDescription d = client_->describe("claimed").value();
   EXPECT_EQ(d.fence_epoch, 5u);
   EXPECT_TRUE(d.writers.empty());
@@ -690,6 +701,166 @@ TEST_P(ShardTest, AnAppendWhoseReplyWasLostBeforeAFenceStaysIndeterminate) {
   EXPECT_TRUE(is_indeterminate(appended.status())) << appended.status();
   EXPECT_EQ(as_map(client->open_reader("lost-fenced").value().snapshot(0).value()),
             (std::map<std::string, int64_t>{{"row", 1}}));
+}
+
+// Review of the fences: the retry that the docs prescribe for an indeterminate append ("retry
+// compare_and_append with the same batch") met a fence raised in between and was refused
+// outright, FailedPrecondition, which the docs read as "nothing was written": a caller
+// discarded the parts of a batch the shard held (its first try had committed, the reply lost).
+// Only a retry inside the same call was reported indeterminate.
+TEST_P(ShardTest, ARetryAfterAFenceOfAnAppendWhoseOutcomeWasUnknownIsNotRefused) {
+  std::shared_ptr<Consensus> inner = Consensus::open(location_.consensus_url).value();
+  std::shared_ptr<Blob> blob = Blob::open(location_.blob_url).value();
+  auto consensus = std::make_shared<testing::LosingConsensus>(inner);
+  std::unique_ptr<PersistClient> client = PersistClient::create(blob, consensus, small_config());
+  WriteHandle writer = client->open_writer("retried-fenced", "old", {1, "one"}).value();
+  BatchBuilder builder = writer.builder(Frontier(0));
+  ASSERT_TRUE(builder.add("row", 0, 1).ok());
+  const Batch batch = builder.finish(Frontier(1)).value();
+  // The append commits, its reply is lost and consensus stays down for the call's retries.
+  consensus->lose_replies = 1;
+  consensus->down_after_losing = true;
+  const absl::StatusOr<AppendResult> first =
+      writer.compare_and_append(batch, Frontier(0), Frontier(1));
+  ASSERT_FALSE(first.ok());
+  ASSERT_TRUE(is_indeterminate(first.status())) << first.status();
+  // A successor fences the shard; consensus comes back; the caller retries, as told to.
+  std::unique_ptr<PersistClient> successor = PersistClient::create(blob, inner, small_config());
+  ASSERT_TRUE(successor->fence("retried-fenced", {2, "two"}).ok());
+  consensus->down = false;
+  const absl::StatusOr<AppendResult> retry =
+      writer.compare_and_append(batch, Frontier(0), Frontier(1));
+  ASSERT_FALSE(retry.ok());
+  EXPECT_TRUE(is_indeterminate(retry.status())) << retry.status();
+  EXPECT_TRUE(is_fenced(retry.status())) << "the handle is gone: no point retrying again";
+  EXPECT_EQ(as_map(client->open_reader("retried-fenced").value().snapshot(0).value()),
+            (std::map<std::string, int64_t>{{"row", 1}}));
+}
+
+// DISABLED: a design question (see the fences review). A predecessor's append commits and its
+// reply is lost; the successor fences the shard, which removes the predecessor's registration and
+// with it the token that recognises the batch, and retries the transmitted batch with its own
+// writer: it gets an upper mismatch, which the docs read as "nothing was written", and a caller
+// that then discards the batch (as the docs' example does) removes parts the shard references.
+// The docs promise the retry is recognised "while the earlier one is still registered"; before
+// fences that lasted the predecessor's lease, a fence ends it at once. Recognising it needs the
+// tokens of the writers a fence removed kept in the state for a while (or the part keys
+// compared, which a compaction in between defeats). No caller does this today: weir ingest never
+// hands a batch to a later incarnation.
+TEST_P(ShardTest, DISABLED_ASuccessorsRetryOfAPredecessorsCommittedBatchIsNotAMismatch) {
+  std::shared_ptr<Consensus> inner = Consensus::open(location_.consensus_url).value();
+  std::shared_ptr<Blob> blob = Blob::open(location_.blob_url).value();
+  auto consensus = std::make_shared<testing::LosingConsensus>(inner);
+  std::unique_ptr<PersistClient> client = PersistClient::create(blob, consensus, small_config());
+  WriteHandle writer = client->open_writer("handed-over", "old", {1, "one"}).value();
+  BatchBuilder builder = writer.builder(Frontier(0));
+  ASSERT_TRUE(builder.add("row", 0, 1).ok());
+  const Batch batch = builder.finish(Frontier(1)).value();
+  consensus->lose_replies = 1;
+  consensus->down_after_losing = true;
+  ASSERT_TRUE(
+      is_indeterminate(writer.compare_and_append(batch, Frontier(0), Frontier(1)).status()));
+  consensus->down = false;
+  std::unique_ptr<PersistClient> successor = PersistClient::create(blob, inner, small_config());
+  WriteHandle next = successor->open_writer("handed-over", "new", {2, "two"}).value();
+  const absl::StatusOr<AppendResult> retry =
+      next.compare_and_append(Batch::decode(batch.encode()).value(), Frontier(0), Frontier(1));
+  EXPECT_TRUE(retry.ok() ? retry->is_appended() : is_indeterminate(retry.status()))
+      << (retry.ok() ? "a mismatch" : retry.status().ToString());
+}
+
+// The same for a writer that GC expired between a call that lost its reply and the retry.
+TEST_P(ShardTest, ARetryAfterAnExpiryOfAnAppendWhoseOutcomeWasUnknownIsNotRefused) {
+  absl::Time now = absl::Now();
+  PersistConfig config = small_config();
+  config.clock = [&now] { return now; };
+  std::shared_ptr<Consensus> inner = Consensus::open(location_.consensus_url).value();
+  std::shared_ptr<Blob> blob = Blob::open(location_.blob_url).value();
+  auto consensus = std::make_shared<testing::LosingConsensus>(inner);
+  std::unique_ptr<PersistClient> client = PersistClient::create(blob, consensus, config);
+  WriteHandle writer = client->open_writer("retried-expired").value();
+  BatchBuilder builder = writer.builder(Frontier(0));
+  ASSERT_TRUE(builder.add("row", 0, 1).ok());
+  const Batch batch = builder.finish(Frontier(1)).value();
+  consensus->lose_replies = 1;
+  consensus->down_after_losing = true;
+  const absl::StatusOr<AppendResult> first =
+      writer.compare_and_append(batch, Frontier(0), Frontier(1));
+  ASSERT_TRUE(is_indeterminate(first.status())) << first.status();
+  now += config.writer_lease + absl::Minutes(1);
+  std::unique_ptr<PersistClient> other = PersistClient::create(blob, inner, config);
+  ASSERT_EQ(other->gc("retried-expired").value().expired_writers, 1u);
+  consensus->down = false;
+  const absl::StatusOr<AppendResult> retry =
+      writer.compare_and_append(batch, Frontier(0), Frontier(1));
+  ASSERT_FALSE(retry.ok());
+  EXPECT_TRUE(is_indeterminate(retry.status())) << retry.status();
+  EXPECT_TRUE(is_writer_expired(retry.status())) << retry.status();
+  EXPECT_EQ(as_map(client->open_reader("retried-expired").value().snapshot(0).value()),
+            (std::map<std::string, int64_t>{{"row", 1}}));
+}
+
+// A read that a fence interrupts: the fence removes the reader, so its hold on the versions it
+// reads goes, and GC may remove the parts still ahead of the cursor. The read failed with
+// "part ... is missing from the blob store" (NotFound), which reads as data loss; it is the
+// fence, and the error says so.
+TEST_P(ShardTest, AReadThatAFenceInterruptsSaysItWasFencedNotThatAPartIsMissing) {
+  WriteHandle writer = client_->open_writer("fenced-read", "old", {1, "one"}).value();
+  for (uint64_t t = 0; t < 2; ++t) {
+    std::vector<Update> rows;
+    for (int i = 0; i < 400; ++i) {
+      rows.push_back({"row " + std::to_string(t) + "." + std::to_string(1000 + i), t, 1});
+    }
+    ASSERT_TRUE(writer.compare_and_append(rows, Frontier(t), Frontier(t + 1))->is_appended());
+  }
+  ReadHandle reader = client_->open_reader("fenced-read", "old plan", {1, "one"}).value();
+  SnapshotCursor cursor = reader.snapshot_cursor(1).value();
+  ASSERT_TRUE(cursor.next());
+  // The successor takes over; compaction rewrites the batches and GC removes the old parts, which
+  // no registered reader holds any more.
+  ASSERT_TRUE(client_->open_writer("fenced-read", "new", {2, "two (host:9)"}).ok());
+  ASSERT_EQ(client_->compact("fenced-read", {.full = true}).value().merges, 1u);
+  ASSERT_GT(client_->gc("fenced-read").value().blobs_deleted, 0u);
+  while (cursor.next()) {
+  }
+  ASSERT_FALSE(cursor.status().ok()) << "the parts ahead were removed";
+  EXPECT_TRUE(is_fenced(cursor.status())) << cursor.status();
+  EXPECT_NE(cursor.status().message().find("two (host:9)"), std::string_view::npos)
+      << cursor.status();
+}
+
+// A fence's owner is any string the caller gives (a host name, a kind). The state is a proto3
+// message, whose string fields must be UTF-8: an owner with other bytes was written into the
+// state, and every later read of the shard failed to parse it (DataLoss): one bad owner bricked
+// the shard for every process, GC included.
+TEST_P(ShardTest, AFenceOwnerThatIsNotUtf8DoesNotBreakTheShard) {
+  const std::string owner = "ingest \xff\xfe incarnation 3";
+  const absl::StatusOr<WriteHandle> writer = client_->open_writer("odd-owner", "w", {3, owner});
+  const absl::Status fenced = client_->fence("odd-owner-2", {3, owner});
+  // Refused with a clear error, or accepted: either way the shards stay readable.
+  if (!writer.ok()) {
+    EXPECT_EQ(writer.status().code(), absl::StatusCode::kInvalidArgument) << writer.status();
+  }
+  if (!fenced.ok()) {
+    EXPECT_EQ(fenced.code(), absl::StatusCode::kInvalidArgument) << fenced;
+  }
+  for (const char* name : {"odd-owner", "odd-owner-2"}) {
+    EXPECT_TRUE(client_->describe(name).ok()) << client_->describe(name).status();
+    EXPECT_TRUE(client_->gc(name).ok()) << client_->gc(name).status();
+    EXPECT_TRUE(client_->open_writer(name, "next", {4, "four"}).ok());
+  }
+  // The same for a handle's purpose, which the state keeps too.
+  const absl::StatusOr<ReadHandle> reader = client_->open_reader("odd-purpose", "cat \xc3(");
+  if (!reader.ok()) {
+    EXPECT_EQ(reader.status().code(), absl::StatusCode::kInvalidArgument) << reader.status();
+  }
+  EXPECT_TRUE(client_->describe("odd-purpose").ok()) << client_->describe("odd-purpose").status();
+  // And for a shard's name, which the name map of every shard keeps.
+  EXPECT_EQ(client_->open_writer("odd \xff name").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(client_->list_shards().ok()) << client_->list_shards().status();
+  std::unique_ptr<PersistClient> fresh = open_client();
+  EXPECT_TRUE(fresh->describe("odd-purpose").ok()) << fresh->describe("odd-purpose").status();
 }
 
 // Issue 15 item 8: a snapshot cursor did not renew its reader's lease while it was read. A read
@@ -751,6 +922,71 @@ TEST_P(ShardTest, ABacklogOfEqualBatchesIsCompactedWithoutRewritingTheSameBytesO
   EXPECT_LE(rewrites, 4.0) << result.merges << " merges";
   EXPECT_EQ(as_map(client->open_reader("backlog").value().snapshot(kBatches - 1).value()).size(),
             kBatches * 20);
+}
+
+// Review of the compaction's choice of batches: batches of random sizes and runs, compacted one
+// step at a time (with and without `full`, at the smallest fan-in). Every step must make
+// progress (fewer batches, or fewer runs, or a since brought up to date), keep the contents, and
+// the compaction must settle.
+TEST_P(ShardTest, EveryCompactionStepOfRandomBatchesMakesProgressAndKeepsTheContents) {
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    PersistConfig config = small_config();
+    config.compaction_max_runs = 2 + seed % 3;
+    std::unique_ptr<PersistClient> client = open_client(config);
+    const std::string name = "steps-" + std::to_string(seed);
+    WriteHandle writer = client->open_writer(name).value();
+    std::vector<Update> history;
+    uint64_t upper = 0;
+    for (int b = 0; b < 24; ++b) {
+      // Sizes from nothing to many parts; unsorted data makes several runs in a batch.
+      const uint64_t count = rng() % 4 == 0 ? rng() % 200 : rng() % 12;
+      const uint64_t width = 1 + rng() % 3;
+      std::vector<Update> updates;
+      for (uint64_t i = 0; i < count; ++i) {
+        updates.push_back({"k" + std::to_string(rng() % 300), upper + rng() % width, 1});
+      }
+      ASSERT_TRUE(writer.compare_and_append(updates, Frontier(upper), Frontier(upper + width))
+                      ->is_appended());
+      history.insert(history.end(), updates.begin(), updates.end());
+      upper += width;
+    }
+    ReadHandle reader = client->open_reader(name).value();
+    ASSERT_TRUE(reader.downgrade_since(Frontier(upper / 2)).ok());
+    const auto potential = [&] {
+      size_t n = 0;
+      for (const auto& batch : client->describe(name).value().batches) {
+        n += 1 + batch.num_runs;
+      }
+      return n;
+    };
+    for (const bool full : {false, true}) {
+      size_t steps = 0;
+      for (;; ++steps) {
+        ASSERT_LT(steps, 500u) << "compaction does not settle";
+        const size_t before = potential();
+        const ShardDescription d = client->describe(name).value();
+        const CompactionResult result =
+            client->compact(name, {.full = full, .max_steps = 1}).value();
+        if (result.settled) break;
+        const ShardDescription after = client->describe(name).value();
+        bool since_moved = false;
+        for (const auto& batch : d.batches) {
+          since_moved |= batch.description.since != d.since;
+        }
+        EXPECT_TRUE(potential() < before || (full && since_moved))
+            << "step " << steps << " (full " << full << "): " << before << " -> " << potential();
+        for (uint64_t as_of = upper / 2; as_of < upper; as_of += 7) {
+          ASSERT_EQ(as_map(reader.snapshot(as_of).value()), testing::consolidate(history, as_of))
+              << "step " << steps << " as_of " << as_of;
+        }
+        ASSERT_EQ(after.upper, Frontier(upper));
+      }
+    }
+    const ShardDescription d = client->describe(name).value();
+    ASSERT_EQ(d.batches.size(), 1u + (d.batches.back().num_parts == 0 ? 1u : 0u));
+  }
 }
 
 TEST_P(ShardTest, GcRemovesCompactedPartsOnceNoReadHoldsThem) {

@@ -155,7 +155,8 @@ enum class ErrorClass {
   kExpiredWriter,
   // Anything else (DataLoss, NotFound, InvalidArgument, FailedPrecondition, PermissionDenied,
   // Internal, ...): retrying would fail the same way or hide damage. The run ends with the error,
-  // naming the operator and worker.
+  // naming the operator and worker. So does a fence (persist::is_fenced: a later incarnation took
+  // the shard over), even with the outcome of the last append unknown.
   kFatal,
 };
 ErrorClass classify_error(const absl::Status& status);

@@ -11,15 +11,19 @@
 // registers the writer, and removes every writer and leased reader registered with a lower
 // non-zero epoch. Opening a handle with an epoch below the shard's fence is refused. A removed
 // writer's appends and a removed reader's reads are refused: FailedPrecondition, recognised by
-// is_fenced, naming the fence's owner. So once a successor has opened its writer, no append of a
-// predecessor lands (an append that committed before that is in the shard; its retry reports
-// the outcome indeterminate, never a refusal that would have the caller discard its parts).
+// is_fenced, naming the shard and the fence's owner. So once a successor has opened its writer,
+// no append of a predecessor lands (an append that committed before that is in the shard; the
+// predecessor's retry of it reports the outcome indeterminate, and is_fenced, never a refusal
+// that would have the caller discard its parts; a successor cannot learn that outcome).
 //
 // Epoch 0 is "no fence": such a handle neither fences nor is fenced (tools, ad hoc readers).
 // Epochs compare only with each other on one shard: a shard's epochs come from one sequence,
-// that of the process kind that owns it (ingest's per-source incarnations). Compaction and GC
-// run with the fence of the process that asks for them (CompactionOptions::fence), so a
-// predecessor's compaction stops too; critical since holds have their own epochs (SinceHandle).
+// that of the process kind that owns it (ingest's per-source incarnations); two handles of one
+// epoch do not fence each other. Compaction runs with the fence of the process that asks for it
+// (CompactionOptions::fence; it raises the fence as a writer does), so a predecessor's
+// compaction stops too; GC takes none (it removes only what no registered writer may still
+// append); critical since holds have their own epochs (SinceHandle). An owner that is not UTF-8
+// is kept with its bytes escaped.
 //
 // Thread safety: a value type.
 
