@@ -956,7 +956,8 @@ TEST_P(ShardTest, EveryCompactionStepOfRandomBatchesMakesProgressAndKeepsTheCont
     ASSERT_TRUE(reader.downgrade_since(Frontier(upper / 2)).ok());
     const auto potential = [&] {
       size_t n = 0;
-      for (const auto& batch : client->describe(name).value().batches) {
+      const ShardDescription described = client->describe(name).value();
+      for (const auto& batch : described.batches) {
         n += 1 + batch.num_runs;
       }
       return n;
