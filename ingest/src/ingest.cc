@@ -139,7 +139,6 @@ std::string_view to_string(ErrorClass error_class) {
   return "?";
 }
 
-
 namespace {
 
 // The errors the operators of one epoch reported, on any worker.

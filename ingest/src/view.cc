@@ -271,9 +271,8 @@ absl::Status run_view(const ViewOptions& options) {
     holds.push_back(std::move(hold));
   }
   WEIR_ASSIGN_OR_RETURN(const uint64_t epoch, take_over(holds));
-  const persist::Fence fence{
-      epoch, absl::StrCat("weir view ", options.view, " -> ", output, " epoch ", epoch, " (",
-                          process_name(), ")")};
+  const persist::Fence fence{epoch, absl::StrCat("weir view ", options.view, " -> ", output,
+                                                 " epoch ", epoch, " (", process_name(), ")")};
   WEIR_ASSIGN_OR_RETURN(persist::WriteHandle opened,
                         client->open_writer(output, "weir view " + options.view, fence));
   auto writer = std::make_shared<persist::WriteHandle>(std::move(opened));
