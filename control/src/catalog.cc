@@ -348,8 +348,21 @@ absl::StatusOr<std::vector<CommittedChange>> history(PersistClient& client, uint
 
 absl::StatusOr<CommittedChange> commit(PersistClient& client, const Change& change,
                                        const CommitOptions& options) {
-  // A bad name fails before anything is written, the shard's creation included.
+  // A bad name fails before anything is written, the shard's creation included; so does any
+  // other refusal of the first change to a store that has no catalog yet.
   WEIR_RETURN_IF_ERROR(validate_name(change.name));
+  const ShardExists exists = shards_of(client);
+  WEIR_ASSIGN_OR_RETURN(const std::optional<persist::ShardId> catalog_shard,
+                        client.find_shard(kCatalogShard));
+  if (!catalog_shard) {
+    WEIR_RETURN_IF_ERROR(validate(change, CatalogSnapshot{}, exists));
+  }
+  // What is stored: the spec completed (validate.h), once it has validated.
+  Change completed = change;
+  if (change.kind != ChangeKind::kDrop) {
+    absl::StatusOr<ObjectSpec> spec = complete_spec(change.name, change.spec);
+    if (spec.ok()) completed.spec = *std::move(spec);
+  }
   const std::string created_by = options.created_by.empty() ? this_process() : options.created_by;
   const std::string object_id = ObjectId::random().str();
   WEIR_ASSIGN_OR_RETURN(persist::WriteHandle writer,
@@ -364,7 +377,7 @@ absl::StatusOr<CommittedChange> commit(PersistClient& client, const Change& chan
     }
     const uint64_t v = upper.time();
     WEIR_ASSIGN_OR_RETURN(Replay replay, replay_log(client, v, first_read.value_or(v)));
-    absl::Status valid = validate(change, replay.catalog);
+    absl::Status valid = validate(change, replay.catalog, exists);
     if (valid.ok() && first_read && change.kind != ChangeKind::kCreate &&
         replay.catalog.find(change.name)->object_id != validated_id) {
       valid = absl::NotFoundError(absl::StrCat("the object \"", change.name, "\" read at version ",
@@ -379,7 +392,7 @@ absl::StatusOr<CommittedChange> commit(PersistClient& client, const Change& chan
         validated_id = replay.catalog.find(change.name)->object_id;
       }
     }
-    const CommittedChange committed = prepare(change, replay.catalog, v, object_id, created_by);
+    const CommittedChange committed = prepare(completed, replay.catalog, v, object_id, created_by);
     WEIR_ASSIGN_OR_RETURN(const persist::AppendResult appended, append(writer, committed, options));
     if (appended.is_appended()) {
       if (appended.maintenance_due) {

@@ -25,7 +25,8 @@ namespace {
 
 using persist::PersistClient;
 
-// A fresh in-memory store that several clients can share.
+// A fresh in-memory store that several clients can share, with a shard "bids" for holds to hold
+// (validation refuses a hold on a shard that does not exist).
 struct Store {
   std::shared_ptr<persist::Blob> blob;
   std::shared_ptr<persist::Consensus> consensus;
@@ -33,7 +34,10 @@ struct Store {
   static Store fresh(const std::string& name) {
     static std::atomic<int> counter{0};
     const std::string url = "mem://control-" + name + "-" + std::to_string(counter++);
-    return {persist::Blob::open(url).value(), persist::Consensus::open(url).value()};
+    Store store{persist::Blob::open(url).value(), persist::Consensus::open(url).value()};
+    persist::WriteHandle bids = store.client()->open_writer("bids").value();
+    EXPECT_TRUE(bids.expire().ok());
+    return store;
   }
   std::unique_ptr<PersistClient> client() const { return PersistClient::create(blob, consensus); }
 };
@@ -52,6 +56,7 @@ std::set<std::string> names(const CatalogSnapshot& catalog) {
   return result;
 }
 
+// A hold on "bids"; (reader, shard) is unique among live holds.
 HoldSpec hold(const std::string& reader) { return {.shard = "bids", .reader = reader}; }
 
 // Checks that `changes` (from version 0) are a valid serial order: versions dense from 0, every
@@ -105,7 +110,7 @@ TEST(CatalogTest, TwoWritersRacing100ChangesEachLoseNothing) {
     while (ready.load() < 2) std::this_thread::yield();
     for (int i = 0; i < 100; ++i) {
       const std::string prefix = "w" + std::to_string(w) + "-";
-      commit_one(Change::create(prefix + std::to_string(i), hold("r" + std::to_string(i))));
+      commit_one(Change::create(prefix + std::to_string(i), hold(prefix + std::to_string(i))));
       if (i % 2 == 1) commit_one(Change::drop(prefix + std::to_string(i - 1)));
     }
   };
@@ -289,7 +294,9 @@ TEST(CatalogTest, AnIndeterminateCommitLandsOnce) {
     EXPECT_TRUE(committed.emplace(result->version, change.name).second)
         << "version " << result->version << " reported twice";
   };
-  for (int i = 0; i < 30; ++i) commit_one(Change::create("n" + std::to_string(i), hold("r")));
+  for (int i = 0; i < 30; ++i) {
+    commit_one(Change::create("n" + std::to_string(i), hold("r" + std::to_string(i))));
+  }
   for (int i = 0; i < 30; i += 2) commit_one(Change::drop("n" + std::to_string(i)));
   EXPECT_GT(faulty->counts().indeterminate.load(), 10u);
 
@@ -429,9 +436,10 @@ TEST(CatalogTest, HistoryAndReadsAtEveryVersion) {
   const Store store = Store::fresh("history");
   std::unique_ptr<PersistClient> client = store.client();
   const SourceSpec source{.source = "loadgen:auction",
-                          .options = {{"scale", "2"}, {"seed", "7"}, {"batch", "10"}},
+                          .options = {{"scale", "2"}, {"seed", "7"}, {"rate", "10"}},
                           .tables = {"bids", "users"}};
-  const ViewSpec view{.view = "max-bid", .inputs = {"bids"}, .output = "max_bid"};
+  const ViewSpec view{
+      .view = "max-bid", .inputs = {"auction.bids", "auction.users"}, .output = "max_bid"};
   const CommitOptions by_test{.created_by = "test"};
   const CommittedChange a = commit(*client, Change::create("a", source), by_test).value();
   const CommittedChange b = commit(*client, Change::create("b", view), by_test).value();
@@ -469,7 +477,7 @@ TEST(CatalogTest, HistoryAndReadsAtEveryVersion) {
   // Options are stored sorted by key.
   const auto& options = std::get<SourceSpec>(replace.object.spec).options;
   ASSERT_EQ(options.size(), 3u);
-  EXPECT_EQ(options[0].key, "batch");
+  EXPECT_EQ(options[0].key, "rate");
   EXPECT_EQ(options[1].key, "scale");
   EXPECT_EQ(options[1].value, "3");
   EXPECT_EQ(options[2].key, "seed");
@@ -492,7 +500,7 @@ TEST(CatalogTest, HistoryAndReadsAtEveryVersion) {
   }
   EXPECT_EQ(read(*client, 6).status().code(), absl::StatusCode::kOutOfRange);
   const SourceSpec stored{.source = "loadgen:auction",
-                          .options = {{"batch", "10"}, {"scale", "3"}, {"seed", "7"}},
+                          .options = {{"rate", "10"}, {"scale", "3"}, {"seed", "7"}},
                           .tables = {"bids", "users"}};
   EXPECT_TRUE(std::get<SourceSpec>(read(*client, 3)->find("a")->spec) == stored);
 }
@@ -517,7 +525,9 @@ TEST(CatalogTest, ACompactedCatalogReadsFromItsSince) {
   std::unique_ptr<PersistClient> client = store.client();
   persist::ReadHandle hold_since = client->open_reader(kCatalogShard, "test hold").value();
   for (int i = 0; i < 6; ++i) {
-    ASSERT_TRUE(commit(*client, Change::create("n" + std::to_string(i), hold("r"))).ok());
+    ASSERT_TRUE(
+        commit(*client, Change::create("n" + std::to_string(i), hold("r" + std::to_string(i))))
+            .ok());
   }
   ASSERT_TRUE(commit(*client, Change::drop("n1")).ok());
   ASSERT_TRUE(commit(*client, Change::drop("n4")).ok());

@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "weir/control/catalog.h"
+#include "weir/control/v1/catalog.pb.h"
 #include "weir/mutex.h"
 #include "weir/sources/loadgen/generator.h"
 
@@ -127,6 +128,26 @@ void make_shard(PersistClient& client, const std::string& name) {
   ASSERT_TRUE(writer.expire().ok());
 }
 
+// Creates a hold by appending its row by hand, skipping validation (which refuses a hold on a
+// shard that does not exist): what a catalog can still hold if the shard goes away.
+void create_unchecked(PersistClient& client, const std::string& name, const HoldSpec& spec) {
+  v1::CatalogObject object;
+  object.set_format_version(1);
+  object.set_name(name);
+  object.set_object_id("o00000000-0000-4000-8000-000000000001");
+  object.set_created_by("test");
+  object.mutable_hold()->set_shard(spec.shard);
+  object.mutable_hold()->set_reader(spec.reader);
+  persist::WriteHandle raw = client.open_writer(kCatalogShard).value();
+  const uint64_t v = raw.fetch_recent_upper().value().time();
+  object.set_created_version(v);
+  ASSERT_TRUE(
+      raw.compare_and_append(std::vector<persist::Update>{{object.SerializeAsString(), v, 1}},
+                             persist::Frontier(v), persist::Frontier(v + 1))
+          ->is_appended());
+  ASSERT_TRUE(raw.expire().ok());
+}
+
 size_t catalog_holds_on(PersistClient& client, const std::string& shard) {
   size_t holds = 0;
   const persist::ShardDescription described = client.describe(shard).value();
@@ -175,7 +196,10 @@ TEST(ReplicaTest, AHoldOnAMissingShardStallsAndCreatesNothing) {
   const Store store = Store::fresh("missing");
   std::unique_ptr<PersistClient> client = store.client();
   RunningReplica replica(store);
-  ASSERT_TRUE(commit(*client, Change::create("audit", HoldSpec{"nowhere", "auditor"})).ok());
+  EXPECT_EQ(
+      commit(*client, Change::create("audit", HoldSpec{"nowhere", "auditor"})).status().code(),
+      absl::StatusCode::kFailedPrecondition);
+  create_unchecked(*client, "audit", HoldSpec{"nowhere", "auditor"});
   ASSERT_TRUE(eventually([&] { return row_says(*client, "audit", "audit stalled"); }))
       << health(*client)["audit"];
   EXPECT_TRUE(row_says(*client, "audit", "waiting for shard \"nowhere\""));
@@ -200,6 +224,7 @@ TEST(ReplicaTest, AFailingRunnerStallsThenRestartsAfterABackoff) {
     });
   };
   RunningReplica replica(store, runners);
+  make_shard(*client, "x");
   ASSERT_TRUE(commit(*client, Change::create("flaky", HoldSpec{"x", "y"})).ok());
   ASSERT_TRUE(eventually([&] { return row_says(*client, "flaky", "flaky running"); }))
       << health(*client)["flaky"];

@@ -191,73 +191,116 @@ const std::vector<std::string> kReadConsensus = {"",
                                                  "bogus://x",
                                                  "consensus.db"};
 
-const std::map<std::string, std::vector<std::string>> kBadValues = {
-    {"--log-level", {"", "loud", "INFO", "warnings"}},
-    {"ingest --source", {"", "loadgen:", "loadgen:nosuch", "kafka", "LOADGEN:auction"}},
-    {"ingest --scale", {"-1", "", "seven", "1.5", "18446744073709551616", "1000001", "0x10"}},
-    {"ingest --persist", {"", "@FILE"}},
-    {"ingest --blob", {"", "file://", "ftp://x", "blob"}},
-    {"ingest --consensus", {"", "sqlite://", "bogus://x", "consensus.db"}},
-    {"ingest --workers", kWorkers},
-    {"ingest --until", kUnsigned},
-    {"ingest --rate", {"-5", "", "fast", "nan", "inf", "-inf", "1e400", "-0.5"}},
-    {"ingest --mode", {"", "parallel", "Serial"}},
-    {"ingest --tables", {"", ",", "nosuch", "bids,nosuch"}},
-    {"ingest --snapshot-rows",
-     {"", "bids", "bids=", "bids=-1", "bids=x", "=5", "nosuch=5", "bids=1.5"}},
-    {"ingest --seed", kUnsigned},
-    {"ingest --fault", {"", "bids", "bids@", "bids@-1", "@5", "nosuch@5", "bids@x"}},
-    {"ingest --transient-fault", kUnsigned},
-    {"ingest --add-table", {"", "nosuch"}},
-    {"ingest --add-after", {"-1", "", "nan", "inf", "soon", "1e300", "1e10"}},
-    {"ingest --compaction-window", kUnsigned},
-    {"ingest --inject-faults", {"-0.1", "1.5", "2", "", "nan", "half", "inf"}},
-    {"ingest --conn", {""}},
-    {"ingest --publication", {""}},
-    {"ingest --slot", {"", "Bad-Slot", "slot.with.dots", std::string(64, 's')}},
-    {"ingest --name", {"", "has space", ".pg", "pg.", "a/b"}},
-    {"ingest --until-lsn", {"", "5", "x/y", "1/2/3", "-1/0", "/"}},
-    {"ingest --until-gtid", kUnsigned},
-    {"ingest --server-id", {"-1", "", "x", "4294967296", "1.5"}},
-    {"ingest --quiet", kFlag},
-    {"persist --persist", kReadPersist},
-    {"persist --blob", kReadBlob},
-    {"persist --consensus", kReadConsensus},
-    {"persist describe SHARD", kShard},
-    {"persist cat SHARD", kShard},
-    {"persist cat --as-of", kUnsigned},
-    {"persist cat --reader-lease", {"0", "0.5", "", "soon", "nan", "inf", "-1", "86401"}},
-    {"subscribe --persist", kReadPersist},
-    {"subscribe --blob", kReadBlob},
-    {"subscribe --consensus", kReadConsensus},
-    {"subscribe SHARD", kShard},
-    {"subscribe --as-of", kUnsigned},
-    {"subscribe --no-snapshot", kFlag},
-    {"subscribe --progress", kFlag},
-    {"subscribe --until", kUnsigned},
-    {"subscribe --reader-lease", {"0", "0.5", "", "soon", "nan", "inf", "-1", "86401"}},
-    {"subscribe --workers", kWorkers},
-    {"view --persist", kReadPersist},
-    {"replica --persist", {"", "@FILE"}},
-    {"replica --blob", {"", "file://", "ftp://x", "blob"}},
-    {"replica --consensus", {"", "sqlite://", "bogus://x", "consensus.db"}},
-    {"replica --workers", kWorkers},
-    {"replica --poll-ms", {"0", "-1", "", "soon", "60001", "1.5"}},
-    {"replica --processes", {"0", "2", "", "x"}},
-    {"replica --process", {"1", "-1", "", "x"}},
-    {"replica --hostfile", {"", "@ABSENT"}},
-    {"view --blob", kReadBlob},
-    {"view --consensus", kReadConsensus},
-    {"view NAME", {"", "max_bid", "nosuch"}},
-    {"view --output", {"", "auction.bids", "auction.users"}},
-    {"view --until", kUnsigned},
-    {"view --workers", kWorkers},
-    {"completion SHELL", {"", "zsh", "fish"}},
-    {"ingest --http", {"", "x", "70000", "-1", "[::1", "::1:80", "host name:80"}},
-    {"top --http", {"", "x", "70000", "-1", "[::1"}},
-    {"top --interval", {"-1", "0", "", "x", "nan", "inf", "1e9"}},
-    {"top --once", kFlag},
-};
+const std::vector<std::string> kObjectName = {"", "Bad", "weir.x", "a b"};
+
+const std::map<std::string, std::vector<std::string>> kBadValues = [] {
+  std::map<std::string, std::vector<std::string>> values = {
+      {"--log-level", {"", "loud", "INFO", "warnings"}},
+      {"ingest --source", {"", "loadgen:", "loadgen:nosuch", "kafka", "LOADGEN:auction"}},
+      {"ingest --scale", {"-1", "", "seven", "1.5", "18446744073709551616", "1000001", "0x10"}},
+      {"ingest --persist", {"", "@FILE"}},
+      {"ingest --blob", {"", "file://", "ftp://x", "blob"}},
+      {"ingest --consensus", {"", "sqlite://", "bogus://x", "consensus.db"}},
+      {"ingest --workers", kWorkers},
+      {"ingest --until", kUnsigned},
+      {"ingest --rate", {"-5", "", "fast", "nan", "inf", "-inf", "1e400", "-0.5"}},
+      {"ingest --mode", {"", "parallel", "Serial"}},
+      {"ingest --tables", {"", ",", "nosuch", "bids,nosuch"}},
+      {"ingest --snapshot-rows",
+       {"", "bids", "bids=", "bids=-1", "bids=x", "=5", "nosuch=5", "bids=1.5"}},
+      {"ingest --seed", kUnsigned},
+      {"ingest --fault", {"", "bids", "bids@", "bids@-1", "@5", "nosuch@5", "bids@x"}},
+      {"ingest --transient-fault", kUnsigned},
+      {"ingest --add-table", {"", "nosuch"}},
+      {"ingest --add-after", {"-1", "", "nan", "inf", "soon", "1e300", "1e10"}},
+      {"ingest --compaction-window", kUnsigned},
+      {"ingest --inject-faults", {"-0.1", "1.5", "2", "", "nan", "half", "inf"}},
+      {"ingest --conn", {""}},
+      {"ingest --publication", {""}},
+      {"ingest --slot", {"", "Bad-Slot", "slot.with.dots", std::string(64, 's')}},
+      {"ingest --name", {"", "has space", ".pg", "pg.", "a/b"}},
+      {"ingest --until-lsn", {"", "5", "x/y", "1/2/3", "-1/0", "/"}},
+      {"ingest --until-gtid", kUnsigned},
+      {"ingest --server-id", {"-1", "", "x", "4294967296", "1.5"}},
+      {"ingest --quiet", kFlag},
+      {"persist --persist", kReadPersist},
+      {"persist --blob", kReadBlob},
+      {"persist --consensus", kReadConsensus},
+      {"persist describe SHARD", kShard},
+      {"persist cat SHARD", kShard},
+      {"persist cat --as-of", kUnsigned},
+      {"persist cat --reader-lease", {"0", "0.5", "", "soon", "nan", "inf", "-1", "86401"}},
+      {"subscribe --persist", kReadPersist},
+      {"subscribe --blob", kReadBlob},
+      {"subscribe --consensus", kReadConsensus},
+      {"subscribe SHARD", kShard},
+      {"subscribe --as-of", kUnsigned},
+      {"subscribe --no-snapshot", kFlag},
+      {"subscribe --progress", kFlag},
+      {"subscribe --until", kUnsigned},
+      {"subscribe --reader-lease", {"0", "0.5", "", "soon", "nan", "inf", "-1", "86401"}},
+      {"subscribe --workers", kWorkers},
+      {"view --persist", kReadPersist},
+      {"replica --persist", {"", "@FILE"}},
+      {"replica --blob", {"", "file://", "ftp://x", "blob"}},
+      {"replica --consensus", {"", "sqlite://", "bogus://x", "consensus.db"}},
+      {"replica --workers", kWorkers},
+      {"replica --poll-ms", {"0", "-1", "", "soon", "60001", "1.5"}},
+      {"replica --processes", {"0", "2", "", "x"}},
+      {"replica --process", {"1", "-1", "", "x"}},
+      {"replica --hostfile", {"", "@ABSENT"}},
+      {"view --blob", kReadBlob},
+      {"view --consensus", kReadConsensus},
+      {"view NAME", {"", "max_bid", "nosuch"}},
+      {"view --output", {"", "auction.bids", "auction.users"}},
+      {"view --until", kUnsigned},
+      {"view --workers", kWorkers},
+      {"completion SHELL", {"", "zsh", "fish"}},
+      {"ingest --http", {"", "x", "70000", "-1", "[::1", "::1:80", "host name:80"}},
+      {"top --http", {"", "x", "70000", "-1", "[::1"}},
+      {"top --interval", {"-1", "0", "", "x", "nan", "inf", "1e9"}},
+      {"top --once", kFlag},
+      {"ctl --persist", kReadPersist},
+      {"ctl --blob", kReadBlob},
+      {"ctl --consensus", kReadConsensus},
+      {"ctl create source NAME", kObjectName},
+      {"ctl create view NAME", kObjectName},
+      {"ctl create view --view", {"", "nosuch", "max_bid"}},
+      {"ctl create view --output", {"", "auction.bids", "weir.catalog"}},
+      {"ctl create hold NAME", kObjectName},
+      {"ctl create hold --shard", {""}},
+      {"ctl create hold --reader", {""}},
+      {"ctl drop NAME", kObjectName},
+      {"ctl ls --version", kUnsigned},
+      {"ctl status NAME", kObjectName},
+      {"ctl history --from", kUnsigned},
+  };
+  // `weir ctl create source` takes the source flags of `weir ingest` (tools/weir/source_flags.h):
+  // mistyped the same ways.
+  for (const std::string flag : {"--source",
+                                 "--scale",
+                                 "--until",
+                                 "--rate",
+                                 "--mode",
+                                 "--tables",
+                                 "--snapshot-rows",
+                                 "--seed",
+                                 "--fault",
+                                 "--transient-fault",
+                                 "--add-table",
+                                 "--add-after",
+                                 "--compaction-window",
+                                 "--conn",
+                                 "--publication",
+                                 "--slot",
+                                 "--name",
+                                 "--until-lsn",
+                                 "--until-gtid",
+                                 "--server-id"}) {
+    values["ctl create source " + flag] = values.at("ingest " + flag);
+  }
+  return values;
+}();
 
 // How each command is run with every value valid, so that only the one under test is wrong:
 // its positionals (for `persist`, the subcommand) and its options, in order. A flag's value is
@@ -334,6 +377,18 @@ class CliTest : public ::testing::Test {
     // Valid but for the server, which is not there: top fails, and only that error names no
     // option.
     if (command == "top") return {{}, {{"--http", "1"}, {"--once", ""}}};
+    // `weir ctl` is given its subcommand, like `persist`; the commands run in the order
+    // commands() finds them, so `ctl create` makes what `ctl drop` drops.
+    if (command == "ctl") return {{"ls"}, store_flags};
+    if (command == "ctl create") {
+      return {{"hold", "first"}, {{"--shard", "auction.bids"}, {"--reader", "first"}}};
+    }
+    if (command == "ctl drop") return {{"first"}, {}};
+    if (command == "ctl create source") return {{"src"}, {{"--source", "loadgen:auction"}}};
+    if (command == "ctl create view") return {{"counts"}, {{"--view", "bids-per-auction"}}};
+    if (command == "ctl create hold") {
+      return {{"audit"}, {{"--shard", "auction.bids"}, {"--reader", "audit"}}};
+    }
     return {};
   }
 
@@ -359,15 +414,16 @@ class CliTest : public ::testing::Test {
       v.options.emplace_back("--blob", "file://" + location + "/blob");
     }
     std::vector<std::string> args = command.path;
-    // `persist` is given its subcommand; the store flags follow it.
-    if (command.name() == "persist") args.push_back(v.positionals[0]);
-    if (command.path.size() == 2 && command.path[0] == "persist") {
+    // `persist` and `ctl` are given their subcommand; the store flags follow it.
+    const bool store_command = command.name() == "persist" || command.name() == "ctl";
+    if (store_command) args.push_back(v.positionals[0]);
+    if (command.path.size() >= 2 && (command.path[0] == "persist" || command.path[0] == "ctl")) {
       args.insert(args.end(), {"--persist", "@STORE"});
     }
     if (positional) {
       // One positional everywhere: replaced by the value.
       args.push_back(value);
-    } else if (command.name() != "persist") {
+    } else if (!store_command) {
       args.insert(args.end(), v.positionals.begin(), v.positionals.end());
     }
     for (const auto& [name, arg] : v.options) {
@@ -404,8 +460,10 @@ fs::path* CliTest::base_ = nullptr;
 TEST_F(CliTest, FindsEveryCommand) {
   std::set<std::string> names;
   for (const Command& c : commands()) names.insert(c.name());
-  for (const char* expected : {"ingest", "persist", "persist ls", "persist describe", "persist cat",
-                               "subscribe", "view", "completion"}) {
+  for (const char* expected :
+       {"ingest", "persist", "persist ls", "persist describe", "persist cat", "subscribe", "view",
+        "completion", "ctl", "ctl create", "ctl create source", "ctl create view",
+        "ctl create hold", "ctl drop", "ctl ls", "ctl status", "ctl history"}) {
     EXPECT_TRUE(names.contains(expected)) << expected;
   }
   for (const Command& c : commands()) {
@@ -553,9 +611,10 @@ TEST_F(CliTest, BashCompletionOffersEveryCommandAndOption) {
   for (const Command& c : commands()) {
     std::vector<std::string> words = c.path;
     const Valid v = valid(c.name());
-    // Its positionals, but not the subcommand that `weir` and `persist` are given.
-    if (!c.path.empty()) words.insert(words.end(), v.positionals.begin(), v.positionals.end());
-    if (c.name() == "persist") words.pop_back();
+    // Its positionals, but not the subcommands that `weir`, `persist` and `ctl` are given.
+    if (c.subcommands.empty()) {
+      words.insert(words.end(), v.positionals.begin(), v.positionals.end());
+    }
     words.emplace_back("-");
     const std::vector<std::string> offered = complete(script, words);
     for (const std::string& option : c.options) {

@@ -30,6 +30,14 @@ void add_replica_command(CLI::App& app);
 // `weir top --http ADDR`: a running `weir ingest --http ADDR`, in a terminal.
 void add_top_command(CLI::App& app);
 
+// `weir ctl [--persist DIR | --blob URL --consensus URL] create|drop|ls|status|history ...`: the
+// catalog of what replicas run.
+void add_ctl_command(CLI::App& app);
+
+// The exit status of a parse error with CLI11's `code`: `weir ctl` exits 2 for a usage error, as
+// for a change that does not validate (nothing committed); other commands keep CLI11's code.
+int usage_exit_code(const CLI::App& app, int code);
+
 // `weir completion bash`: a bash completion script generated from `app`'s commands and options.
 // REQUIRES: called after every other command is added.
 void add_completion_command(CLI::App& app);

@@ -11,7 +11,6 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
-#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -24,6 +23,7 @@
 #include "absl/strings/str_format.h"
 #include "checks.h"
 #include "commands.h"
+#include "source_flags.h"
 #include "stop_signals.h"
 #include <unistd.h>
 
@@ -50,46 +50,6 @@ struct IngestFlags {
 [[noreturn]] void fail(const absl::Status& status) {
   std::cerr << "weir ingest: " << status << "\n";
   throw CLI::RuntimeError(1);
-}
-
-// Checks a source flag as it is parsed, by the rules of source definitions (source_spec.h), so
-// that `weir ingest` and a stored definition say the same of a value; --help shows `shown`'s
-// description ("0..1000000", "{a,b}").
-CLI::Validator source_check(const std::string& name, const CLI::Validator& shown) {
-  return CLI::Validator(
-      [name](std::string& value) -> std::string {
-        const absl::Status status = ingest::check_source_flag(name, value);
-        if (status.ok()) return "";
-        std::string message(status.message());
-        const std::string prefix = "--" + name + ": ";  // CLI11 names the option itself.
-        if (message.rfind(prefix, 0) == 0) message.erase(0, prefix.size());
-        return message;
-      },
-      shown.get_description());
-}
-
-// Adds the source flag --`name`, shown in --help as a T with its default (if it has one). Its
-// values are read back by source_flags.
-template <typename T>
-CLI::Option* add_source_flag(CLI::App* cmd, const std::string& name, const std::string& help,
-                             const CLI::Validator& shown = CLI::Validator()) {
-  CLI::Option* option = cmd->add_option_function<T>(
-      "--" + name, [](const T&) {}, help);
-  const std::string shown_default = ingest::source_flag_default(name);
-  if (!shown_default.empty()) option->default_str(shown_default);
-  return option->check(source_check(name, shown));
-}
-
-// The source flags `cmd` was given, each value as typed (parse_source_spec puts it in canonical
-// form: CLI11 keeps a value as typed after a check).
-std::vector<std::pair<std::string, std::string>> source_flags(const CLI::App& cmd) {
-  std::vector<std::pair<std::string, std::string>> given;
-  for (const CLI::Option* option : cmd.get_options()) {
-    const std::string& name = option->get_single_name();
-    if (!ingest::is_source_flag(name)) continue;
-    for (const std::string& value : option->results()) given.emplace_back(name, value);
-  }
-  return given;
 }
 
 std::string human(double n) {
@@ -300,14 +260,9 @@ void add_ingest_command(CLI::App& app) {
   auto flags = std::make_shared<IngestFlags>();
   CLI::App* cmd =
       app.add_subcommand("ingest", "ingest a source's tables into persist shards, exactly once");
-  // Every value is checked here (checks.h; a source flag by the rules of source definitions,
-  // weir/ingest/source_spec.h), so that a mistyped one is an error naming its option before
-  // anything is opened or created.
-  add_source_flag<std::string>(cmd, "source",
-                               "loadgen:counter, loadgen:auction, postgres or mysql (MariaDB)",
-                               one_of({"loadgen:counter", "loadgen:auction", "postgres", "mysql"}));
-  add_source_flag<uint64_t>(cmd, "scale", "snapshot size multiplier",
-                            unsigned_in(0, ingest::kMaxScale));
+  // Every value is checked here (checks.h; the source flags, shared with `weir ctl create source`,
+  // by the rules of source definitions: source_flags.h), so that a mistyped one is an error naming
+  // its option before anything is opened or created.
   CLI::Option* dir = cmd->add_option("--persist", flags->dir,
                                      "directory: a file blob store and SQLite consensus under it")
                          ->type_name("DIR")
@@ -326,48 +281,11 @@ void add_ingest_command(CLI::App& app) {
   cmd->add_option("-w,--workers", flags->workers, "worker threads")
       ->capture_default_str()
       ->check(worker_count());
-  add_source_flag<uint64_t>(cmd, "until", "stop after this upstream offset");
-  add_source_flag<double>(cmd, "rate", "upstream changes per second (0: as fast as possible)",
-                          number_in(0, std::numeric_limits<double>::max()));
-  add_source_flag<std::string>(cmd, "mode", "concurrent (per-export progress) or serial",
-                               one_of({"concurrent", "serial"}));
-  add_source_flag<std::vector<std::string>>(cmd, "tables", "tables to ingest (default: all)")
-      ->delimiter(',');
-  add_source_flag<std::vector<std::string>>(cmd, "snapshot-rows",
-                                            "TABLE=N: snapshot size of one table");
-  add_source_flag<uint64_t>(cmd, "seed", "generator seed");
-  add_source_flag<std::string>(cmd, "fault", "TABLE@OFFSET: a bad row (definite error)");
-  add_source_flag<uint64_t>(cmd, "transient-fault", "fail once at this offset (transient error)");
-  CLI::Option* add_table = add_source_flag<std::string>(
-      cmd, "add-table", "a table to add while running (one not in --tables)");
-  add_source_flag<double>(cmd, "add-after", "seconds before adding --add-table",
-                          number_in(0, ingest::kMaxAddAfterSeconds))
-      ->needs(add_table);
-  add_source_flag<uint64_t>(cmd, "compaction-window",
-                            "offsets of history kept readable behind the latest (each shard's "
-                            "since is held at upper - 1 - N; 18446744073709551615: all)");
+  add_source_flags(*cmd);
   cmd->add_option("--inject-faults", flags->inject_faults,
                   "soak runs: blob and consensus calls fail at this rate (0..1), and half as many "
                   "writes report a failure after going through")
       ->check(number_in(0, 1));
-  add_source_flag<std::string>(cmd, "conn",
-                               "postgres: libpq connection string or URL of the upstream "
-                               "database; mysql: 'host=H port=P user=U password=W database=D'");
-  add_source_flag<std::string>(cmd, "publication", "postgres: the publication to ingest");
-  add_source_flag<std::string>(cmd, "slot",
-                               "postgres: the logical replication slot (default: weir_ and a "
-                               "hash of the persist location; created if missing)");
-  add_source_flag<std::string>(cmd, "name",
-                               "postgres, mysql: the shards' name prefix (default: pg, mysql)");
-  add_source_flag<std::string>(cmd, "until-lsn",
-                               "postgres: stop once every table is complete up to this LSN (X/Y)");
-  add_source_flag<uint64_t>(cmd, "until-gtid",
-                            "mysql: stop once every table holds every transaction up to this "
-                            "GTID sequence number");
-  add_source_flag<uint32_t>(cmd, "server-id",
-                            "mysql: the binlog dump's server id, unique among the server's "
-                            "replicas (default: a hash of the persist location)",
-                            unsigned_in(0, UINT32_MAX));
   cmd->add_option("--http", flags->http,
                   "serve /metrics, /status, /graph and a dashboard on this address: PORT (on "
                   "loopback) or HOST:PORT (docs/observability.md)")

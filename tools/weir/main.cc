@@ -38,12 +38,17 @@ int main(int argc, char** argv) {
   weir::tools::add_view_command(app);
   weir::tools::add_replica_command(app);
   weir::tools::add_top_command(app);
+  weir::tools::add_ctl_command(app);
   weir::tools::add_completion_command(app);
   app.footer(
       "Example:\n"
       "  weir ingest --source loadgen:auction --persist DIR\n"
       "  weir persist ls --persist DIR\n"
       "Shell completion: source <(weir completion bash)");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return weir::tools::usage_exit_code(app, app.exit(e));
+  }
   return 0;
 }

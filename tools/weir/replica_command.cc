@@ -66,7 +66,7 @@ void add_replica_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "replica", "Follow the catalog and keep every object it names running, with no controller");
   cmd->set_help_flag("--help", "Print this help message and exit");  // -h is the hostfile.
-  add_writable_store_flags(*cmd, flags->store);
+  add_store_flags(*cmd, flags->store, StoreUse::kAny);
   cmd->add_option("-w,--workers", flags->workers, "Worker threads of each object's dataflow")
       ->capture_default_str()
       ->check(worker_count());

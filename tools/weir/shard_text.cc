@@ -1,5 +1,9 @@
 #include "shard_text.h"
 
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
 #include "checks.h"
 
 #include "weir/ingest/ingest.h"
@@ -7,9 +11,7 @@
 
 namespace weir::tools {
 
-namespace {
-
-void add_store_flags(CLI::App& app, StoreFlags& flags, bool existing) {
+void add_store_flags(CLI::App& app, StoreFlags& flags, StoreUse use) {
   CLI::Option* dir =
       app.add_option("--persist", flags.dir,
                      "Persist directory: blobs in DIR/blob, SQLite consensus in DIR/consensus.db");
@@ -18,6 +20,9 @@ void add_store_flags(CLI::App& app, StoreFlags& flags, bool existing) {
   CLI::Option* consensus =
       app.add_option("--consensus", flags.consensus_url,
                      "Consensus URL: sqlite:///PATH/consensus.db or postgres://...");
+  // A command that reads a location that exists: a mistyped path is an error, not a new, empty
+  // location.
+  const bool existing = use == StoreUse::kExisting;
   dir->type_name("DIR")->check(existing ? existing_persist_dir() : persist_dir());
   blob->type_name("URL")->check(blob_url(existing));
   consensus->type_name("URL")->check(consensus_url(existing));
@@ -26,15 +31,29 @@ void add_store_flags(CLI::App& app, StoreFlags& flags, bool existing) {
   consensus->needs(blob);
 }
 
-}  // namespace
-
-void add_store_flags(CLI::App& app, StoreFlags& flags) {
-  // A command that reads: a mistyped path is an error, not a new, empty location.
-  add_store_flags(app, flags, /*existing=*/true);
+absl::Status check_store_exists(const StoreFlags& flags) {
+  const auto check = [](const char* flag, CLI::Validator validator,
+                        std::string value) -> absl::Status {
+    if (value.empty()) return absl::OkStatus();
+    const std::string error = validator(value);
+    if (error.empty()) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", error));
+  };
+  WEIR_RETURN_IF_ERROR(check("--persist", existing_persist_dir(), flags.dir));
+  WEIR_RETURN_IF_ERROR(check("--blob", blob_url(/*existing=*/true), flags.blob_url));
+  return check("--consensus", consensus_url(/*existing=*/true), flags.consensus_url);
 }
 
-void add_writable_store_flags(CLI::App& app, StoreFlags& flags) {
-  add_store_flags(app, flags, /*existing=*/false);
+bool store_may_exist(const StoreFlags& flags) {
+  std::error_code error;
+  if (!flags.dir.empty()) {
+    return std::filesystem::exists(std::filesystem::path(flags.dir) / "consensus.db", error);
+  }
+  constexpr std::string_view kSqlite = "sqlite://";
+  if (flags.consensus_url.starts_with(kSqlite)) {
+    return std::filesystem::exists(flags.consensus_url.substr(kSqlite.size()), error);
+  }
+  return true;
 }
 
 void add_reader_lease_flag(CLI::App& app, StoreFlags& flags) {

@@ -25,14 +25,24 @@ struct StoreFlags {
   double reader_lease_s = 60;
 };
 
-// Adds the store flags to `app`, for a command that reads a location that exists: a path that
-// holds none is an error naming the flag ("no persist location at DIR"), before anything is
-// created there.
-void add_store_flags(CLI::App& app, StoreFlags& flags);
+// What the store flags of a command may name.
+enum class StoreUse {
+  kExisting,  // A location that exists: the command reads it.
+  kAny,       // Also one where nothing is yet: the command may create it (`weir ctl create`).
+};
 
-// The store flags of a command that may create the location it is given (a first run): a path
-// must be a directory or nothing yet.
-void add_writable_store_flags(CLI::App& app, StoreFlags& flags);
+// Adds the store flags to `app`. For kExisting, a path that holds no location is an error naming
+// the flag ("no persist location at DIR"), before anything is created there; for kAny, only a
+// path that cannot be one (a regular file) is.
+void add_store_flags(CLI::App& app, StoreFlags& flags, StoreUse use = StoreUse::kExisting);
+
+// For a command whose flags take kAny and which reads the location: the error (InvalidArgument
+// naming the flag) that kExisting would have given at parse time; OK if the location exists.
+absl::Status check_store_exists(const StoreFlags& flags);
+
+// Whether there may be a location where the flags point: false only where there is surely none
+// (no DIR/consensus.db, no sqlite:// file). A server (postgres://) or mem:// counts as one.
+bool store_may_exist(const StoreFlags& flags);
 
 // --reader-lease SECONDS, for a command that reads through a leased reader (subscribe, persist
 // cat). A reader killed before it could let go of its hold (SIGKILL) keeps the shard's since and

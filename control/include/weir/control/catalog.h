@@ -147,11 +147,15 @@ struct CommitOptions {
   absl::Duration outcome_timeout = absl::Minutes(1);
 };
 
-// Validates `change` (validate.h) and appends it as the next version, as described above. Returns
-// the change as committed. Errors before the append leave the catalog as it was: InvalidArgument
-// for a bad name or spec; AlreadyExists / NotFound if the name is live / not live when first read;
-// Aborted "conflict: ..." if a concurrent commit made the change invalid; DataLoss if the catalog
-// does not decode. When the append says the shard is due for maintenance, runs it (inline).
+// Validates `change` (validate.h, against the catalog and the shards of `client`'s store) and
+// appends it as the next version, its spec completed (complete_spec), as described above. Returns
+// the change as committed. Errors before the append leave the catalog as it was, and a refusal
+// creates no shard (not even weir.catalog): InvalidArgument for a bad name or spec; AlreadyExists
+// if the name, the shards it would write or its hold are taken; NotFound if a drop's or replace's
+// name is not live; FailedPrecondition for a shard to read that is not there, or a drop from
+// under a view; Aborted "conflict: ..." if a concurrent commit made the change invalid; DataLoss
+// if the catalog does not decode. When the append says the shard is due for maintenance, runs it
+// (inline).
 absl::StatusOr<CommittedChange> commit(persist::PersistClient& client, const Change& change,
                                        const CommitOptions& options = {});
 

@@ -1,0 +1,352 @@
+// `weir ctl` through the real binary: a create/ls/drop round trip, each refusal exits 2 and changes
+// nothing (not the catalog's upper, no shard, no location), `status` joins the catalog with the
+// rows of weir.health, and two shell loops racing their commits end with exactly the objects they
+// meant, in a history that is a valid serial order.
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "tool_process.h"
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "weir/ingest/status_shard.h"
+#include "weir/persist/client.h"
+
+namespace weir::tools {
+namespace {
+
+namespace fs = std::filesystem;
+using ingest::testing::read_file;
+using ingest::testing::run_tool;
+using ingest::testing::spawn_tool;
+
+struct Result {
+  int exit_code = -1;
+  std::string out;  // stdout and stderr.
+};
+
+class CtlTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char base[] = "/tmp/weir-ctl-test-XXXXXX";
+    ASSERT_NE(mkdtemp(base), nullptr);
+    base_ = base;
+    dir_ = (base_ / "store").string();
+  }
+  void TearDown() override { fs::remove_all(base_); }
+
+  // `weir ctl --persist DIR args...`.
+  Result ctl(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {WEIR_TOOL_PATH, "ctl", "--persist", dir_};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const fs::path log = base_ / ("run-" + std::to_string(runs_++) + ".log");
+    Result result;
+    result.exit_code = run_tool(argv, log);
+    result.out = read_file(log);
+    return result;
+  }
+
+  std::unique_ptr<persist::PersistClient> client() {
+    return persist::PersistClient::open(persist::PersistLocation::in_directory(dir_)).value();
+  }
+
+  // The catalog shard's upper (0 without one) and every shard's name.
+  std::pair<uint64_t, std::vector<std::string>> store_state() {
+    std::unique_ptr<persist::PersistClient> c = client();
+    uint64_t upper = 0;
+    if (absl::StatusOr<persist::ShardDescription> d = c->describe("weir.catalog"); d.ok()) {
+      upper = d->upper.time();
+    }
+    std::vector<std::string> names;
+    const std::vector<persist::ShardName> shards = c->list_shards().value();
+    for (const persist::ShardName& shard : shards) names.push_back(shard.name);
+    return {upper, names};
+  }
+
+  void make_shard(const std::string& name) {
+    persist::WriteHandle writer = client()->open_writer(name).value();
+    ASSERT_TRUE(writer
+                    .compare_and_append(std::vector<persist::Update>{{"row", 0, 1}},
+                                        persist::Frontier(0), persist::Frontier(1))
+                    ->is_appended());
+    ASSERT_TRUE(writer.expire().ok());
+  }
+
+  fs::path base_;
+  std::string dir_;
+  int runs_ = 0;
+};
+
+// The tab-separated fields of each line of `text`.
+std::vector<std::vector<std::string>> lines_of(const std::string& text) {
+  std::vector<std::vector<std::string>> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    lines.push_back(absl::StrSplit(line, '\t'));
+  }
+  return lines;
+}
+
+TEST_F(CtlTest, CreateListAndDrop) {
+  Result r = ctl({"create", "source", "auction", "--source", "loadgen:auction", "--scale", "010"});
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out, "committed version 0\n");
+  EXPECT_TRUE(fs::exists(fs::path(dir_) / "consensus.db")) << "the first create makes the store";
+  r = ctl({"create", "view", "counts", "--view", "bids-per-auction"});
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out, "committed version 1\n");
+  // A shard a live source writes can be held before it exists.
+  r = ctl({"create", "hold", "audit", "--shard", "auction.bids", "--reader", "auditor"});
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out, "committed version 2\n");
+
+  r = ctl({"ls"});
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto listed = lines_of(r.out);
+  ASSERT_EQ(listed.size(), 3u) << r.out;
+  const std::vector<std::vector<std::string>> expected = {
+      {"auction", "source", "", "0", "--source loadgen:auction --scale 10"},
+      {"audit", "hold", "", "2", "--shard auction.bids --reader auditor"},
+      {"counts", "view", "", "1",
+       "--view bids-per-auction --output view.bids-per-auction (reads auction.bids)"}};
+  for (size_t i = 0; i < expected.size(); ++i) {
+    ASSERT_EQ(listed[i].size(), 5u) << r.out;
+    EXPECT_TRUE(listed[i][2].starts_with("o")) << r.out;
+    for (const size_t column : {0, 1, 3, 4}) EXPECT_EQ(listed[i][column], expected[i][column]);
+  }
+  EXPECT_EQ(lines_of(ctl({"ls", "--version", "1"}).out).size(), 1u);
+
+  r = ctl({"drop", "audit"});
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out, "committed version 3\n");
+  r = ctl({"ls"});
+  EXPECT_EQ(lines_of(r.out).size(), 2u) << r.out;
+  r = ctl({"history"});
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto changes = lines_of(r.out);
+  ASSERT_EQ(changes.size(), 4u) << r.out;
+  EXPECT_EQ(changes[3][0], "3");
+  EXPECT_EQ(changes[3][1], "drop");
+  EXPECT_EQ(changes[3][2], "audit");
+  EXPECT_EQ(changes[3][4], listed[1][2]) << "the object dropped is the one created";
+  EXPECT_EQ(lines_of(ctl({"history", "--from", "2"}).out).size(), 2u);
+  // Nothing but the catalog was created: the objects' shards are the replica's to make.
+  EXPECT_EQ(store_state().second, std::vector<std::string>{"weir.catalog"});
+}
+
+// Each refusal: exit 2, an error naming the object and the thing, and nothing changed.
+TEST_F(CtlTest, EachRefusalExitsTwoAndChangesNothing) {
+  // On a location where nothing is: not even the location is created.
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"create", "view", "top", "--view", "max-bid"},
+           {"create", "hold", "audit", "--shard", "orders", "--reader", "r"},
+           {"drop", "nosuch"},
+           {"ls"},
+           {"status"},
+           {"history"}}) {
+    const Result r = ctl(args);
+    EXPECT_EQ(r.exit_code, 2) << args[0] << ": " << r.out;
+    EXPECT_FALSE(fs::exists(dir_)) << args[0] << " created " << dir_;
+  }
+
+  make_shard("orders");
+  ASSERT_EQ(ctl({"create", "hold", "audit", "--shard", "orders", "--reader", "r"}).exit_code, 0);
+  const auto refused = [&](const std::vector<std::string>& args,
+                           const std::vector<std::string>& says) {
+    const auto before = store_state();
+    const Result r = ctl(args);
+    EXPECT_EQ(r.exit_code, 2) << r.out;
+    for (const std::string& text : says) {
+      EXPECT_NE(r.out.find(text), std::string::npos) << "\"" << text << "\" not in: " << r.out;
+    }
+    EXPECT_EQ(store_state(), before) << "changed by: " << r.out;
+  };
+  // A view over shards that do not exist (no shard gets created).
+  refused({"create", "view", "top", "--view", "max-bid"},
+          {"view \"top\"", "\"auction.bids\" does not exist"});
+  ASSERT_EQ(ctl({"create", "source", "auction", "--source", "loadgen:auction"}).exit_code, 0);
+  ASSERT_EQ(ctl({"create", "view", "counts", "--view", "bids-per-auction"}).exit_code, 0);
+
+  refused({"drop", "nosuch"}, {"there is no catalog object \"nosuch\""});
+  refused({"create", "hold", "audit", "--shard", "orders", "--reader", "s"},
+          {"\"audit\" exists already"});
+  refused({"create", "hold", "audit2", "--shard", "orders", "--reader", "r"},
+          {"hold \"audit2\"", "holds \"orders\" already (hold \"audit\")"});
+  refused({"create", "hold", "weir.mine", "--shard", "orders", "--reader", "t"},
+          {"NAME", "is reserved"});
+  refused({"create", "source", "c", "--source", "loadgen:counter", "--scale", "-1"},
+          {"--scale", "expected a whole number"});
+  refused({"create", "source", "c", "--source", "loadgen:counter", "--add-after", "1"},
+          {"--add-after"});
+  refused({"create", "source", "again", "--source", "loadgen:auction"},
+          {"source \"again\" would write auction.*", "source \"auction\""});
+  refused({"create", "source", "shop", "--source", "postgres", "--conn", "host=db password=pw",
+           "--publication", "p"},
+          {"source \"shop\"", "--conn holds a password"});
+  refused({"create", "view", "counts2", "--view", "bids-per-auction"},
+          {"\"view.bids-per-auction\" is written by view \"counts\""});
+  refused({"drop", "auction"}, {"cannot drop source \"auction\"", "view \"counts\""});
+  refused({"status", "nosuch"}, {"no catalog object \"nosuch\""});
+  refused({"ls", "--version", "x"}, {"--version"});
+}
+
+TEST_F(CtlTest, StatusJoinsTheCatalogWithTheReplicasHealthRows) {
+  make_shard("orders");
+  for (const std::string name : {"a", "b", "c"}) {
+    ASSERT_EQ(ctl({"create", "hold", name, "--shard", "orders", "--reader", name}).exit_code, 0);
+  }
+  ASSERT_EQ(ctl({"drop", "c"}).exit_code, 0);
+  std::map<std::string, std::string> ids;  // name -> object id
+  for (const auto& line : lines_of(ctl({"history"}).out)) ids[line[2]] = line[4];
+
+  Result r = ctl({"status"});
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out, "a\thold\t" + ids["a"] + "\tpending (no replica has reported)\t\n" +
+                       "b\thold\t" + ids["b"] + "\tpending (no replica has reported)\t\n");
+
+  // Rows as a replica writes them: a running, b's from an earlier object of that name, c dropped.
+  {
+    std::shared_ptr<persist::PersistClient> c = client();
+    auto health = ingest::StatusShard::open(c, "weir.health", 7).value();
+    ASSERT_TRUE(health
+                    ->update({{"weir.catalog",
+                               "weir.catalog running execution=7 object= "
+                               "restarts=0"},
+                              {"a", "a stalled execution=7 object=" + ids["a"] +
+                                        " restarts=2 error=UNAVAILABLE: upstream is down"},
+                              {"b", "b running execution=6 object=o-earlier restarts=0"},
+                              {"c", "c dropped execution=7 object=" + ids["c"] + " restarts=0"}})
+                    .ok());
+    ASSERT_TRUE(health->expire().ok());
+  }
+  r = ctl({"status"});
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out,
+            "weir.catalog\tcatalog\t-\trunning\texecution=7 restarts=0\n"
+            "a\thold\t" +
+                ids["a"] +
+                "\tstalled\texecution=7 restarts=2 error=UNAVAILABLE: upstream is down\n"
+                "b\thold\t" +
+                ids["b"] +
+                "\tpending (no replica has reported)\t\n"
+                "c\t-\t" +
+                ids["c"] + "\tdropped\texecution=7 restarts=0\n");
+  r = ctl({"status", "c"});
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out, "c\t-\t" + ids["c"] + "\tdropped\texecution=7 restarts=0\n");
+}
+
+// Two processes create one name at once, ten times: one wins, the other is refused (2: it read the
+// winner's version) or reports the conflict (3: it had validated before the winner committed).
+TEST_F(CtlTest, ARaceForOneNameHasOneWinner) {
+  make_shard("orders");
+  int conflicts = 0;
+  for (int round = 0; round < 10; ++round) {
+    const std::string name = "n" + std::to_string(round);
+    std::vector<pid_t> pids;
+    std::vector<fs::path> logs;
+    for (const std::string reader : {"r", "s"}) {
+      logs.push_back(base_ / (name + reader + ".log"));
+      pids.push_back(spawn_tool({WEIR_TOOL_PATH, "ctl", "--persist", dir_, "create", "hold", name,
+                                 "--shard", "orders", "--reader", reader + name},
+                                logs.back()));
+    }
+    std::multiset<int> codes;
+    for (size_t i = 0; i < pids.size(); ++i) {
+      int status = 0;
+      ASSERT_EQ(waitpid(pids[i], &status, 0), pids[i]);
+      ASSERT_TRUE(WIFEXITED(status));
+      codes.insert(WEXITSTATUS(status));
+      const std::string out = read_file(logs[i]);
+      if (WEXITSTATUS(status) == 3) {
+        ++conflicts;
+        EXPECT_NE(out.find("ABORTED: conflict: \"" + name + "\" was created by version"),
+                  std::string::npos)
+            << out;
+      } else if (WEXITSTATUS(status) == 2) {
+        EXPECT_NE(out.find("exists already"), std::string::npos) << out;
+      }
+    }
+    EXPECT_EQ(codes.count(0), 1u) << "round " << round;
+    EXPECT_EQ(codes.count(2) + codes.count(3), 1u) << "round " << round;
+  }
+  std::printf("%d of 10 losers reported a conflict (3), the others a refusal (2)\n", conflicts);
+  EXPECT_EQ(lines_of(ctl({"ls"}).out).size(), 10u);
+}
+
+// Two shell loops, each creating its own names and dropping every other one right after creating
+// the next, race their commits through one SQLite store: every command succeeds, and the catalog
+// ends with exactly the names each meant to keep, in a history that is a valid serial order.
+TEST_F(CtlTest, TwoConcurrentLoopsEndWithTheExpectedObjects) {
+  constexpr int kNames = 100;
+  make_shard("orders");
+  const auto loop = [&](const std::string& prefix) {
+    const std::string weir = std::string(WEIR_TOOL_PATH) + " ctl --persist " + dir_;
+    const std::string script = "for i in $(seq 0 " + std::to_string(kNames - 1) + "); do " + weir +
+                               " create hold " + prefix + "$i --shard orders --reader " + prefix +
+                               "$i > /dev/null || exit 1; " + "if [ $((i % 2)) = 1 ]; then " +
+                               weir + " drop " + prefix +
+                               "$((i - 1)) > /dev/null || exit 1; fi; done";
+    return spawn_tool({"/bin/bash", "-c", script}, base_ / (prefix + ".log"));
+  };
+  const auto start = std::chrono::steady_clock::now();
+  const pid_t first = loop("x");
+  const pid_t second = loop("y");
+  for (const pid_t pid : {first, second}) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << read_file(base_ / "x.log") << read_file(base_ / "y.log");
+  }
+  std::printf("2 x %d commits in %.1f s\n", kNames * 3 / 2,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+
+  std::set<std::string> expected;
+  for (const std::string prefix : {"x", "y"}) {
+    for (int i = 1; i < kNames; i += 2) expected.insert(prefix + std::to_string(i));
+  }
+  std::set<std::string> listed;
+  for (const auto& line : lines_of(ctl({"ls"}).out)) listed.insert(line[0]);
+  EXPECT_EQ(listed, expected);
+
+  // The history: versions dense from 0, each create of a name not live, each drop of a live one.
+  const Result history = ctl({"history"});
+  ASSERT_EQ(history.exit_code, 0) << history.out;
+  const auto changes = lines_of(history.out);
+  ASSERT_EQ(changes.size(), static_cast<size_t>(2 * (kNames + kNames / 2)));
+  std::map<std::string, std::string> live;  // name -> object id
+  std::set<std::string> interleaved;
+  for (size_t v = 0; v < changes.size(); ++v) {
+    const auto& change = changes[v];
+    ASSERT_EQ(change.size(), 6u) << history.out;
+    EXPECT_EQ(change[0], std::to_string(v));
+    if (change[1] == "create") {
+      EXPECT_TRUE(live.emplace(change[2], change[4]).second)
+          << "version " << v << " creates " << change[2] << ", which is live";
+    } else {
+      EXPECT_EQ(change[1], "drop");
+      EXPECT_EQ(live[change[2]], change[4])
+          << "version " << v << " drops " << change[2] << ", which is not live as that object";
+      live.erase(change[2]);
+    }
+    if (v < changes.size() / 2) interleaved.insert(change[2].substr(0, 1));
+  }
+  std::set<std::string> replayed;
+  for (const auto& [name, id] : live) replayed.insert(name);
+  EXPECT_EQ(replayed, expected);
+  EXPECT_EQ(interleaved, (std::set<std::string>{"x", "y"})) << "the loops did not race";
+}
+
+}  // namespace
+}  // namespace weir::tools
