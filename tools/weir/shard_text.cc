@@ -32,7 +32,7 @@ void add_store_flags(CLI::App& app, StoreFlags& flags, StoreUse use) {
 }
 
 absl::Status check_store_exists(const StoreFlags& flags) {
-  const auto check = [](const char* flag, CLI::Validator validator,
+  const auto check = [](const char* flag, const CLI::Validator& validator,
                         std::string value) -> absl::Status {
     if (value.empty()) return absl::OkStatus();
     const std::string error = validator(value);
