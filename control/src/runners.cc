@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 
 #include "weir/control/replica.h"
+#include "weir/control/validate.h"
 #include "weir/ingest/ingest.h"
 #include "weir/ingest/source_spec.h"
 #include "weir/ingest/view.h"
@@ -68,9 +69,7 @@ std::string location_key(const RunContext& ctx) {
 // A source: its ingestion (run_ingest), which resumes from its shards' uppers, fences them with
 // an incarnation of its own, and writes `<kind>.status`.
 Runner source_runner(const SourceSpec& spec) {
-  ingest::SourceSpec source{spec.source, {}, spec.tables};
-  for (const SourceOption& option : spec.options)
-    source.options.emplace_back(option.key, option.value);
+  const ingest::SourceSpec source = to_ingest_spec(spec);
   return [source](const RunContext& ctx) -> absl::Status {
     WEIR_ASSIGN_OR_RETURN(
         ingest::IngestOptions options,
