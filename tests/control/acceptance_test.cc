@@ -3,10 +3,6 @@
 // and a second replica fences the first. Every shard must equal the generator's state (exactly
 // once).
 
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -21,6 +17,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "weir/persist/client.h"
 #include "weir/sources/loadgen/generator.h"
@@ -47,11 +46,11 @@ fs::path fresh_dir(const std::string& name) {
 
 // `weir ctl create source auction` at `rate` changes per second, until kUntil.
 int create_source(const fs::path& dir, const std::string& rate) {
-  return run_tool({WEIR_TOOL_PATH, "ctl", "--persist", (dir / "store").string(), "create", "source",
-                   "auction", "--source", "loadgen:auction", "--scale", std::to_string(kScale),
-                   "--until", std::to_string(kUntil), "--rate", rate, "--compaction-window",
-                   "18446744073709551615"},
-                  dir / "ctl.log");
+  return run_tool(
+      {WEIR_TOOL_PATH, "ctl", "--persist", (dir / "store").string(), "create", "source", "auction",
+       "--source", "loadgen:auction", "--scale", std::to_string(kScale), "--until",
+       std::to_string(kUntil), "--rate", rate, "--compaction-window", "18446744073709551615"},
+      dir / "ctl.log");
 }
 
 std::unique_ptr<persist::PersistClient> client_of(const fs::path& dir) {
@@ -128,10 +127,10 @@ std::vector<pid_t> replicas_on(const fs::path& dir) {
     if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
     std::ifstream in(entry.path() / "cmdline");
     std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string program = cmdline.substr(0, cmdline.find('\0'));
     std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
-    if (absl::StrContains(cmdline, " replica ") &&
-        absl::StrContains(cmdline, (dir / "store").string()) &&
-        !absl::StrContains(cmdline, "weir-launch")) {
+    if (program == WEIR_TOOL_PATH && absl::StrContains(cmdline, " replica ") &&
+        absl::StrContains(cmdline, (dir / "store").string())) {
       pids.push_back(std::stoi(name));
     }
   }
@@ -144,7 +143,7 @@ std::vector<pid_t> replicas_on(const fs::path& dir) {
 TEST(AcceptanceTest, ZeroControllersAReplicaAloneResumesFromTheCatalog) {
   const fs::path dir = fresh_dir("zero");
   ASSERT_EQ(create_source(dir, "1500"), 0) << read_file(dir / "ctl.log");
-  const std::vector<std::string> replica = {WEIR_TOOL_PATH, "replica", "--persist",
+  const std::vector<std::string> replica = {WEIR_TOOL_PATH,           "replica",   "--persist",
                                             (dir / "store").string(), "--poll-ms", "20"};
   pid_t pid = spawn_tool(replica, dir / "replica-0.log");
   auto client = client_of(dir);
@@ -156,9 +155,9 @@ TEST(AcceptanceTest, ZeroControllersAReplicaAloneResumesFromTheCatalog) {
   ASSERT_LT(upper_of(*client, "auction.bids"), kUntil) << "killed too late to test a resume";
 
   pid = spawn_tool(replica, dir / "replica-1.log");
-  ASSERT_TRUE(eventually([&] { return absl::StrContains(health_of(*client, "auction"),
-                                                        "completed execution=1"); },
-                         std::chrono::seconds(120)))
+  ASSERT_TRUE(eventually(
+      [&] { return absl::StrContains(health_of(*client, "auction"), "completed execution=1"); },
+      std::chrono::seconds(120)))
       << health_of(*client, "auction") << "\n"
       << read_file(dir / "replica-1.log");
   kill(pid, SIGTERM);
@@ -174,11 +173,11 @@ TEST(AcceptanceTest, ZeroControllersAReplicaAloneResumesFromTheCatalog) {
 TEST(AcceptanceTest, AReplicaKilledTenTimesUnderTheSupervisorLosesNothing) {
   const fs::path dir = fresh_dir("kills");
   ASSERT_EQ(create_source(dir, "400"), 0) << read_file(dir / "ctl.log");
-  const pid_t launch = spawn_tool(
-      {WEIR_LAUNCH_PATH, "--restart", "--backoff", "0.05:0.2", "--restart-log",
-       (dir / "restarts.jsonl").string(), "-n", "1", "-w", "1", "--", WEIR_TOOL_PATH, "replica",
-       "--persist", (dir / "store").string(), "--poll-ms", "20"},
-      dir / "launch.log");
+  const pid_t launch =
+      spawn_tool({WEIR_LAUNCH_PATH, "--restart", "--backoff", "0.05:0.2", "--restart-log",
+                  (dir / "restarts.jsonl").string(), "-n", "1", "-w", "1", "--", WEIR_TOOL_PATH,
+                  "replica", "--persist", (dir / "store").string(), "--poll-ms", "20"},
+                 dir / "launch.log");
   auto client = client_of(dir);
   std::mt19937 rng(20261204);
   std::vector<double> recoveries;
@@ -186,8 +185,8 @@ TEST(AcceptanceTest, AReplicaKilledTenTimesUnderTheSupervisorLosesNothing) {
     std::this_thread::sleep_for(
         std::chrono::milliseconds(std::uniform_int_distribution<int>(300, 1200)(rng)));
     std::vector<pid_t> pids;
-    ASSERT_TRUE(eventually([&] { return !(pids = replicas_on(dir)).empty(); },
-                           std::chrono::seconds(30)))
+    ASSERT_TRUE(
+        eventually([&] { return !(pids = replicas_on(dir)).empty(); }, std::chrono::seconds(30)))
         << read_file(dir / "launch.log");
     const uint64_t before = upper_of(*client, "auction.bids");
     if (before >= kUntil) break;  // Done already: nothing left to interrupt.
@@ -199,9 +198,9 @@ TEST(AcceptanceTest, AReplicaKilledTenTimesUnderTheSupervisorLosesNothing) {
       recoveries.push_back(std::chrono::duration<double>(Clock::now() - killed_at).count());
     }
   }
-  ASSERT_TRUE(eventually([&] { return absl::StrContains(health_of(*client, "auction"),
-                                                        "completed"); },
-                         std::chrono::seconds(180)))
+  ASSERT_TRUE(
+      eventually([&] { return absl::StrContains(health_of(*client, "auction"), "completed"); },
+                 std::chrono::seconds(180)))
       << health_of(*client, "auction") << "\n"
       << read_file(dir / "launch.log");
   kill(launch, SIGTERM);
@@ -223,12 +222,12 @@ TEST(AcceptanceTest, AReplicaKilledTenTimesUnderTheSupervisorLosesNothing) {
 TEST(AcceptanceTest, ASecondReplicaFencesTheFirstWhichExitsNamingIt) {
   const fs::path dir = fresh_dir("split");
   ASSERT_EQ(create_source(dir, "1000"), 0) << read_file(dir / "ctl.log");
-  const std::vector<std::string> replica = {WEIR_TOOL_PATH, "replica", "--persist",
+  const std::vector<std::string> replica = {WEIR_TOOL_PATH,           "replica",   "--persist",
                                             (dir / "store").string(), "--poll-ms", "20"};
   const pid_t first = spawn_tool(replica, dir / "first.log");
   auto client = client_of(dir);
-  ASSERT_TRUE(eventually([&] { return upper_of(*client, "auction.bids") > 500; },
-                         std::chrono::seconds(60)))
+  ASSERT_TRUE(
+      eventually([&] { return upper_of(*client, "auction.bids") > 500; }, std::chrono::seconds(60)))
       << read_file(dir / "first.log");
   const pid_t second = spawn_tool(replica, dir / "second.log");
   int status = wait_exit(first, std::chrono::seconds(60));
@@ -236,9 +235,9 @@ TEST(AcceptanceTest, ASecondReplicaFencesTheFirstWhichExitsNamingIt) {
   EXPECT_TRUE(absl::StrContains(read_file(dir / "first.log"),
                                 "replica execution 0 is fenced by execution 1"))
       << read_file(dir / "first.log");
-  ASSERT_TRUE(eventually([&] { return absl::StrContains(health_of(*client, "auction"),
-                                                        "completed execution=1"); },
-                         std::chrono::seconds(120)))
+  ASSERT_TRUE(eventually(
+      [&] { return absl::StrContains(health_of(*client, "auction"), "completed execution=1"); },
+      std::chrono::seconds(120)))
       << health_of(*client, "auction") << "\n"
       << read_file(dir / "second.log");
   kill(second, SIGTERM);
