@@ -14,6 +14,7 @@
 
 #include "weir/check.h"
 #include "weir/collections/collections.h"
+#include "weir/escape.h"
 #include "weir/ingest/sequence.h"
 #include "weir/operators/concat.h"
 #include "weir/operators/inspect.h"
@@ -30,31 +31,6 @@ namespace {
 
 using Time = uint64_t;
 using Rows = collections::Collection<Time, std::string>;
-
-// Data bytes as one line, as `weir persist cat` shows them: printable ASCII as is, '\\', tab and
-// newline as C escapes, other bytes as \xNN.
-std::string escape(std::string_view data) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(data.size());
-  for (const char c : data) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (byte >= 0x20 && byte < 0x7f) {
-      out += c;
-    } else {
-      out += "\\x";
-      out += kHex[byte >> 4];
-      out += kHex[byte & 0xF];
-    }
-  }
-  return out;
-}
 
 // The comma-separated fields of `row`.
 std::vector<std::string_view> fields_of(std::string_view row) {

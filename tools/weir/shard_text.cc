@@ -79,29 +79,6 @@ absl::StatusOr<persist::PersistLocation> store_location(const StoreFlags& flags)
                            : persist::PersistLocation::in_directory(flags.dir);
 }
 
-std::string escape(std::string_view data) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(data.size());
-  for (const char c : data) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (byte >= 0x20 && byte < 0x7f) {
-      out += c;
-    } else {
-      out += "\\x";
-      out += kHex[byte >> 4];
-      out += kHex[byte & 0xF];
-    }
-  }
-  return out;
-}
-
 absl::StatusOr<std::optional<sources::postgres::RelationDesc>> relation_of(
     persist::PersistClient& client, const std::string& shard) {
   const size_t dot = shard.find('.');

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include <CLI/CLI.hpp>
 
+#include "weir/escape.h"
 #include "weir/persist/client.h"
 #include "weir/sources/postgres/value.h"
 
@@ -55,10 +56,6 @@ persist::PersistConfig store_config(const StoreFlags& flags);
 
 // The location the flags name: InvalidArgument if they name none.
 absl::StatusOr<persist::PersistLocation> store_location(const StoreFlags& flags);
-
-// Data bytes as one line: printable ASCII as is, '\\', tab and newline as C escapes, other bytes
-// as \xNN.
-std::string escape(std::string_view data);
 
 // The relation description of a typed shard (`<kind>.<table>` of a source with a schema, recorded
 // in `<kind>.schemas`), if it has one.
