@@ -72,7 +72,9 @@ bool row_says(PersistClient& client, const std::string& name, const std::string&
 // A replica on its own thread.
 class RunningReplica {
  public:
-  RunningReplica(const Store& store, RunnerFactory runners = nullptr) {
+  RunningReplica(const Store& store, RunnerFactory runners = nullptr,
+                 persist::PersistConfig persist = {}) {
+    options_.persist = std::move(persist);
     options_.blob = store.blob;
     options_.consensus = store.consensus;
     options_.stop = stop_;
@@ -282,6 +284,52 @@ TEST(ReplicaTest, ACatalogSourceAndAViewOverItRun) {
   EXPECT_TRUE(row_says(*client, "top-bids", "top-bids running"));
   EXPECT_FALSE(contents(*client, "view.max-bid", kUntil).empty());
   EXPECT_TRUE(replica.stop().ok());
+}
+
+// A declared hold keeps its shard's since through a silence longer than any lease (the clock moved
+// ten minutes on; GC runs) while the source's ingestion compacts up to its window; dropping it
+// lets the since advance.
+TEST(ReplicaTest, ADeclaredHoldKeepsTheSinceThroughASilenceUntilItIsDropped) {
+  const Store store = Store::fresh("silence");
+  std::unique_ptr<PersistClient> client = store.client();
+  auto offset = std::make_shared<std::atomic<int64_t>>(0);  // Minutes added to the clock.
+  persist::PersistConfig config;
+  config.clock = [offset] { return absl::Now() + absl::Minutes(offset->load()); };
+  config.reader_lease = absl::Seconds(30);
+  RunningReplica replica(store, nullptr, config);
+  SourceSpec source = auction_until(40000);
+  for (SourceOption& option : source.options) {
+    if (option.key == "compaction-window") option.value = "0";
+    if (option.key == "rate") option.value = "4000";
+  }
+  ASSERT_TRUE(commit(*client, Change::create("auction", source)).ok());
+  ASSERT_TRUE(eventually([&] {
+    auto d = client->describe("auction.bids");
+    return d.ok() && !d->upper.is_empty() && d->upper.time() > 1000;
+  }));
+  ASSERT_TRUE(commit(*client, Change::create("audit", HoldSpec{"auction.bids", "auditor"})).ok());
+  ASSERT_TRUE(eventually([&] { return row_says(*client, "audit", "audit running"); }))
+      << health(*client)["audit"];
+  const persist::Frontier held = client->describe("auction.bids").value().since;
+  // Ten minutes of silence from the hold, as far as leases can tell.
+  *offset = 10;
+  std::unique_ptr<PersistClient> later = PersistClient::create(store.blob, store.consensus, config);
+  ASSERT_TRUE(eventually([&] {
+    auto d = client->describe("auction.bids");
+    return d.ok() && !d->upper.is_empty() && d->upper.time() > 20000;
+  })) << health(*client)["auction"];
+  ASSERT_TRUE(later->gc("auction.bids").ok());
+  ASSERT_TRUE(later->compact("auction.bids").ok());
+  EXPECT_EQ(client->describe("auction.bids").value().since, held)
+      << "the since moved past the declared hold";
+  EXPECT_EQ(catalog_holds_on(*client, "auction.bids"), 1u);
+
+  ASSERT_TRUE(commit(*client, Change::drop("audit")).ok());
+  ASSERT_TRUE(eventually([&] {
+    const persist::Frontier since = client->describe("auction.bids").value().since;
+    return !since.is_empty() && since.time() > held.time() + 10000;
+  })) << "the since stayed at "
+      << client->describe("auction.bids").value().since.to_string();
 }
 
 // Hostile bytes in the catalog: the replica reports the catalog stalled, keeps what runs, and
