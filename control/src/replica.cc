@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
+#include "weir/control/validate.h"
 #include "weir/ingest/sequence.h"
 #include "weir/ingest/status_shard.h"
 #include "weir/mutex.h"
@@ -98,6 +99,7 @@ class Replica {
   const std::shared_ptr<std::atomic<bool>> stop_;
   std::map<std::string, std::unique_ptr<Slot>> slots_;  // By object name; the main thread's.
   std::optional<std::string> catalog_error_;            // The last one reported, if any.
+  std::map<std::string, std::string> invalid_;  // Objects not run: name -> the row reported.
   weir::Mutex mu_;
   absl::Status fenced_ ABSL_GUARDED_BY(mu_);
 };
@@ -185,7 +187,8 @@ void Replica::stop_slot(Slot& slot, bool dropped) {
 void Replica::reconcile(const CatalogSnapshot& catalog) {
   for (auto it = slots_.begin(); it != slots_.end();) {
     const CatalogObject* wanted = catalog.find(it->first);
-    if (wanted != nullptr && wanted->object_id == it->second->object.object_id) {
+    // A replace keeps the object id: the row's bytes tell a changed object.
+    if (wanted != nullptr && wanted->encoded == it->second->object.encoded) {
       ++it;
       continue;
     }
@@ -196,7 +199,21 @@ void Replica::reconcile(const CatalogSnapshot& catalog) {
     it = slots_.erase(it);
   }
   for (const auto& [name, object] : catalog.objects) {
-    if (!slots_.contains(name)) start(object);
+    if (slots_.contains(name)) continue;
+    // Rows written around `weir ctl` are checked here: an object that would write another's
+    // shards (or weir's own) is not run.
+    if (const absl::Status valid = validate_live(object, catalog); !valid.ok()) {
+      if (invalid_[name] != object.encoded) {
+        invalid_[name] = object.encoded;
+        log(LogSeverity::kError, absl::StrCat(name, ": not run: ", valid.ToString()));
+        report(
+            object, "stalled", 0,
+            absl::Status(valid.code(), absl::StrCat("invalid catalog object: ", valid.message())));
+      }
+      continue;
+    }
+    invalid_.erase(name);
+    start(object);
   }
   publish(catalog.version);
 }
@@ -275,8 +292,11 @@ absl::Status Replica::run() {
     // it moved (or the last read failed).
     absl::StatusOr<persist::ShardDescription> head = client_->describe(kCatalogShard);
     std::optional<uint64_t> upper;
-    if (head.ok()) {
-      upper = head->upper.is_empty() ? 0 : head->upper.time();
+    if (head.ok() && head->upper.is_empty()) {
+      // Closed (hostile: commit never closes it). Not an empty catalog: nothing is dropped.
+      report_catalog(absl::FailedPreconditionError("the catalog shard is closed"));
+    } else if (head.ok()) {
+      upper = head->upper.time();
     } else if (head.status().code() == absl::StatusCode::kNotFound) {
       upper = 0;  // No catalog yet: nothing to run.
     } else {

@@ -168,6 +168,11 @@ absl::StatusOr<HoldSpec> complete(std::string_view name, const HoldSpec& spec) {
     return absl::InvalidArgumentError(
         absl::StrCat("hold ", quoted(name), " needs both a shard and a reader"));
   }
+  if (spec.shard.starts_with("weir.")) {
+    // A hold on weir.health or weir.catalog would keep their whole history.
+    return absl::InvalidArgumentError(
+        absl::StrCat("hold ", quoted(name), ": ", quoted(spec.shard), " is weir's own shard"));
+  }
   return spec;
 }
 
@@ -310,6 +315,16 @@ absl::StatusOr<ObjectSpec> complete_spec(std::string_view name, const ObjectSpec
       [name](const auto& given) -> absl::StatusOr<ObjectSpec> {
         WEIR_ASSIGN_OR_RETURN(auto completed, complete(name, given));
         return ObjectSpec(std::move(completed));
+      },
+      spec);
+}
+
+absl::Status validate_live(const CatalogObject& object, const CatalogSnapshot& catalog) {
+  WEIR_RETURN_IF_ERROR(validate_name(object.name));
+  WEIR_ASSIGN_OR_RETURN(const ObjectSpec spec, complete_spec(object.name, object.spec));
+  return std::visit(
+      [&](const auto& completed) {
+        return check_against(object.name, completed, catalog, /*exists=*/nullptr);
       },
       spec);
 }

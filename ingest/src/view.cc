@@ -233,6 +233,15 @@ absl::Status run_view(const ViewOptions& options) {
   if (absl::StatusOr<persist::ShardDescription> described = client->describe(output);
       described.ok()) {
     if (done(described->upper)) return absl::OkStatus();
+    // An output another view (or an ingestion) wrote: resuming from its upper would add this
+    // view's changes on top of rows it never wrote (a dropped max-bid's output reused by
+    // bids-per-auction, negative counts for good).
+    const std::string ours = absl::StrCat("weir view ", options.view, " -> ", output, " ");
+    if (!described->fence_owner.empty() && !described->fence_owner.starts_with(ours)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("view ", options.view, ": its output ", output, " was written by ",
+                       escape(described->fence_owner), ": give the view another output"));
+    }
   } else if (!absl::IsNotFound(described.status())) {
     return described.status();
   }
@@ -344,7 +353,8 @@ absl::Status run_view(const ViewOptions& options) {
   // Bounded: a backlog can take minutes to settle (a killed run's reader lease holds GC back for
   // its whole lease); what is left, the next writer's maintenance takes up.
   constexpr auto kMaintenanceFinishLimit = std::chrono::seconds(60);
-  if (!maintenance->finish_within(kMaintenanceFinishLimit)) {
+  // A stop asked for (a drop, a replica stopping) does not wait for it.
+  if (!stop->load() && !maintenance->finish_within(kMaintenanceFinishLimit)) {
     log(LogSeverity::kWarning,
         absl::StrCat("persist maintenance had not settled within ", kMaintenanceFinishLimit.count(),
                      " s of the run's end; stopping it (what the output holds is durable; the "

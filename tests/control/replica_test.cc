@@ -332,6 +332,35 @@ TEST(ReplicaTest, ADeclaredHoldKeepsTheSinceThroughASilenceUntilItIsDropped) {
       << client->describe("auction.bids").value().since.to_string();
 }
 
+// Rows written around `weir ctl` are validated by the replica before it runs them: a hold on
+// weir's own health relation (which would keep its whole history) is reported, not run.
+TEST(ReplicaTest, AnObjectWrittenAroundValidationIsReportedNotRun) {
+  const Store store = Store::fresh("unchecked");
+  std::unique_ptr<PersistClient> client = store.client();
+  EXPECT_EQ(commit(*client, Change::create("pin", HoldSpec{kHealthShard, "x"})).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  create_unchecked(*client, "pin", HoldSpec{kHealthShard, "x"});
+  RunningReplica replica(store);
+  ASSERT_TRUE(eventually([&] { return row_says(*client, "pin", "invalid catalog object"); }))
+      << health(*client)["pin"];
+  EXPECT_EQ(catalog_holds_on(*client, kHealthShard), 0u);
+}
+
+// A replace keeps the object's id: the replica still restarts its runner with the new spec.
+TEST(ReplicaTest, AReplacedHoldMovesToItsNewShard) {
+  const Store store = Store::fresh("replace");
+  std::unique_ptr<PersistClient> client = store.client();
+  make_shard(*client, "bids");
+  make_shard(*client, "asks");
+  RunningReplica replica(store);
+  ASSERT_TRUE(commit(*client, Change::create("audit", HoldSpec{"bids", "auditor"})).ok());
+  ASSERT_TRUE(eventually([&] { return catalog_holds_on(*client, "bids") == 1; }));
+  ASSERT_TRUE(commit(*client, Change::replace("audit", HoldSpec{"asks", "auditor"})).ok());
+  ASSERT_TRUE(eventually([&] { return catalog_holds_on(*client, "asks") == 1; }))
+      << health(*client)["audit"];
+  EXPECT_EQ(catalog_holds_on(*client, "bids"), 0u) << "the old shard's hold was let go";
+}
+
 // Hostile bytes in the catalog: the replica reports the catalog stalled, keeps what runs, and
 // drops nothing.
 TEST(ReplicaTest, ACatalogThatDoesNotDecodeKeepsTheRunningObjects) {

@@ -298,6 +298,22 @@ TEST(ViewTest, AStoppedViewResumesExactly) {
                     testing::shard_at(*client, "auction.users", t)));
 }
 
+// An output another view wrote is not taken over: resuming bids-per-auction from what max-bid
+// left would add counts on top of rows it never wrote (found by helper-55's review).
+TEST(ViewTest, AnotherViewsOutputIsRefused) {
+  const Stores stores;
+  ASSERT_NO_FATAL_FAILURE(ingest_to(stores, 300));
+  ASSERT_TRUE(run_view(view_options(stores, "max-bid", "shared", 200)).ok());
+  const absl::Status reused = run_view(view_options(stores, "bids-per-auction", "shared", 300));
+  EXPECT_EQ(reused.code(), absl::StatusCode::kFailedPrecondition) << reused;
+  EXPECT_NE(reused.message().find("weir view max-bid -> shared"), std::string_view::npos) << reused;
+  auto client = persist::PersistClient::create(stores.blob, stores.consensus);
+  EXPECT_EQ(upper_of(*client, "shared"), 200u);
+  // The same view resumes it.
+  EXPECT_TRUE(run_view(view_options(stores, "max-bid", "shared", 300)).ok());
+  EXPECT_EQ(upper_of(*client, "shared"), 300u);
+}
+
 // Two runs of one view at once: the later one fences the earlier out of the output shard, whose
 // next append is refused and which ends with that error, naming the later run. The output is
 // that of one uninterrupted run.

@@ -64,6 +64,10 @@ absl::StatusOr<ObjectSpec> complete_spec(std::string_view name, const ObjectSpec
 absl::Status validate(const Change& change, const CatalogSnapshot& catalog,
                       const ShardExists& exists = nullptr);
 
+// What a replica checks of each live object before it runs it (the catalog may hold rows written
+// without validation): its name, its spec, and that it shares no shard with another live object.
+absl::Status validate_live(const CatalogObject& object, const CatalogSnapshot& catalog);
+
 // The catalog's source definition as ingest's, and back (the same fields; nothing is checked).
 ingest::SourceSpec to_ingest_spec(const SourceSpec& spec);
 SourceSpec from_ingest_spec(const ingest::SourceSpec& spec);
