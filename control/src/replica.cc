@@ -141,7 +141,12 @@ void Replica::report(const CatalogObject& object, std::string_view state, size_t
     absl::StrAppend(&row, " error=", absl::StatusCodeToString(error.code()), ": ",
                     one_line(std::string(error.message())));
   }
-  const absl::Status written = health_->update({{object.name, std::move(row)}});
+  absl::Status written = health_->update({{object.name, row}});
+  if (persist::is_writer_expired(written)) {
+    // Its lease ran out (a long quiet spell and someone else's GC): not a fence. Reopen, retry.
+    written = health_->reopen_if_expired();
+    if (written.ok()) written = health_->update({{object.name, std::move(row)}});
+  }
   if (written.code() == absl::StatusCode::kFailedPrecondition) {
     weir::MutexLock lock(mu_);
     if (fenced_.ok()) {
