@@ -5,8 +5,10 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
 #include <thread>
 #include <utility>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -85,6 +87,9 @@ class Replica {
               const absl::Status& error = absl::OkStatus());
   void report_catalog(const absl::Status& error);
   void reconcile(const CatalogSnapshot& catalog);
+  // Expires the declared holds no live hold object owns: dropped while no replica ran, or by a
+  // replica that died before it let go.
+  void release_orphaned_holds(const CatalogSnapshot& catalog);
   void start(const CatalogObject& object);
   // Stops and joins the slot's runner; `dropped`: the object left the catalog.
   void stop_slot(Slot& slot, bool dropped);
@@ -220,7 +225,39 @@ void Replica::reconcile(const CatalogSnapshot& catalog) {
     invalid_.erase(name);
     start(object);
   }
+  release_orphaned_holds(catalog);
   publish(catalog.version);
+}
+
+void Replica::release_orphaned_holds(const CatalogSnapshot& catalog) {
+  std::set<std::string> live;  // The critical reader ids of the live holds.
+  for (const auto& [name, object] : catalog.objects) {
+    if (std::holds_alternative<HoldSpec>(object.spec))
+      live.insert("c" + object.object_id.substr(1));
+  }
+  absl::StatusOr<std::vector<persist::ShardName>> shards = client_->list_shards();
+  if (!shards.ok()) return;  // Tried again at the next change of the catalog.
+  for (const persist::ShardName& shard : *shards) {
+    if (shard.name.starts_with("weir.")) continue;
+    absl::StatusOr<persist::ShardDescription> described = client_->describe(shard.name);
+    if (!described.ok()) continue;
+    for (const auto& reader : described->critical_readers) {
+      if (!reader.purpose.starts_with(kHoldPurpose) || live.contains(reader.reader_id)) continue;
+      // A superseded replica's catalog may be older than a hold its successor runs.
+      if (!check_current().ok()) return;
+      absl::StatusOr<persist::CriticalReaderId> id =
+          persist::CriticalReaderId::parse(reader.reader_id);
+      if (!id.ok()) continue;
+      absl::StatusOr<persist::SinceHandle> hold =
+          client_->open_critical_since(shard.name, *id, reader.purpose);
+      if (!hold.ok()) continue;
+      const auto expired = hold->expire(hold->epoch());
+      log(expired.ok() ? LogSeverity::kInfo : LogSeverity::kWarning,
+          absl::StrCat("released the orphaned hold ", reader.reader_id, " (", reader.purpose,
+                       ") on ", shard.name,
+                       expired.ok() ? "" : absl::StrCat(": ", expired.status().ToString())));
+    }
+  }
 }
 
 void Replica::publish(uint64_t version) {

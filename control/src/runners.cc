@@ -41,7 +41,7 @@ Runner hold_runner(const CatalogObject& object, const HoldSpec& spec) {
                           persist::CriticalReaderId::parse("c" + object.object_id.substr(1)));
     WEIR_ASSIGN_OR_RETURN(
         persist::SinceHandle hold,
-        client->open_critical_since(spec.shard, id, absl::StrCat("catalog hold ", spec.reader)));
+        client->open_critical_since(spec.shard, id, absl::StrCat(kHoldPurpose, spec.reader)));
     ctx.running();
     while (!ctx.stop->load()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     if (!ctx.dropped->load()) return absl::OkStatus();  // Kept: the replica stops, not the hold.

@@ -194,6 +194,24 @@ TEST(ReplicaTest, ADeclaredHoldOutlivesItsReplica) {
   EXPECT_EQ(catalog_holds_on(*client, "bids"), 1u) << "the same hold, not a second one";
 }
 
+// A hold dropped while no replica ran is released by the next one (the catalog no longer names
+// it, so no runner of its would see the drop).
+TEST(ReplicaTest, AHoldDroppedWhileNoReplicaRanIsReleasedByTheNext) {
+  const Store store = Store::fresh("orphan");
+  std::unique_ptr<PersistClient> client = store.client();
+  make_shard(*client, "bids");
+  ASSERT_TRUE(commit(*client, Change::create("audit", HoldSpec{"bids", "auditor"})).ok());
+  {
+    RunningReplica replica(store);
+    ASSERT_TRUE(eventually([&] { return catalog_holds_on(*client, "bids") == 1; }));
+    EXPECT_TRUE(replica.stop().ok());
+  }
+  ASSERT_TRUE(commit(*client, Change::drop("audit")).ok());
+  EXPECT_EQ(catalog_holds_on(*client, "bids"), 1u);
+  RunningReplica next(store);
+  ASSERT_TRUE(eventually([&] { return catalog_holds_on(*client, "bids") == 0; }));
+}
+
 TEST(ReplicaTest, AHoldOnAMissingShardStallsAndCreatesNothing) {
   const Store store = Store::fresh("missing");
   std::unique_ptr<PersistClient> client = store.client();

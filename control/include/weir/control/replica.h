@@ -52,6 +52,9 @@ namespace weir::control {
 
 inline constexpr char kExecutionsShard[] = "weir.executions";
 inline constexpr char kHealthShard[] = "weir.health";
+// The purpose of a declared hold's critical since handle ("catalog hold READER"): a replica
+// releases those no live hold object owns.
+inline constexpr char kHoldPurpose[] = "catalog hold ";
 
 // What a runner gets from the replica.
 struct RunContext {
