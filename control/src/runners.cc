@@ -66,6 +66,18 @@ std::string location_key(const RunContext& ctx) {
   return l.blob_url + " " + l.consensus_url;
 }
 
+// What ingestions and views take from the replica alike (IngestOptions and ViewOptions name
+// these fields the same): the stores, the stop, the log and the check before fencing.
+template <class Options>
+void take_run_context(const RunContext& ctx, Options& options) {
+  options.persist = ctx.persist;
+  options.blob = ctx.blob;
+  options.consensus = ctx.consensus;
+  options.stop = ctx.stop;
+  options.log_event = ctx.log;
+  options.check_before_fencing = ctx.check_current;
+}
+
 // A source: its ingestion (run_ingest), which resumes from its shards' uppers, fences them with
 // an incarnation of its own, and writes `<kind>.status`.
 Runner source_runner(const SourceSpec& spec) {
@@ -74,12 +86,7 @@ Runner source_runner(const SourceSpec& spec) {
     WEIR_ASSIGN_OR_RETURN(
         ingest::IngestOptions options,
         ingest::to_ingest_options(source, {ctx.location, location_key(ctx), ctx.workers}));
-    options.persist = ctx.persist;
-    options.blob = ctx.blob;
-    options.consensus = ctx.consensus;
-    options.stop = ctx.stop;
-    options.check_before_fencing = ctx.check_current;
-    options.log_event = ctx.log;
+    take_run_context(ctx, options);
     options.on_worker = [running = ctx.running](Worker&) { running(); };
     return ingest::run_ingest(options).status();
   };
@@ -93,12 +100,7 @@ Runner view_runner(const ViewSpec& spec) {
     options.output = spec.output;
     options.workers = ctx.workers;
     options.location = ctx.location;
-    options.persist = ctx.persist;
-    options.blob = ctx.blob;
-    options.consensus = ctx.consensus;
-    options.stop = ctx.stop;
-    options.log_event = ctx.log;
-    options.check_before_fencing = ctx.check_current;
+    take_run_context(ctx, options);
     ctx.running();
     return ingest::run_view(options);
   };
