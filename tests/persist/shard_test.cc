@@ -39,6 +39,13 @@ size_t parts_in(PersistClient& client, std::string_view name) {
   return parts;
 }
 
+// A batch of one row, "row" at time 0, for [0, 1).
+Batch one_row(WriteHandle& writer) {
+  BatchBuilder builder = writer.builder(Frontier(0));
+  EXPECT_TRUE(builder.add("row", 0, 1).ok());
+  return builder.finish(Frontier(1)).value();
+}
+
 class ShardTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -685,9 +692,7 @@ TEST_P(ShardTest, AnAppendWhoseReplyWasLostBeforeAFenceStaysIndeterminate) {
   auto consensus = std::make_shared<testing::LosingConsensus>(inner);
   std::unique_ptr<PersistClient> client = PersistClient::create(blob, consensus, small_config());
   WriteHandle writer = client->open_writer("lost-fenced", "old", {1, "one"}).value();
-  BatchBuilder builder = writer.builder(Frontier(0));
-  ASSERT_TRUE(builder.add("row", 0, 1).ok());
-  const Batch batch = builder.finish(Frontier(1)).value();
+  const Batch batch = one_row(writer);
   // The append commits, its reply is lost, and before a retry learns the outcome a successor
   // fences the shard (another client on the same stores).
   consensus->lose_replies = 1;
@@ -714,9 +719,7 @@ TEST_P(ShardTest, ARetryAfterAFenceOfAnAppendWhoseOutcomeWasUnknownIsNotRefused)
   auto consensus = std::make_shared<testing::LosingConsensus>(inner);
   std::unique_ptr<PersistClient> client = PersistClient::create(blob, consensus, small_config());
   WriteHandle writer = client->open_writer("retried-fenced", "old", {1, "one"}).value();
-  BatchBuilder builder = writer.builder(Frontier(0));
-  ASSERT_TRUE(builder.add("row", 0, 1).ok());
-  const Batch batch = builder.finish(Frontier(1)).value();
+  const Batch batch = one_row(writer);
   // The append commits, its reply is lost and consensus stays down for the call's retries.
   consensus->lose_replies = 1;
   consensus->down_after_losing = true;
@@ -753,9 +756,7 @@ TEST_P(ShardTest, DISABLED_ASuccessorsRetryOfAPredecessorsCommittedBatchIsNotAMi
   auto consensus = std::make_shared<testing::LosingConsensus>(inner);
   std::unique_ptr<PersistClient> client = PersistClient::create(blob, consensus, small_config());
   WriteHandle writer = client->open_writer("handed-over", "old", {1, "one"}).value();
-  BatchBuilder builder = writer.builder(Frontier(0));
-  ASSERT_TRUE(builder.add("row", 0, 1).ok());
-  const Batch batch = builder.finish(Frontier(1)).value();
+  const Batch batch = one_row(writer);
   consensus->lose_replies = 1;
   consensus->down_after_losing = true;
   ASSERT_TRUE(
@@ -779,9 +780,7 @@ TEST_P(ShardTest, ARetryAfterAnExpiryOfAnAppendWhoseOutcomeWasUnknownIsNotRefuse
   auto consensus = std::make_shared<testing::LosingConsensus>(inner);
   std::unique_ptr<PersistClient> client = PersistClient::create(blob, consensus, config);
   WriteHandle writer = client->open_writer("retried-expired").value();
-  BatchBuilder builder = writer.builder(Frontier(0));
-  ASSERT_TRUE(builder.add("row", 0, 1).ok());
-  const Batch batch = builder.finish(Frontier(1)).value();
+  const Batch batch = one_row(writer);
   consensus->lose_replies = 1;
   consensus->down_after_losing = true;
   const absl::StatusOr<AppendResult> first =
