@@ -219,4 +219,6 @@ PersistClient::MaintainTurn PersistClient::maintain_turn(std::string_view name,
   return turn;
 }
 
+const std::shared_ptr<UpperRelay>& PersistClient::relay() const { return core_->config().relay; }
+
 }  // namespace weir::persist

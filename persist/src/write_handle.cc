@@ -238,6 +238,8 @@ absl::StatusOr<AppendResult> WriterCore::compare_and_append(const Batch& batch,
   }
   if (result.is_appended()) {
     last_heartbeat_ms_ = now;
+    const std::shared_ptr<UpperRelay>& relay = shard_.core().config().relay;
+    if (relay != nullptr) relay->publish(shard_.id(), upper_time(upper_of(state_)));
   }
   const PersistConfig& config = shard_.core().config();
   const uint64_t interval = std::max<uint64_t>(1, config.maintenance_seqno_interval);

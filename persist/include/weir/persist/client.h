@@ -210,6 +210,10 @@ class PersistClient {
   };
   MaintainTurn maintain_turn(std::string_view name, CompactionOptions compaction);
 
+  // The relay this client publishes to (PersistConfig::relay; may be null): readers that follow
+  // a shard watch it (UpperWatch).
+  const std::shared_ptr<UpperRelay>& relay() const;
+
  private:
   explicit PersistClient(std::shared_ptr<internal::ClientCore> core);
 

@@ -8,11 +8,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+
+#include "weir/persist/relay.h"
 
 namespace weir::persist {
 
@@ -52,6 +55,9 @@ struct PersistConfig {
   size_t compaction_max_runs = 16;
   // The wall clock for leases and heartbeats. Tests move it forward to expire leases.
   std::function<absl::Time()> clock = [] { return absl::Now(); };
+  // Where appends publish their new uppers and readers that follow a shard hear of them (see
+  // relay.h). Null: nowhere; readers only poll.
+  std::shared_ptr<UpperRelay> relay = process_relay();
 };
 
 }  // namespace weir::persist
