@@ -150,6 +150,15 @@ Stream<Time, std::string> render_list(Scope<Time>& scope, const PersistSourceCon
         });
     if (!opened.ok()) return opened.status();
     std::shared_ptr<Holds> holds = *std::move(opened);
+    // Wakes the body when the shard's upper moves past what it read; else it looks every poll.
+    persist::UpperWatch watch(client->relay(), holds->reader().shard_id(),
+                              [activator = ctx.sync_activator()] { activator.activate(); });
+    const auto wait_for_news = [&](uint64_t seen, const Frontier& known) {
+      watch.set_known(known);
+      const auto deadline =
+          std::chrono::steady_clock::now() + watch.poll_interval(config.poll, config.relay_poll);
+      ctx.wait_until([&] { return watch.news() != seen; }, deadline);
+    };
 
     // as_of: given, or chosen now that the reader holds the shard's since where it is.
     const Frontier since = holds->reader().since();
@@ -225,13 +234,14 @@ Stream<Time, std::string> render_list(Scope<Time>& scope, const PersistSourceCon
 
     // The snapshot, once the shard's upper has passed as_of (renewing the lease meanwhile).
     for (;;) {
+      const uint64_t seen = watch.news();
       auto upper =
           run_retrying(ctx, limit, [holds] { return holds->reader().fetch_recent_upper(); });
       if (!upper.ok()) return upper.status();
       if (!upper->less_equal(as_of)) break;
       WEIR_RETURN_IF_ERROR(
           run_retrying(ctx, limit, [holds] { return holds->reader().heartbeat_if_due(); }));
-      ctx.sleep_for(config.poll);
+      wait_for_news(seen, *upper);
     }
     auto snapshot =
         run_retrying(ctx, limit, [holds, as_of] { return holds->reader().snapshot_parts(as_of); });
@@ -247,10 +257,11 @@ Stream<Time, std::string> render_list(Scope<Time>& scope, const PersistSourceCon
     while (!frontier.is_empty() && (!config.until || frontier.time() < *config.until)) {
       caps[0].downgrade(Antichain<Time>{frontier.time()});
       WEIR_RETURN_IF_ERROR(follow_fetches());
+      const uint64_t seen = watch.news();
       auto next = run_retrying(ctx, limit, [listening] { return listening->next_parts(); });
       if (!next.ok()) return next.status();
       if (!next->has_value()) {
-        ctx.sleep_for(config.poll);
+        wait_for_news(seen, frontier);
         continue;
       }
       give(**std::move(next), frontier.time());
@@ -258,9 +269,10 @@ Stream<Time, std::string> render_list(Scope<Time>& scope, const PersistSourceCon
     }
     caps[0].clear();
     // The fetches still need the leases (and the reader that keeps them) until they are done.
+    // (Nothing wakes the body when they progress: it looks often, whatever the poll.)
     while (!fetched.done()) {
       WEIR_RETURN_IF_ERROR(follow_fetches());
-      ctx.sleep_for(config.poll);
+      ctx.sleep_for(std::min(config.poll, std::chrono::milliseconds(10)));
     }
     // Expired here, off the worker, so that a run that ends normally has let go of its hold when
     // its dataflow completes; a body unwound or failed leaves it to the last owner of `holds`.

@@ -264,6 +264,47 @@ TEST(PersistSourceReviewTest, AnUpdateAtTheLastTimeOfASealedShardIsRead) {
   (void)writer.expire();
 }
 
+// The leader waits for news from the client's relay (persist/relay.h), not for its poll: with a
+// poll of 30 s, appends made by another client of the process are read long before the first
+// poll. Both the snapshot's wait (the upper below as_of) and the listen's are woken so.
+TEST(PersistSourceRelayTest, AppendsWakeTheLeaderBeforeItsPoll) {
+  const persist::PersistLocation location = fresh_location("relay");
+  std::shared_ptr<persist::PersistClient> client = persist::PersistClient::open(location).value();
+  std::shared_ptr<persist::PersistClient> writer_client =
+      persist::PersistClient::open(location).value();
+  auto writer = writer_client->open_writer("woken").value();
+  ASSERT_TRUE(writer.compare_and_append(std::vector<persist::Update>{}, Frontier(0), Frontier(1))
+                  ->is_appended());
+  PersistSourceConfig config;
+  config.shard = "woken";
+  config.client = client;
+  config.as_of = 2;  // Not readable yet: the leader waits for the upper to pass it.
+  config.until = 5;
+  config.poll = std::chrono::seconds(30);
+  config.relay_poll = std::chrono::seconds(30);
+  const auto start = std::chrono::steady_clock::now();
+  std::thread appends([&] {
+    Time upper = 1;
+    for (Time time : {2, 4}) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      const std::vector<persist::Update> row = {{"row " + std::to_string(time), time, 1}};
+      ASSERT_TRUE(
+          writer.compare_and_append(row, Frontier(upper), Frontier(time + 1))->is_appended());
+      upper = time + 1;
+    }
+  });
+  Recorded recorded;
+  const absl::Status run = read_all(1, config, recorded);
+  appends.join();
+  ASSERT_TRUE(run.ok()) << run;
+  // Ended by news: a poll would have taken 30 s (a margin of 15 s, not a speed measurement).
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(15));
+  weir::MutexLock lock(recorded.mu);
+  EXPECT_EQ(accumulate_at(recorded.updates, 4),
+            (std::map<std::string, int64_t>{{"row 2", 1}, {"row 4", 1}}));
+  (void)writer.expire();
+}
+
 // as_of = UINT64_MAX is readable on a sealed shard (`weir subscribe` picks it by default there).
 TEST(PersistSourceReviewTest, ASnapshotAtTheLastTimeOfASealedShardIsRead) {
   std::shared_ptr<persist::PersistClient> client =

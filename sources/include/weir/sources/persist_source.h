@@ -67,7 +67,11 @@ struct PersistSourceConfig {
   std::string error_prefix = definite_error("");  // Rows that go to the error stream.
   std::string purpose = "persist_source";         // Shown by `weir persist describe`.
   size_t leader = 0;                              // The worker that lists.
-  std::chrono::milliseconds poll{50};             // How often an idle leader looks for batches.
+  // How often an idle leader looks for batches; news from the client's upper relay
+  // (persist/relay.h) wakes it at once. While the relay hears every process's appends, it looks
+  // only every relay_poll (a safety net).
+  std::chrono::milliseconds poll{50};
+  std::chrono::milliseconds relay_poll{1000};
   std::chrono::milliseconds hold_interval{1000};  // The most often holds are moved (a write).
   OnError on_error = OnError::kFail;
 };
