@@ -38,13 +38,15 @@ std::string one_line(std::string_view text) {
   return out;
 }
 
+// How often a wait looks at a stop flag.
+constexpr auto kStopSlice = std::chrono::milliseconds(10);
+
 // Sleeps `duration`, waking early once `stop` is set; false if it was.
 bool sleep_unless(const std::atomic<bool>& stop, Clock::duration duration) {
   const auto until = Clock::now() + duration;
   while (Clock::now() < until) {
     if (stop.load()) return false;
-    std::this_thread::sleep_for(
-        std::min<Clock::duration>(until - Clock::now(), std::chrono::milliseconds(10)));
+    std::this_thread::sleep_for(std::min<Clock::duration>(until - Clock::now(), kStopSlice));
   }
   return !stop.load();
 }
@@ -95,6 +97,11 @@ class Replica {
   void stop_slot(Slot& slot, bool dropped);
   void run_object(Slot& slot);
   void publish(uint64_t version);
+  // Watches `shard` (described: its id) through the client's relay, once.
+  void watch(std::unique_ptr<persist::UpperWatch>& watch, const persist::ShardDescription& shard);
+  // Until news of the catalog or the executions, the poll interval, or stop.
+  void wait_for_news(uint64_t seen);
+  uint64_t news() const;
 
   const ReplicaOptions& options_;
   const RunnerFactory runners_;
@@ -107,7 +114,39 @@ class Replica {
   std::map<std::string, std::string> invalid_;  // Objects not run: name -> the row reported.
   weir::Mutex mu_;
   absl::Status fenced_ ABSL_GUARDED_BY(mu_);
+  // News of the catalog's and the executions' uppers (persist/relay.h) wakes the follower. The
+  // watches call into news_mu_ and news_: declared after them, destroyed before.
+  weir::Mutex news_mu_;
+  weir::CondVar news_;
+  std::unique_ptr<persist::UpperWatch> catalog_watch_;
+  std::unique_ptr<persist::UpperWatch> executions_watch_;
 };
+
+void Replica::watch(std::unique_ptr<persist::UpperWatch>& watch,
+                    const persist::ShardDescription& shard) {
+  if (watch != nullptr) return;
+  watch = std::make_unique<persist::UpperWatch>(client_->relay(), shard.id, [this] {
+    { weir::MutexLock lock(news_mu_); }  // A waiter between its check and its wait hears it.
+    news_.notify_all();
+  });
+}
+
+uint64_t Replica::news() const {
+  return (catalog_watch_ ? catalog_watch_->news() : 0) +
+         (executions_watch_ ? executions_watch_->news() : 0);
+}
+
+void Replica::wait_for_news(uint64_t seen) {
+  const persist::UpperWatch* any = catalog_watch_ ? catalog_watch_.get() : executions_watch_.get();
+  const auto interval = any != nullptr ? any->poll_interval(options_.poll, options_.relay_poll)
+                                       : std::chrono::milliseconds(options_.poll);
+  const auto until = Clock::now() + interval;
+  weir::MutexLock lock(news_mu_);
+  // In slices, to see `stop` (set by a signal handler, which cannot notify).
+  while (news() == seen && !stop_->load() && Clock::now() < until) {
+    news_.wait_until(news_mu_, std::min<Clock::time_point>(until, Clock::now() + kStopSlice));
+  }
+}
 
 absl::Status Replica::check_current() {
   {
@@ -116,6 +155,7 @@ absl::Status Replica::check_current() {
   }
   WEIR_ASSIGN_OR_RETURN(const persist::ShardDescription executions,
                         client_->describe(kExecutionsShard));
+  watch(executions_watch_, executions);
   if (executions.upper == persist::Frontier(execution_ + 1)) return absl::OkStatus();
   const uint64_t latest = executions.upper.is_empty() ? 0 : executions.upper.time() - 1;
   std::string successor = absl::StrCat("execution ", latest);
@@ -324,7 +364,14 @@ void Replica::run_object(Slot& slot) {
 
 absl::Status Replica::run() {
   std::optional<uint64_t> reconciled;  // The catalog version the runners follow.
+  // The catalog shard, empty, if no controller made it yet: it has an id to watch from the start
+  // (an empty catalog and none are the same to every reader). Written only if missing.
+  if (const absl::Status made = client_->fence(kCatalogShard, persist::Fence{}); !made.ok()) {
+    log(LogSeverity::kWarning, absl::StrCat("could not create the catalog shard ", kCatalogShard,
+                                            " (polling it instead): ", made.ToString()));
+  }
   while (!stop_->load()) {
+    const uint64_t seen = news();
     if (const absl::Status current = check_current(); !current.ok() && !fenced()) {
       log(LogSeverity::kWarning,
           absl::StrCat("could not check the executions: ", current.ToString()));
@@ -339,6 +386,8 @@ absl::Status Replica::run() {
       report_catalog(absl::FailedPreconditionError("the catalog shard is closed"));
     } else if (head.ok()) {
       upper = head->upper.time();
+      watch(catalog_watch_, *head);
+      catalog_watch_->set_known(head->upper);
     } else if (head.status().code() == absl::StatusCode::kNotFound) {
       upper = 0;  // No catalog yet: nothing to run.
     } else {
@@ -361,7 +410,7 @@ absl::Status Replica::run() {
       }
     }
     if (fenced()) break;
-    sleep_unless(*stop_, options_.poll);
+    wait_for_news(seen);
   }
   for (auto& [name, slot] : slots_) slot->stop->store(true);
   for (auto& [name, slot] : slots_) stop_slot(*slot, /*dropped=*/false);

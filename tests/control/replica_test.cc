@@ -73,12 +73,14 @@ bool row_says(PersistClient& client, const std::string& name, const std::string&
 class RunningReplica {
  public:
   RunningReplica(const Store& store, RunnerFactory runners = nullptr,
-                 persist::PersistConfig persist = {}) {
+                 persist::PersistConfig persist = {},
+                 std::chrono::milliseconds poll = std::chrono::milliseconds(10)) {
     options_.persist = std::move(persist);
     options_.blob = store.blob;
     options_.consensus = store.consensus;
     options_.stop = stop_;
-    options_.poll = std::chrono::milliseconds(10);
+    options_.poll = poll;
+    options_.relay_poll = poll;
     options_.backoff_initial = std::chrono::milliseconds(10);
     options_.backoff_max = std::chrono::milliseconds(50);
     options_.runners = std::move(runners);
@@ -108,6 +110,10 @@ class RunningReplica {
     return done_;
   }
   uint64_t execution() const { return execution_.load(); }
+  size_t reconciliations() {
+    weir::MutexLock lock(mu_);
+    return states_.size();
+  }
 
  private:
   ReplicaOptions options_;
@@ -174,6 +180,29 @@ TEST(ReplicaTest, AnObjectThatAppearsRunsAndADroppedOneStopsAndReportsDropped) {
       << health(*client)["audit"];
   EXPECT_EQ(catalog_holds_on(*client, "bids"), 0u) << "dropping a hold releases it";
   EXPECT_TRUE(replica.stop().ok());
+}
+
+// The replica waits for news from its client's relay (persist/relay.h), not for its poll: with a
+// poll of 30 s, a commit and a successor's start are acted on long before the next poll.
+TEST(ReplicaTest, NewsOfACommitOrASuccessorWakesTheReplicaBeforeItsPoll) {
+  const Store store = Store::fresh("news");
+  std::unique_ptr<PersistClient> client = store.client();
+  make_shard(*client, "bids");
+  const auto poll = std::chrono::seconds(30);
+  RunningReplica replica(store, nullptr, {}, poll);
+  ASSERT_TRUE(eventually([&] { return replica.reconciliations() > 0; }));
+  auto start = Clock::now();
+  ASSERT_TRUE(commit(*client, Change::create("audit", HoldSpec{"bids", "auditor"})).ok());
+  ASSERT_TRUE(eventually([&] { return row_says(*client, "audit", "audit running"); }));
+  // Woken by news: the poll would have taken 30 s (a margin of 15 s, not a speed measurement).
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(15));
+
+  start = Clock::now();
+  RunningReplica successor(store, nullptr, {}, poll);
+  ASSERT_TRUE(eventually([&] { return replica.done(); }));
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(15));
+  EXPECT_EQ(replica.stop().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(successor.stop().ok());
 }
 
 // A replica that stops keeps its declared holds: they have no lease, and the next execution

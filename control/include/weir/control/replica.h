@@ -12,10 +12,11 @@
 //   execution=E object=ID restarts=N [error=...]", STATE one of starting, running, stalled,
 //   completed, dropped. A predecessor's late rows are refused, so the relation never goes back to
 //   an older execution's state;
-// - follows the catalog: each poll reads the catalog's upper (no write), and when it moved, the
-//   catalog at it; an object that appeared gets a runner (a thread: a source's ingestion, a view, a
-//   declared hold), one that was dropped is stopped and reported dropped, one recreated under the
-//   same name (a new object id) is stopped and started again;
+// - follows the catalog: each poll (or news of an append from the upper relay) reads the
+//   catalog's upper (no write), and when it moved, the catalog at it; an object that appeared
+//   gets a runner (a thread: a source's ingestion, a view, a declared hold), one that was dropped
+//   is stopped and reported dropped, one recreated under the same name (a new object id) is
+//   stopped and started again;
 // - restarts a runner that failed after a backoff (backoff_initial doubling to backoff_max), from
 //   what its shards hold; a runner that reaches its end reports completed;
 // - checks at every poll that it is still the latest execution. Once a later one has started, it
@@ -106,7 +107,11 @@ struct ReplicaOptions {
   size_t workers = 1;  // Worker threads of each object's dataflow.
   // Set to stop: every runner is stopped and run_replica returns OK.
   std::shared_ptr<std::atomic<bool>> stop;
-  std::chrono::milliseconds poll{100};  // Between two looks at the catalog and the executions.
+  // Between two looks at the catalog and the executions. News from the client's upper relay
+  // (persist/relay.h; a `weir pubsub` links processes) wakes the replica at once; while the
+  // relay hears every process's appends, it looks only every relay_poll (a safety net).
+  std::chrono::milliseconds poll{100};
+  std::chrono::milliseconds relay_poll{1000};
   std::chrono::milliseconds backoff_initial{100};
   std::chrono::milliseconds backoff_max{60000};
   std::function<void(ingest::LogSeverity, const std::string&)> log;  // May be null.
