@@ -27,6 +27,9 @@ void add_view_command(CLI::App& app);
 // `weir replica --persist DIR`: follows the catalog and keeps its objects running.
 void add_replica_command(CLI::App& app);
 
+// `weir pubsub [--listen HOST:PORT]`: news of appends between processes.
+void add_pubsub_command(CLI::App& app);
+
 // `weir top --http ADDR`: a running `weir ingest --http ADDR`, in a terminal.
 void add_top_command(CLI::App& app);
 

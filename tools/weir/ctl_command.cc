@@ -359,6 +359,7 @@ void add_ctl_command(CLI::App& app) {
   ctl->require_subcommand(1);
   // `create` may name a location where nothing is yet; the reading commands check it exists.
   add_store_flags(*ctl, flags->store, StoreUse::kAny);
+  add_pubsub_flag(*ctl, flags->store.pubsub);
   ctl->footer(
       "Exit codes: 0 ok; 2 refused, nothing committed (a usage error or a change that does not "
       "validate); 3 a conflict with a concurrent change; 1 other errors.\n"

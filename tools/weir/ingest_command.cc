@@ -23,6 +23,7 @@
 #include "absl/strings/str_format.h"
 #include "checks.h"
 #include "commands.h"
+#include "shard_text.h"
 #include "source_flags.h"
 #include "stop_signals.h"
 #include <unistd.h>
@@ -43,7 +44,8 @@ struct IngestFlags {
   std::string dir, blob_url, consensus_url;
   size_t workers = 1;
   bool quiet = false;
-  std::string http;  // --http ADDR: empty, off.
+  std::string http;    // --http ADDR: empty, off.
+  std::string pubsub;  // --pubsub HOST:PORT: empty, this process's relay only.
   double inject_faults = 0;
 };
 
@@ -168,6 +170,7 @@ void run(const ingest::SourceSpec& spec, const IngestFlags& flags) {
   absl::StatusOr<ingest::IngestOptions> made = ingest::to_ingest_options(spec, settings);
   if (!made.ok()) fail(made.status());
   ingest::IngestOptions options = *std::move(made);
+  options.persist.relay = relay_for(flags.pubsub);
   options.blob = faulty_blob;
   options.consensus = faulty_consensus;
 
@@ -286,6 +289,7 @@ void add_ingest_command(CLI::App& app) {
                   "soak runs: blob and consensus calls fail at this rate (0..1), and half as many "
                   "writes report a failure after going through")
       ->check(number_in(0, 1));
+  add_pubsub_flag(*cmd, flags->pubsub);
   cmd->add_option("--http", flags->http,
                   "serve /metrics, /status, /graph and a dashboard on this address: PORT (on "
                   "loopback) or HOST:PORT (docs/observability.md)")

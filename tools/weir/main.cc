@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   weir::tools::add_subscribe_command(app);
   weir::tools::add_view_command(app);
   weir::tools::add_replica_command(app);
+  weir::tools::add_pubsub_command(app);
   weir::tools::add_top_command(app);
   weir::tools::add_ctl_command(app);
   weir::tools::add_completion_command(app);

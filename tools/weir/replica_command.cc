@@ -44,6 +44,7 @@ void run_replica(const ReplicaFlags& flags) {
   }
   options.location = *std::move(location);
   options.workers = flags.workers;
+  options.persist.relay = relay_for(flags.store.pubsub);
   options.poll = std::chrono::milliseconds(flags.poll_ms);
   options.stop = std::make_shared<std::atomic<bool>>(false);
   options.log = [](ingest::LogSeverity severity, const std::string& line) {
@@ -67,6 +68,7 @@ void add_replica_command(CLI::App& app) {
       "replica", "Follow the catalog and keep every object it names running, with no controller");
   cmd->set_help_flag("--help", "Print this help message and exit");  // -h is the hostfile.
   add_store_flags(*cmd, flags->store, StoreUse::kAny);
+  add_pubsub_flag(*cmd, flags->store.pubsub);
   cmd->add_option("-w,--workers", flags->workers, "Worker threads of each object's dataflow")
       ->capture_default_str()
       ->check(worker_count());

@@ -7,6 +7,8 @@
 #include "checks.h"
 
 #include "weir/ingest/ingest.h"
+#include "weir/observe/log.h"
+#include "weir/pubsub/pubsub.h"
 #include "weir/status.h"
 
 namespace weir::tools {
@@ -65,9 +67,37 @@ void add_reader_lease_flag(CLI::App& app, StoreFlags& flags) {
       ->capture_default_str();
 }
 
+void add_pubsub_flag(CLI::App& app, std::string& address) {
+  app.add_option("--pubsub", address,
+                 "A `weir pubsub` (HOST:PORT) that tells other processes of this one's appends "
+                 "and this one of theirs, so that readers need not poll")
+      ->type_name("HOST:PORT")
+      ->envname("WEIR_PUBSUB")
+      ->check(CLI::Validator(
+          [](std::string& value) -> std::string {
+            const absl::Status valid = pubsub::check_address(value);
+            return valid.ok() ? "" : std::string(valid.message());
+          },
+          ""));
+}
+
+std::shared_ptr<persist::UpperRelay> relay_for(const std::string& address) {
+  if (address.empty()) return persist::process_relay();
+  pubsub::GrpcRelayOptions options;
+  options.address = address;
+  options.on_connection = [address](bool connected, const std::string& why) {
+    observe::log(connected ? observe::LogLevel::kInfo : observe::LogLevel::kWarn,
+                 connected ? absl::StrCat("pubsub ", address, ": connected")
+                           : absl::StrCat("pubsub ", address, ": lost (", why,
+                                          "); readers poll until it is back"));
+  };
+  return std::make_shared<pubsub::GrpcUpperRelay>(std::move(options));
+}
+
 persist::PersistConfig store_config(const StoreFlags& flags) {
   persist::PersistConfig config;
   config.reader_lease = absl::Seconds(flags.reader_lease_s);
+  config.relay = relay_for(flags.pubsub);
   return config;
 }
 

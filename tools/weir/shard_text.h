@@ -24,6 +24,7 @@ struct StoreFlags {
   std::string consensus_url;
   // The lease of the command's leased readers (--reader-lease; see add_reader_lease_flag).
   double reader_lease_s = 60;
+  std::string pubsub;  // --pubsub HOST:PORT (add_pubsub_flag); empty: this process's relay only.
 };
 
 // What the store flags of a command may name.
@@ -51,7 +52,15 @@ bool store_may_exist(const StoreFlags& flags);
 // quarter of it); 60 s by default, where persist's own default is 15 minutes.
 void add_reader_lease_flag(CLI::App& app, StoreFlags& flags);
 
-// The client configuration the flags ask for (the reader lease).
+// --pubsub HOST:PORT (or WEIR_PUBSUB): the `weir pubsub` that carries news of appends between
+// processes (pubsub/README.md), for a command that writes shards or follows them.
+void add_pubsub_flag(CLI::App& app, std::string& address);
+
+// The upper relay of a command: one linked to the `weir pubsub` at `address`, or this process's
+// own (persist::process_relay()) when it is empty.
+std::shared_ptr<persist::UpperRelay> relay_for(const std::string& address);
+
+// The client configuration the flags ask for (the reader lease, the relay).
 persist::PersistConfig store_config(const StoreFlags& flags);
 
 // The location the flags name: InvalidArgument if they name none.

@@ -193,6 +193,7 @@ void add_subscribe_command(CLI::App& app) {
       "lines, one time after another");
   add_store_flags(*cmd, flags->store);
   add_reader_lease_flag(*cmd, flags->store);
+  add_pubsub_flag(*cmd, flags->store.pubsub);
   cmd->add_option("SHARD", flags->shard, "Shard name")->required()->check(non_empty());
   cmd->add_option("--as-of", flags->as_of,
                   "Start at this time (default: the latest readable time, upper - 1)")

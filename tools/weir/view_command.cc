@@ -42,6 +42,7 @@ void run_view(const ViewFlags& flags) {
   options.output = flags.output;
   options.until = flags.until;
   options.workers = flags.workers;
+  options.persist.relay = relay_for(flags.store.pubsub);
   absl::StatusOr<persist::PersistLocation> location = store_location(flags.store);
   if (!location.ok()) fail(location.status());
   options.location = *std::move(location);
@@ -62,6 +63,7 @@ void add_view_command(CLI::App& app) {
       "Maintain a view of the auction shards in a shard of its own, exactly once: "
       "bids-per-auction (AUCTION,BIDS) or max-bid (AUCTION,AMOUNT,BID,BUYER,REGION)");
   add_store_flags(*cmd, flags->store);
+  add_pubsub_flag(*cmd, flags->store.pubsub);
   cmd->add_option("NAME", flags->name, "bids-per-auction or max-bid")
       ->required()
       ->check(one_of({"bids-per-auction", "max-bid"}));
