@@ -273,6 +273,7 @@ const std::map<std::string, std::vector<std::string>> kBadValues = [] {
       {"ctl drop NAME", kObjectName},
       {"ctl ls --version", kUnsigned},
       {"ctl status NAME", kObjectName},
+      {"ctl status --history", kFlag},
       {"ctl history --from", kUnsigned},
   };
   // `weir ctl create source` takes the source flags of `weir ingest` (tools/weir/source_flags.h):

@@ -247,6 +247,50 @@ TEST_F(CtlTest, StatusJoinsTheCatalogWithTheReplicasHealthRows) {
   EXPECT_EQ(r.out, "c\t-\t" + ids["c"] + "\tdropped\texecution=7 restarts=0\n");
 }
 
+// `status --history` prints the transitions weir.health_history holds, in the order the replicas
+// recorded them (by execution, then seq; not by the clock, which went back here), skipping rows
+// that do not parse.
+TEST_F(CtlTest, StatusHistoryPrintsTheRecordedTransitionsInOrder) {
+  make_shard("orders");
+  ASSERT_EQ(ctl({"create", "hold", "a", "--shard", "orders", "--reader", "a"}).exit_code, 0);
+  Result r = ctl({"status", "--history"});
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out, "") << "no replica has recorded anything";
+  {
+    std::shared_ptr<persist::PersistClient> c = client();
+    persist::WriteHandle writer = c->open_writer("weir.health_history").value();
+    const std::vector<persist::Update> rows = {
+        {"a running execution=7 object=oA restarts=0 seq=1 at=1764823200123", 5, 1},
+        {"a starting execution=7 object=oA restarts=0 seq=0 at=1764823200100", 5, 1},
+        {"b stalled execution=8 object=oB restarts=1 seq=0 at=1764823100000 error=UNAVAILABLE: "
+         "down at=5",
+         5, 1},
+        {"not a transition", 5, 1},
+        {"a dropped execution=8 object=oA restarts=0 seq=1 at=1764823100001", 5, 1},
+    };
+    ASSERT_TRUE(
+        writer.compare_and_append(rows, persist::Frontier(0), persist::Frontier(6))->is_appended());
+    ASSERT_TRUE(writer.expire().ok());
+  }
+  r = ctl({"status", "--history"});
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out,
+            "2025-12-04T04:40:00.100Z\ta\toA\tstarting\texecution=7 restarts=0\n"
+            "2025-12-04T04:40:00.123Z\ta\toA\trunning\texecution=7 restarts=0\n"
+            "2025-12-04T04:38:20.000Z\tb\toB\tstalled\texecution=8 restarts=1 "
+            "error=UNAVAILABLE: down at=5\n"
+            "2025-12-04T04:38:20.001Z\ta\toA\tdropped\texecution=8 restarts=0\n");
+  r = ctl({"status", "a", "--history"});
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(lines_of(r.out).size(), 3u) << r.out;
+  r = ctl({"status", "b", "--history"});
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(lines_of(r.out).size(), 1u) << r.out;
+  r = ctl({"status", "nosuch", "--history"});
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("no catalog object \"nosuch\""), std::string::npos) << r.out;
+}
+
 // Two processes create one name at once, ten times: one wins, the other is refused (2: it read the
 // winner's version) or reports the conflict (3: it had validated before the winner committed).
 TEST_F(CtlTest, ARaceForOneNameHasOneWinner) {

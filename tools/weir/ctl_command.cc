@@ -6,7 +6,7 @@
 //   weir ctl --persist DIR create hold audit --shard auction.bids --reader audit
 //   weir ctl --persist DIR drop counts
 //   weir ctl --persist DIR ls [--version V]
-//   weir ctl --persist DIR status [NAME]
+//   weir ctl --persist DIR status [NAME] [--history]
 //   weir ctl --persist DIR history [--from V]
 //
 // Exit codes: 0 ok; 2 refused, nothing committed (a usage error, or a change that does not
@@ -27,12 +27,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "checks.h"
 #include "commands.h"
 #include "shard_text.h"
 #include "source_flags.h"
 
 #include "weir/control/catalog.h"
+#include "weir/control/health.h"
 #include "weir/control/replica.h"
 #include "weir/control/validate.h"
 #include "weir/ingest/source_spec.h"
@@ -55,6 +57,7 @@ struct CtlFlags {
   std::string shard, reader;  // create hold
   std::optional<uint64_t> version;
   uint64_t from = 0;
+  bool history = false;  // status --history
 };
 
 int exit_code(const absl::Status& status) {
@@ -207,10 +210,41 @@ std::map<std::string, HealthRow> read_health(PersistClient& client) {
   return rows;
 }
 
+// NotFound for `status NAME` when nothing is known of NAME.
+absl::Status no_such_object(const std::string& name, const control::CatalogSnapshot& catalog) {
+  return absl::NotFoundError(absl::StrCat("there is no catalog object \"", name, "\" (at version ",
+                                          catalog.version, ") and no health row for one"));
+}
+
+// The transitions weir.health_history holds (of flags.name, or all), in the order recorded: AT,
+// NAME, OBJECT_ID, STATE, DETAILS.
+void print_health_history(const CtlFlags& flags, PersistClient& client,
+                          const control::CatalogSnapshot& catalog,
+                          const std::map<std::string, HealthRow>& health) {
+  const std::vector<control::HealthTransition> transitions =
+      value_or_fail(control::read_health_history(client, flags.name));
+  if (transitions.empty() && !flags.name.empty() && catalog.find(flags.name) == nullptr &&
+      !health.contains(flags.name)) {
+    fail(no_such_object(flags.name, catalog));
+  }
+  for (const control::HealthTransition& t : transitions) {
+    std::string details = absl::StrCat("execution=", t.execution, " restarts=", t.restarts);
+    if (!t.error.empty()) absl::StrAppend(&details, " error=", t.error);
+    const std::string at = absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixMillis(t.at_ms),
+                                            absl::UTCTimeZone());
+    std::printf("%s\t%s\t%s\t%s\t%s\n", at.c_str(), t.name.c_str(),
+                t.object_id.empty() ? "-" : t.object_id.c_str(), t.state.c_str(), details.c_str());
+  }
+}
+
 void print_status(const CtlFlags& flags) {
   std::unique_ptr<PersistClient> client = open_existing(flags);
   const control::CatalogSnapshot catalog = value_or_fail(control::read(*client));
   const std::map<std::string, HealthRow> health = read_health(*client);
+  if (flags.history) {
+    print_health_history(flags, *client, catalog, health);
+    return;
+  }
   const auto wanted = [&flags](const std::string& name) {
     return flags.name.empty() || flags.name == name;
   };
@@ -246,11 +280,7 @@ void print_status(const CtlFlags& flags) {
           row.state == "dropped" ? row.state : row.state + " (no longer in the catalog)",
           row.details);
   }
-  if (!any && !flags.name.empty()) {
-    fail(absl::NotFoundError(absl::StrCat("there is no catalog object \"", flags.name,
-                                          "\" (at version ", catalog.version,
-                                          ") and no health row for one")));
-  }
+  if (!any && !flags.name.empty()) fail(no_such_object(flags.name, catalog));
 }
 
 // NAME of an object: checked as the catalog checks names, before any work.
@@ -395,7 +425,13 @@ void add_ctl_command(CLI::App& app) {
             return valid.ok() ? "" : std::string(valid.message());
           },
           ""));
-  status->footer("Example:\n  weir ctl status counts --persist DIR");
+  status->add_flag("--history", flags->history,
+                   "Print instead the transitions kept in weir.health_history, in the order "
+                   "recorded: AT, NAME, OBJECT_ID, STATE, DETAILS (tab-separated)");
+  status->footer(
+      "Examples:\n"
+      "  weir ctl status counts --persist DIR\n"
+      "  weir ctl status counts --history --persist DIR");
   status->final_callback([flags] { print_status(*flags); });
 
   CLI::App* history = ctl->add_subcommand(
