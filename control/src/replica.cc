@@ -288,7 +288,10 @@ void Replica::publish(uint64_t version) {
   ReplicaState state;
   state.execution = execution_;
   state.catalog_version = version;
-  for (const auto& [name, slot] : slots_) state.objects.push_back({name, slot->object.object_id});
+  for (const auto& [name, slot] : slots_) {
+    static constexpr const char* kKinds[] = {"source", "view", "hold"};
+    state.objects.push_back({name, slot->object.object_id, kKinds[slot->object.spec.index()]});
+  }
   options_.on_reconciled(state);
 }
 

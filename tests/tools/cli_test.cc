@@ -249,6 +249,7 @@ const std::map<std::string, std::vector<std::string>> kBadValues = [] {
       {"replica --processes", {"0", "2", "", "x"}},
       {"replica --process", {"1", "-1", "", "x"}},
       {"replica --hostfile", {"", "@ABSENT"}},
+      {"replica --http", {"", "x", "70000", "-1", "[::1", "::1:80", "host name:80"}},
       {"view --blob", kReadBlob},
       {"view --consensus", kReadConsensus},
       {"view NAME", {"", "max_bid", "nosuch"}},

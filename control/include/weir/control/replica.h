@@ -97,6 +97,7 @@ struct ReplicaState {
   struct Object {
     std::string name;
     std::string object_id;
+    std::string kind;  // source, view or hold.
   };
   std::vector<Object> objects;  // Every object with a runner, by name.
 };
