@@ -225,9 +225,14 @@ void Replica::reconcile(const CatalogSnapshot& catalog) {
       ++it;
       continue;
     }
-    log(LogSeverity::kInfo,
-        absl::StrCat(it->first, ": dropped by the catalog (version ", catalog.version, ")"));
-    stop_slot(*it->second, /*dropped=*/true);
+    // A hold advanced (the same shard and reader) is kept while its runner restarts to move it.
+    const auto* was = std::get_if<HoldSpec>(&it->second->object.spec);
+    const auto* hold = wanted == nullptr ? nullptr : std::get_if<HoldSpec>(&wanted->spec);
+    const bool kept = was != nullptr && hold != nullptr && was->shard == hold->shard &&
+                      was->reader == hold->reader;
+    log(LogSeverity::kInfo, absl::StrCat(it->first, ": ", kept ? "changed" : "dropped",
+                                         " by the catalog (version ", catalog.version, ")"));
+    stop_slot(*it->second, /*dropped=*/!kept);
     if (wanted == nullptr) report(it->second->object, "dropped", it->second->restarts);
     it = slots_.erase(it);
   }

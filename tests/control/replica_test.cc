@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -580,6 +581,59 @@ TEST(ReplicaTest, AStaleExecutionsLateTransitionChangesNeitherHealthNorHistory) 
   EXPECT_TRUE(row_says(*client, "audit", "running execution=1")) << health(*client)["audit"];
   EXPECT_EQ(history_of(*client, "audit"), before);
   EXPECT_TRUE(second.stop().ok());
+}
+
+// The since of `shard`'s critical reader `id` (a catalog hold's: "c" and its object's uuid).
+std::optional<uint64_t> hold_since(PersistClient& client, const std::string& shard,
+                                   const std::string& object_id) {
+  const persist::ShardDescription described = client.describe(shard).value();
+  for (const auto& reader : described.critical_readers) {
+    if (reader.reader_id == "c" + object_id.substr(1) && !reader.since.is_empty()) {
+      return reader.since.time();
+    }
+  }
+  return std::nullopt;
+}
+
+// A hold advanced in the catalog (a replace that moves its since) has its since moved forward by
+// the replica, without being let go in between; moving it back is refused with nothing committed.
+TEST(ReplicaTest, AnAdvancedHoldMovesItsSinceForward) {
+  const Store store = Store::fresh("advance");
+  std::unique_ptr<PersistClient> client = store.client();
+  {
+    persist::WriteHandle writer = client->open_writer("bids").value();
+    std::vector<persist::Update> rows;
+    for (uint64_t t = 0; t < 10; ++t) rows.push_back({"row" + std::to_string(t), t, 1});
+    ASSERT_TRUE(writer.compare_and_append(rows, persist::Frontier(0), persist::Frontier(10))
+                    ->is_appended());
+    ASSERT_TRUE(writer.expire().ok());
+  }
+  RunningReplica replica(store);
+  const CommittedChange created =
+      commit(*client, Change::create("audit", HoldSpec{"bids", "auditor"})).value();
+  const std::string id = created.object.object_id;
+  ASSERT_TRUE(eventually([&] { return hold_since(*client, "bids", id).has_value(); }));
+  EXPECT_EQ(hold_since(*client, "bids", id), 0u);
+
+  ASSERT_TRUE(
+      commit(*client,
+             Change::replace("audit", HoldSpec{.shard = "bids", .reader = "auditor", .since = 6}))
+          .ok());
+  ASSERT_TRUE(eventually([&] { return hold_since(*client, "bids", id) == 6u; }))
+      << hold_since(*client, "bids", id).value_or(999);
+  EXPECT_EQ(catalog_holds_on(*client, "bids"), 1u);
+  EXPECT_EQ(client->describe("bids").value().since, persist::Frontier(6));
+  ASSERT_TRUE(eventually([&] { return row_says(*client, "audit", "audit running"); }));
+
+  const uint64_t upper = client->describe(kCatalogShard).value().upper.time();
+  const absl::Status back =
+      commit(*client,
+             Change::replace("audit", HoldSpec{.shard = "bids", .reader = "auditor", .since = 4}))
+          .status();
+  EXPECT_EQ(back.code(), absl::StatusCode::kFailedPrecondition) << back;
+  EXPECT_TRUE(absl::StrContains(back.message(), "only moves forward")) << back;
+  EXPECT_EQ(client->describe(kCatalogShard).value().upper.time(), upper) << "it committed";
+  EXPECT_EQ(hold_since(*client, "bids", id), 6u);
 }
 
 TEST(ReplicaTest, AHealthRetentionOfZeroIsRefused) {

@@ -4,6 +4,7 @@
 //   weir ctl --persist DIR create source auction --source loadgen:auction --scale 10
 //   weir ctl --persist DIR create view counts --view bids-per-auction
 //   weir ctl --persist DIR create hold audit --shard auction.bids --reader audit
+//   weir ctl --persist DIR hold advance audit --to 5000
 //   weir ctl --persist DIR drop counts
 //   weir ctl --persist DIR ls [--version V]
 //   weir ctl --persist DIR status [NAME] [--history]
@@ -55,6 +56,7 @@ struct CtlFlags {
   std::string name;           // create, drop, status
   std::string view, output;   // create view
   std::string shard, reader;  // create hold
+  uint64_t to = 0;            // hold advance
   std::optional<uint64_t> version;
   uint64_t from = 0;
   bool history = false;  // status --history
@@ -111,7 +113,8 @@ std::string spec_text(const ObjectSpec& spec) {
                         absl::StrJoin(view->inputs, ","), ")");
   }
   const auto& hold = std::get<control::HoldSpec>(spec);
-  return absl::StrCat("--shard ", hold.shard, " --reader ", hold.reader);
+  return absl::StrCat("--shard ", hold.shard, " --reader ", hold.reader,
+                      hold.since > 0 ? absl::StrCat(" --since ", hold.since) : "");
 }
 
 // Validates and commits `change`; prints the version it got.
@@ -126,6 +129,52 @@ void commit_change(const CtlFlags& flags, const control::Change& change) {
   }
   std::unique_ptr<PersistClient> client = open_client(flags);
   const control::CommittedChange committed = value_or_fail(control::commit(*client, change));
+  std::printf("committed version %llu\n", static_cast<unsigned long long>(committed.version));
+}
+
+// Moves the hold NAME forward to --to: a replace of its row with that since (the replica then
+// moves its critical since handle). Refused (nothing committed) below where the catalog or the hold
+// itself is, past the shard's upper, and for an object that is not a hold.
+void advance_hold(const CtlFlags& flags) {
+  std::unique_ptr<PersistClient> client = open_existing(flags);
+  const control::CatalogSnapshot catalog = value_or_fail(control::read(*client));
+  const control::CatalogObject* object = catalog.find(flags.name);
+  if (object == nullptr) {
+    fail(absl::NotFoundError(absl::StrCat("there is no catalog object \"", flags.name,
+                                          "\" (at version ", catalog.version, ")")));
+  }
+  const auto* hold = std::get_if<control::HoldSpec>(&object->spec);
+  if (hold == nullptr) {
+    fail(absl::InvalidArgumentError(
+        absl::StrCat("\"", flags.name, "\" is a ", kind_of(object->spec), ", not a hold")));
+  }
+  absl::StatusOr<persist::ShardDescription> shard = client->describe(hold->shard);
+  if (absl::IsNotFound(shard.status())) {
+    fail(absl::FailedPreconditionError(absl::StrCat("hold \"", flags.name, "\": its shard \"",
+                                                    hold->shard, "\" does not exist yet")));
+  }
+  if (!shard.ok()) fail(shard.status());
+  const uint64_t upper = shard->upper.is_empty() ? UINT64_MAX : shard->upper.time();
+  if (flags.to > upper) {
+    fail(absl::FailedPreconditionError(absl::StrCat("hold \"", flags.name, "\": ", flags.to,
+                                                    " is past the upper of \"", hold->shard, "\" (",
+                                                    upper, ")")));
+  }
+  // Where a replica registered (and moved) it: its critical reader, named after the object.
+  const std::string reader_id = "c" + object->object_id.substr(1);
+  for (const auto& reader : shard->critical_readers) {
+    if (reader.reader_id != reader_id) continue;
+    const uint64_t since = reader.since.is_empty() ? UINT64_MAX : reader.since.time();
+    if (flags.to < since) {
+      fail(absl::FailedPreconditionError(
+          absl::StrCat("hold \"", flags.name, "\" on \"", hold->shard, "\" is at since ", since,
+                       ": a hold only moves forward (asked for ", flags.to, ")")));
+    }
+  }
+  control::HoldSpec advanced = *hold;
+  advanced.since = flags.to;
+  const control::CommittedChange committed =
+      value_or_fail(control::commit(*client, control::Change::replace(flags.name, advanced)));
   std::printf("committed version %llu\n", static_cast<unsigned long long>(committed.version));
 }
 
@@ -398,6 +447,25 @@ void add_ctl_command(CLI::App& app) {
       "  weir ctl --persist DIR status");
 
   add_create_commands(*ctl, flags);
+
+  // Before `drop` in the help (and in CliTest's walk, which advances the hold `create` made).
+  CLI::App* hold = ctl->add_subcommand("hold", "Change a declared hold");
+  hold->require_subcommand(1);
+  hold->footer("Example:\n  weir ctl hold advance audit --to 5000 --persist DIR");
+  CLI::App* advance = hold->add_subcommand(
+      "advance",
+      "Move a hold's since forward to --to (never back): the shard's history before it may be "
+      "compacted");
+  advance->add_option("NAME", flags->name, "The hold's name")->required()->check(object_name());
+  advance->add_option("--to", flags->to, "The new since: at least the hold's, at most the upper")
+      ->required()
+      ->check(unsigned_in());
+  advance->footer(
+      "Committed as a replace of the hold's row; the replica then moves the hold. Refused "
+      "(exit 2, nothing committed) below where the hold is or past the shard's upper.\n"
+      "Example:\n"
+      "  weir ctl hold advance audit --to 5000 --persist DIR");
+  advance->final_callback([flags] { advance_hold(*flags); });
 
   CLI::App* drop = ctl->add_subcommand(
       "drop", "Drop a catalog object (its shards stay; refused while a view reads them)");
