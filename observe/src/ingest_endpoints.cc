@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "families.h"
+#include "probes.h"
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
@@ -62,30 +63,22 @@ absl::Status IngestObserver::instrument(ingest::IngestOptions& options) {
 }
 
 absl::StatusOr<int> IngestObserver::serve(const HttpServerOptions& options) {
-  auto text = [](std::string body, std::string type, int status = 200) {
-    return HttpResponse{.status = status, .content_type = std::move(type), .body = std::move(body)};
-  };
   std::map<std::string, HttpHandler> routes;
   routes["/"] = [=](const HttpRequest&) {
-    return text(std::string(dashboard_page()), "text/html; charset=utf-8");
+    return internal::text_response(std::string(dashboard_page()), "text/html; charset=utf-8");
   };
   routes["/metrics"] = [=, this](const HttpRequest&) {
-    return text(metrics_text(), "text/plain; version=0.0.4; charset=utf-8");
+    return internal::text_response(metrics_text(), "text/plain; version=0.0.4; charset=utf-8");
   };
   routes["/status"] = [=, this](const HttpRequest&) {
-    return text(status_json(), "application/json");
+    return internal::text_response(status_json(), "application/json");
   };
   routes["/graph"] = [=, this](const HttpRequest& request) {
     const bool dot = request.query.find("format=dot") != std::string::npos;
-    return text(graph(dot, std::chrono::milliseconds(1500)),
-                dot ? "text/vnd.graphviz; charset=utf-8" : "application/json");
+    return internal::text_response(graph(dot, std::chrono::milliseconds(1500)),
+                                   dot ? "text/vnd.graphviz; charset=utf-8" : "application/json");
   };
-  routes["/healthz"] = [=](const HttpRequest&) { return text("ok\n", "text/plain"); };
-  routes["/readyz"] = [=, this](const HttpRequest&) {
-    const std::string why = not_ready();
-    return why.empty() ? text("ready\n", "text/plain")
-                       : text(absl::StrCat("not ready: ", why, "\n"), "text/plain", 503);
-  };
+  internal::add_probes(routes, [this] { return not_ready(); });
   WEIR_ASSIGN_OR_RETURN(server_, HttpServer::start(options, std::move(routes)));
   return server_->port();
 }

@@ -17,6 +17,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "testing/eventually.h"
+#include "testing/shards.h"
 #include <gtest/gtest.h>
 
 #include "weir/control/catalog.h"
@@ -55,15 +57,7 @@ std::map<std::string, std::string> health(PersistClient& client) {
   return rows;
 }
 
-// Waits (at most 30 s) until `done` holds; false if it never did.
-bool eventually(const std::function<bool()>& done) {
-  const auto deadline = Clock::now() + std::chrono::seconds(30);
-  while (Clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return done();
-}
+using testing::eventually;
 
 bool row_says(PersistClient& client, const std::string& name, const std::string& text) {
   const auto rows = health(client);
@@ -124,15 +118,7 @@ class RunningReplica {
   std::thread thread_;
 };
 
-// A shard with one row, for holds to hold.
-void make_shard(PersistClient& client, const std::string& name) {
-  persist::WriteHandle writer = client.open_writer(name).value();
-  ASSERT_TRUE(writer
-                  .compare_and_append(std::vector<persist::Update>{{"row", 0, 1}},
-                                      persist::Frontier(0), persist::Frontier(1))
-                  ->is_appended());
-  ASSERT_TRUE(writer.expire().ok());
-}
+using testing::make_shard;
 
 // Creates a hold by appending its row by hand, skipping validation (which refuses a hold on a
 // shard that does not exist): what a catalog can still hold if the shard goes away.
@@ -600,14 +586,7 @@ std::optional<uint64_t> hold_since(PersistClient& client, const std::string& sha
 TEST(ReplicaTest, AnAdvancedHoldMovesItsSinceForward) {
   const Store store = Store::fresh("advance");
   std::unique_ptr<PersistClient> client = store.client();
-  {
-    persist::WriteHandle writer = client->open_writer("bids").value();
-    std::vector<persist::Update> rows;
-    for (uint64_t t = 0; t < 10; ++t) rows.push_back({"row" + std::to_string(t), t, 1});
-    ASSERT_TRUE(writer.compare_and_append(rows, persist::Frontier(0), persist::Frontier(10))
-                    ->is_appended());
-    ASSERT_TRUE(writer.expire().ok());
-  }
+  make_shard(*client, "bids", 10);
   RunningReplica replica(store);
   const CommittedChange created =
       commit(*client, Change::create("audit", HoldSpec{"bids", "auditor"})).value();

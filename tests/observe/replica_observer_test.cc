@@ -10,6 +10,8 @@
 #include <thread>
 
 #include "http_get.h"
+#include "testing/eventually.h"
+#include "testing/shards.h"
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -21,26 +23,10 @@ namespace weir::observe {
 namespace {
 
 using testing::http_get;
-using Clock = std::chrono::steady_clock;
 
-// Waits (at most 30 s) until `done` holds; false if it never did.
-bool eventually(const std::function<bool()>& done) {
-  const auto deadline = Clock::now() + std::chrono::seconds(30);
-  while (Clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return done();
-}
+using weir::testing::eventually;
 
-void make_shard(persist::PersistClient& client, const std::string& name) {
-  persist::WriteHandle writer = client.open_writer(name).value();
-  ASSERT_TRUE(writer
-                  .compare_and_append(std::vector<persist::Update>{{"row", 0, 1}},
-                                      persist::Frontier(0), persist::Frontier(1))
-                  ->is_appended());
-  ASSERT_TRUE(writer.expire().ok());
-}
+using weir::testing::make_shard;
 
 TEST(ReplicaObserverTest, ReadyzFlipsOnceEveryObjectIsPastStartingAndStatusSaysWhatRuns) {
   const std::string url = "mem://replica-observer";
