@@ -43,8 +43,9 @@ absl::StatusOr<std::unique_ptr<HealthHistory>> HealthHistory::open(
   for (auto& [row, count] : consolidated) {
     if (count == 0) continue;
     std::optional<HealthTransition> t = parse_health_history_row(row);
-    if (!t || count < 0) {
-      // Not a transition (or a retraction of nothing): the replica owns the relation.
+    // Not a transition, a retraction of nothing, or one that claims an execution not before this
+    // one (which claimed the shard before writing anything): the replica owns the relation.
+    if (!t || count < 0 || t->execution >= execution) {
       changes.emplace_back(row, -count);
       continue;
     }
@@ -80,7 +81,7 @@ void HealthHistory::retain(std::vector<std::pair<std::string, int64_t>>& changes
   }
   // The age: only when the oldest row is past it is every row looked at (a clock that went back
   // leaves rows out of time order).
-  const int64_t cutoff = now_ms() - retention_.count();
+  const int64_t cutoff = cutoff_ms();
   if (!times_.empty() && *times_.begin() < cutoff) {
     for (auto& [name, entries] : by_name_) {
       std::erase_if(entries, [&](const Entry& entry) {
@@ -115,7 +116,7 @@ absl::Status HealthHistory::record(HealthTransition transition) {
 
 absl::Status HealthHistory::sweep() {
   weir::MutexLock lock(mu_);
-  if (times_.empty() || *times_.begin() >= now_ms() - retention_.count()) {
+  if (times_.empty() || *times_.begin() >= cutoff_ms()) {
     return absl::OkStatus();
   }
   std::vector<std::pair<std::string, int64_t>> changes;

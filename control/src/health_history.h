@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <set>
@@ -71,6 +72,13 @@ class HealthHistory {
         per_name_(per_name) {}
 
   int64_t now_ms() const { return absl::ToUnixMillis(clock_()); }
+  // Rows recorded before this are past the retention (saturating: any clock, any retention).
+  int64_t cutoff_ms() const {
+    const int64_t now = now_ms();
+    return now < std::numeric_limits<int64_t>::min() + retention_.count()
+               ? std::numeric_limits<int64_t>::min()
+               : now - retention_.count();
+  }
   void add(const std::string& name, Entry entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void retract(const Entry& entry, std::vector<std::pair<std::string, int64_t>>& changes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

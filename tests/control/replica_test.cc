@@ -479,11 +479,16 @@ TEST(ReplicaTest, HistoryRowsPastRetentionAreRetractedAndCompactedAway) {
   const Store store = Store::fresh("retention");
   std::unique_ptr<PersistClient> client = store.client();
   {
-    // A row written around the replica (hostile, or an older format).
+    // Rows written around the replica: one that does not parse, one that claims to be of an
+    // execution that has not started.
     persist::WriteHandle raw = client->open_writer(kHealthHistoryShard).value();
-    ASSERT_TRUE(raw.compare_and_append(std::vector<persist::Update>{{"\xff garbage", 0, 1}},
-                                       persist::Frontier(0), persist::Frontier(1))
-                    ->is_appended());
+    const std::string future =
+        absl::StrCat("audit running execution=99 object=o1 restarts=0 seq=0 at=",
+                     absl::ToUnixMillis(absl::Now()));
+    ASSERT_TRUE(
+        raw.compare_and_append(std::vector<persist::Update>{{"\xff garbage", 0, 1}, {future, 0, 1}},
+                               persist::Frontier(0), persist::Frontier(1))
+            ->is_appended());
     ASSERT_TRUE(raw.expire().ok());
   }
   auto offset = std::make_shared<std::atomic<int64_t>>(0);  // Minutes added to the clock.
