@@ -30,6 +30,7 @@ void to_proto(const ViewSpec& spec, proto::ViewSpec& out) {
 void to_proto(const HoldSpec& spec, proto::HoldSpec& out) {
   out.set_shard(spec.shard);
   out.set_reader(spec.reader);
+  out.set_since(spec.since);
 }
 
 }  // namespace
@@ -98,7 +99,8 @@ absl::StatusOr<CatalogObject> decode(std::string_view bytes) {
       };
       break;
     case proto::CatalogObject::kHold:
-      object.spec = HoldSpec{.shard = row.hold().shard(), .reader = row.hold().reader()};
+      object.spec = HoldSpec{
+          .shard = row.hold().shard(), .reader = row.hold().reader(), .since = row.hold().since()};
       break;
     case proto::CatalogObject::SPEC_NOT_SET:
       return absl::DataLossError(absl::StrCat("the row of \"", row.name(), "\" has no spec"));

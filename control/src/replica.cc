@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "health_history.h"
 
 #include "weir/control/validate.h"
 #include "weir/ingest/sequence.h"
@@ -54,12 +55,14 @@ bool sleep_unless(const std::atomic<bool>& stop, Clock::duration duration) {
 class Replica {
  public:
   Replica(const ReplicaOptions& options, std::shared_ptr<persist::PersistClient> client,
-          uint64_t execution, std::shared_ptr<ingest::StatusShard> health)
+          uint64_t execution, std::shared_ptr<ingest::StatusShard> health,
+          internal::HealthHistory& history)
       : options_(options),
         runners_(options.runners ? options.runners : default_runners()),
         client_(std::move(client)),
         execution_(execution),
         health_(std::move(health)),
+        history_(history),
         stop_(options.stop ? options.stop : std::make_shared<std::atomic<bool>>(false)) {}
 
   absl::Status run();
@@ -83,8 +86,9 @@ class Replica {
     weir::MutexLock lock(mu_);
     return !fenced_.ok();
   }
-  // Sets `name`'s row of weir.health to "NAME STATE execution=E ...". A refusal because a later
-  // execution claimed the relation fences this replica.
+  // Sets `name`'s row of weir.health to "NAME STATE execution=E ..." and records the transition
+  // in weir.health_history. A refusal because a later execution claimed either fences this
+  // replica.
   void report(const CatalogObject& object, std::string_view state, size_t restarts,
               const absl::Status& error = absl::OkStatus());
   void report_catalog(const absl::Status& error);
@@ -102,12 +106,15 @@ class Replica {
   // Until news of the catalog or the executions, the poll interval, or stop.
   void wait_for_news(uint64_t seen);
   uint64_t news() const;
+  // A refusal of a write to weir.health or weir.health_history: fenced, unless it is another error.
+  void note_write(const absl::Status& written, const std::string& what);
 
   const ReplicaOptions& options_;
   const RunnerFactory runners_;
   const std::shared_ptr<persist::PersistClient> client_;
   const uint64_t execution_;
   const std::shared_ptr<ingest::StatusShard> health_;
+  internal::HealthHistory& history_;
   const std::shared_ptr<std::atomic<bool>> stop_;
   std::map<std::string, std::unique_ptr<Slot>> slots_;  // By object name; the main thread's.
   std::optional<std::string> catalog_error_;            // The last one reported, if any.
@@ -180,18 +187,35 @@ absl::Status Replica::check_current() {
 
 void Replica::report(const CatalogObject& object, std::string_view state, size_t restarts,
                      const absl::Status& error) {
+  HealthTransition transition;
+  transition.name = object.name;
+  transition.state = state;
+  transition.execution = execution_;
+  transition.object_id = object.object_id;
+  transition.restarts = restarts;
+  if (!error.ok()) {
+    transition.error = absl::StrCat(absl::StatusCodeToString(error.code()), ": ",
+                                    one_line(std::string(error.message())));
+  }
   std::string row = absl::StrCat(object.name, " ", std::string(state), " execution=", execution_,
                                  " object=", object.object_id, " restarts=", restarts);
-  if (!error.ok()) {
-    absl::StrAppend(&row, " error=", absl::StatusCodeToString(error.code()), ": ",
-                    one_line(std::string(error.message())));
-  }
+  if (!error.ok()) absl::StrAppend(&row, " error=", transition.error);
   absl::Status written = health_->update({{object.name, row}});
   if (persist::is_writer_expired(written)) {
     // Its lease ran out (a long quiet spell and someone else's GC): not a fence. Reopen, retry.
     written = health_->reopen_if_expired();
     if (written.ok()) written = health_->update({{object.name, std::move(row)}});
   }
+  const std::string what =
+      absl::StrCat(object.name, ": could not record its health (", std::string(state), ")");
+  note_write(written, what);
+  // A fenced replica records nothing more (the history's own fence would refuse it too).
+  if (fenced()) return;
+  note_write(history_.record(transition), what + " in " + kHealthHistoryShard);
+  if (written.ok() && options_.on_health) options_.on_health(transition);
+}
+
+void Replica::note_write(const absl::Status& written, const std::string& what) {
   if (written.code() == absl::StatusCode::kFailedPrecondition) {
     weir::MutexLock lock(mu_);
     if (fenced_.ok()) {
@@ -199,8 +223,7 @@ void Replica::report(const CatalogObject& object, std::string_view state, size_t
           absl::StrCat("replica execution ", execution_, " is fenced: ", written.message()));
     }
   } else if (!written.ok()) {
-    log(LogSeverity::kWarning, absl::StrCat(object.name, ": could not record its health (",
-                                            std::string(state), "): ", written.ToString()));
+    log(LogSeverity::kWarning, absl::StrCat(what, ": ", written.ToString()));
   }
 }
 
@@ -242,9 +265,14 @@ void Replica::reconcile(const CatalogSnapshot& catalog) {
       ++it;
       continue;
     }
-    log(LogSeverity::kInfo,
-        absl::StrCat(it->first, ": dropped by the catalog (version ", catalog.version, ")"));
-    stop_slot(*it->second, /*dropped=*/true);
+    // A hold advanced (the same shard and reader) is kept while its runner restarts to move it.
+    const auto* was = std::get_if<HoldSpec>(&it->second->object.spec);
+    const auto* hold = wanted == nullptr ? nullptr : std::get_if<HoldSpec>(&wanted->spec);
+    const bool kept = was != nullptr && hold != nullptr && was->shard == hold->shard &&
+                      was->reader == hold->reader;
+    log(LogSeverity::kInfo, absl::StrCat(it->first, ": ", kept ? "changed" : "dropped",
+                                         " by the catalog (version ", catalog.version, ")"));
+    stop_slot(*it->second, /*dropped=*/!kept);
     if (wanted == nullptr) report(it->second->object, "dropped", it->second->restarts);
     it = slots_.erase(it);
   }
@@ -305,7 +333,10 @@ void Replica::publish(uint64_t version) {
   ReplicaState state;
   state.execution = execution_;
   state.catalog_version = version;
-  for (const auto& [name, slot] : slots_) state.objects.push_back({name, slot->object.object_id});
+  for (const auto& [name, slot] : slots_) {
+    static constexpr const char* kKinds[] = {"source", "view", "hold"};
+    state.objects.push_back({name, slot->object.object_id, kKinds[slot->object.spec.index()]});
+  }
   options_.on_reconciled(state);
 }
 
@@ -377,6 +408,7 @@ absl::Status Replica::run() {
           absl::StrCat("could not check the executions: ", current.ToString()));
     }
     if (fenced()) break;
+    note_write(history_.sweep(), "could not retract the health history past its retention");
     // The catalog's upper first: a read of the head writes nothing; the catalog itself only when
     // it moved (or the last read failed).
     absl::StatusOr<persist::ShardDescription> head = client_->describe(kCatalogShard);
@@ -426,6 +458,12 @@ absl::Status run_replica(const ReplicaOptions& options) {
   if (static_cast<bool>(options.blob) != static_cast<bool>(options.consensus)) {
     return absl::InvalidArgumentError("ReplicaOptions: give both blob and consensus, or neither");
   }
+  if (options.health_retention <= std::chrono::milliseconds(0) ||
+      options.health_history_per_object == 0) {
+    // Zero would retract each transition as it is recorded: no history, at the cost of one.
+    return absl::InvalidArgumentError(
+        "ReplicaOptions: health_retention and health_history_per_object must be positive");
+  }
   std::shared_ptr<persist::PersistClient> client;
   if (options.blob) {
     client = persist::PersistClient::create(options.blob, options.consensus, options.persist);
@@ -459,9 +497,20 @@ absl::Status run_replica(const ReplicaOptions& options) {
         absl::StrCat("replica execution ", execution, ": could not claim the health relation ",
                      kHealthShard, ": ", health.status().message()));
   }
-  Replica replica(options, client, execution, *health);
+  absl::StatusOr<std::unique_ptr<internal::HealthHistory>> history =
+      internal::HealthHistory::open(client, execution, maintenance, options.persist.clock,
+                                    options.health_retention, options.health_history_per_object);
+  if (!history.ok()) {
+    (void)(*health)->expire();
+    return absl::Status(
+        history.status().code(),
+        absl::StrCat("replica execution ", execution, ": could not claim the health history ",
+                     kHealthHistoryShard, ": ", history.status().message()));
+  }
+  Replica replica(options, client, execution, *health, **history);
   absl::Status ended = replica.run();
   (void)(*health)->expire();
+  (void)(*history)->expire();
   if (!maintenance->finish_within(std::chrono::seconds(60)) && options.log) {
     options.log(LogSeverity::kWarning, "persist maintenance did not finish within 60 s");
   }

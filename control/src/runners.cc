@@ -25,7 +25,8 @@ absl::StatusOr<std::shared_ptr<persist::PersistClient>> open_client(const RunCon
 }
 
 // A declared hold: a critical since handle on the shard, registered at its since when the hold is
-// created, kept through any silence (it has no lease), expired when the object is dropped. Its id
+// created, moved forward to spec.since once advanced, kept through any silence (it has no lease),
+// expired when the object is dropped. Its id
 // is the object's ("o<uuid>" -> "c<uuid>"), so a hold recreated under the same name is a new one.
 Runner hold_runner(const CatalogObject& object, const HoldSpec& spec) {
   return [object, spec](const RunContext& ctx) -> absl::Status {
@@ -42,6 +43,17 @@ Runner hold_runner(const CatalogObject& object, const HoldSpec& spec) {
     WEIR_ASSIGN_OR_RETURN(
         persist::SinceHandle hold,
         client->open_critical_since(spec.shard, id, absl::StrCat(kHoldPurpose, spec.reader)));
+    if (spec.since > 0) {
+      // Advanced (weir ctl hold advance): forward only; a since already past it stays.
+      WEIR_ASSIGN_OR_RETURN(const auto moved,
+                            hold.compare_and_downgrade_since(hold.epoch(), hold.epoch(),
+                                                             persist::Frontier(spec.since)));
+      if (moved.mismatch) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "the hold ", id.str(), " on ", spec.shard, " was moved by someone else (epoch ",
+            moved.mismatch->current, "): not advanced to ", spec.since));
+      }
+    }
     ctx.running();
     while (!ctx.stop->load()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     if (!ctx.dropped->load()) return absl::OkStatus();  // Kept: the replica stops, not the hold.

@@ -363,6 +363,15 @@ absl::Status validate(const Change& change, const CatalogSnapshot& catalog,
       return absl::InvalidArgumentError(
           absl::StrCat("replacing catalog object ", quoted(change.name), " would change nothing"));
     }
+    const auto* was = std::get_if<HoldSpec>(&live->spec);
+    const auto* hold = std::get_if<HoldSpec>(&spec);
+    if (was != nullptr && hold != nullptr && was->shard == hold->shard &&
+        was->reader == hold->reader && hold->since < was->since) {
+      // The replica moves the hold forward only: a since once given up is not held again.
+      return absl::FailedPreconditionError(
+          absl::StrCat("hold ", quoted(change.name), " on ", quoted(hold->shard), " is at since ",
+                       was->since, ": a hold only moves forward (asked for ", hold->since, ")"));
+    }
     WEIR_RETURN_IF_ERROR(check_readers(*live, &spec, catalog));
   }
   return std::visit(

@@ -6,6 +6,7 @@
 #include "absl/time/clock.h"
 #include "hold.h"
 
+#include "weir/check.h"
 #include "weir/status.h"
 
 namespace weir::ingest {
@@ -39,26 +40,44 @@ absl::StatusOr<std::shared_ptr<persist::SinceHandle>> take_over_hold(
 
 }  // namespace internal
 
-namespace {
-
-uint64_t now_ms() { return static_cast<uint64_t>(absl::ToUnixMillis(absl::Now())); }
-
-}  // namespace
-
 StatusShard::StatusShard(std::shared_ptr<persist::PersistClient> client, std::string name,
                          uint64_t incarnation, persist::WriteHandle writer,
                          std::shared_ptr<persist::SinceHandle> hold,
-                         std::shared_ptr<persist::BackgroundMaintenance> maintenance)
+                         std::shared_ptr<persist::BackgroundMaintenance> maintenance, bool log,
+                         std::function<absl::Time()> clock)
     : client_(std::move(client)),
       name_(std::move(name)),
       incarnation_(incarnation),
       hold_(std::move(hold)),
       maintenance_(std::move(maintenance)),
+      log_(log),
+      clock_(std::move(clock)),
       writer_(std::move(writer)) {}
+
+uint64_t StatusShard::now_ms() const {
+  const int64_t ms = absl::ToUnixMillis(clock_());
+  return ms < 0 ? 0 : static_cast<uint64_t>(ms);
+}
 
 absl::StatusOr<std::shared_ptr<StatusShard>> StatusShard::open(
     std::shared_ptr<persist::PersistClient> client, const std::string& name, uint64_t incarnation,
     std::shared_ptr<persist::BackgroundMaintenance> maintenance) {
+  return open(std::move(client), name, incarnation, std::move(maintenance), /*log=*/false,
+              [] { return absl::Now(); });
+}
+
+absl::StatusOr<std::shared_ptr<StatusShard>> StatusShard::open_log(
+    std::shared_ptr<persist::PersistClient> client, const std::string& name, uint64_t incarnation,
+    std::shared_ptr<persist::BackgroundMaintenance> maintenance,
+    std::function<absl::Time()> clock) {
+  return open(std::move(client), name, incarnation, std::move(maintenance), /*log=*/true,
+              std::move(clock));
+}
+
+absl::StatusOr<std::shared_ptr<StatusShard>> StatusShard::open(
+    std::shared_ptr<persist::PersistClient> client, const std::string& name, uint64_t incarnation,
+    std::shared_ptr<persist::BackgroundMaintenance> maintenance, bool log,
+    std::function<absl::Time()> clock) {
   WEIR_ASSIGN_OR_RETURN(
       auto writer,
       client->open_writer(name, absl::StrCat("ingest health incarnation ", incarnation)));
@@ -70,7 +89,8 @@ absl::StatusOr<std::shared_ptr<StatusShard>> StatusShard::open(
     return hold.status();
   }
   std::shared_ptr<StatusShard> shard(new StatusShard(client, name, incarnation, std::move(writer),
-                                                     *std::move(hold), std::move(maintenance)));
+                                                     *std::move(hold), std::move(maintenance), log,
+                                                     std::move(clock)));
   WEIR_RETURN_IF_ERROR(shard->claim());
   return shard;
 }
@@ -90,7 +110,8 @@ absl::Status StatusShard::claim() {
     std::map<std::string, std::string> adopted;
     std::vector<persist::Update> retractions;
     const uint64_t time = std::max(lower, now_ms());
-    if (lower > 0) {
+    // A log keeps its rows as they are (its owner retracts what it no longer keeps).
+    if (lower > 0 && !log_) {
       WEIR_ASSIGN_OR_RETURN(auto reader, client_->open_reader(name_, "ingest health claim"));
       auto rows = reader.snapshot(lower - 1);
       (void)reader.expire();
@@ -134,8 +155,27 @@ absl::Status StatusShard::check_hold(uint64_t since) {
   return fenced_;
 }
 
+absl::StatusOr<uint64_t> StatusShard::append(
+    const std::vector<std::pair<std::string, int64_t>>& changes) {
+  weir::MutexLock lock(mu_);
+  WEIR_CHECK(log_) << "StatusShard::append on " << name_ << ", which is not a log";
+  if (!fenced_.ok()) return fenced_;
+  WEIR_RETURN_IF_ERROR(append_pending());
+  const uint64_t time = std::max(expected_, now_ms());
+  std::vector<persist::Update> updates;
+  updates.reserve(changes.size());
+  for (const auto& [row, diff] : changes) {
+    if (diff != 0) updates.push_back({row, time, diff});
+  }
+  if (updates.empty()) return time;
+  pending_ = Pending{std::move(updates), {}, std::nullopt};
+  WEIR_RETURN_IF_ERROR(append_pending());
+  return time;
+}
+
 absl::Status StatusShard::update(const std::vector<std::pair<std::string, std::string>>& rows) {
   weir::MutexLock lock(mu_);
+  WEIR_CHECK(!log_) << "StatusShard::update on the log " << name_;
   if (!fenced_.ok()) return fenced_;
   WEIR_RETURN_IF_ERROR(append_pending());
   std::map<std::string, std::string> next = rows_;

@@ -9,12 +9,16 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "testing/eventually.h"
+#include "testing/shards.h"
 #include <gtest/gtest.h>
 
 #include "weir/control/catalog.h"
@@ -53,15 +57,7 @@ std::map<std::string, std::string> health(PersistClient& client) {
   return rows;
 }
 
-// Waits (at most 30 s) until `done` holds; false if it never did.
-bool eventually(const std::function<bool()>& done) {
-  const auto deadline = Clock::now() + std::chrono::seconds(30);
-  while (Clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return done();
-}
+using testing::eventually;
 
 bool row_says(PersistClient& client, const std::string& name, const std::string& text) {
   const auto rows = health(client);
@@ -74,13 +70,12 @@ class RunningReplica {
  public:
   RunningReplica(const Store& store, RunnerFactory runners = nullptr,
                  persist::PersistConfig persist = {},
-                 std::chrono::milliseconds poll = std::chrono::milliseconds(10)) {
+                 const std::function<void(ReplicaOptions&)>& adjust = nullptr) {
     options_.persist = std::move(persist);
     options_.blob = store.blob;
     options_.consensus = store.consensus;
     options_.stop = stop_;
-    options_.poll = poll;
-    options_.relay_poll = poll;
+    options_.poll = std::chrono::milliseconds(10);
     options_.backoff_initial = std::chrono::milliseconds(10);
     options_.backoff_max = std::chrono::milliseconds(50);
     options_.runners = std::move(runners);
@@ -89,6 +84,7 @@ class RunningReplica {
       weir::MutexLock lock(mu_);
       states_.push_back(state);
     };
+    if (adjust) adjust(options_);
     thread_ = std::thread([this] {
       const absl::Status ended = run_replica(options_);
       weir::MutexLock lock(mu_);
@@ -126,15 +122,7 @@ class RunningReplica {
   std::thread thread_;
 };
 
-// A shard with one row, for holds to hold.
-void make_shard(PersistClient& client, const std::string& name) {
-  persist::WriteHandle writer = client.open_writer(name).value();
-  ASSERT_TRUE(writer
-                  .compare_and_append(std::vector<persist::Update>{{"row", 0, 1}},
-                                      persist::Frontier(0), persist::Frontier(1))
-                  ->is_appended());
-  ASSERT_TRUE(writer.expire().ok());
-}
+using testing::make_shard;
 
 // Creates a hold by appending its row by hand, skipping validation (which refuses a hold on a
 // shard that does not exist): what a catalog can still hold if the shard goes away.
@@ -188,8 +176,11 @@ TEST(ReplicaTest, NewsOfACommitOrASuccessorWakesTheReplicaBeforeItsPoll) {
   const Store store = Store::fresh("news");
   std::unique_ptr<PersistClient> client = store.client();
   make_shard(*client, "bids");
-  const auto poll = std::chrono::seconds(30);
-  RunningReplica replica(store, nullptr, {}, poll);
+  const auto slow_poll = [](ReplicaOptions& options) {
+    options.poll = std::chrono::seconds(30);
+    options.relay_poll = std::chrono::seconds(30);
+  };
+  RunningReplica replica(store, nullptr, {}, slow_poll);
   ASSERT_TRUE(eventually([&] { return replica.reconciliations() > 0; }));
   auto start = Clock::now();
   ASSERT_TRUE(commit(*client, Change::create("audit", HoldSpec{"bids", "auditor"})).ok());
@@ -198,7 +189,7 @@ TEST(ReplicaTest, NewsOfACommitOrASuccessorWakesTheReplicaBeforeItsPoll) {
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(15));
 
   start = Clock::now();
-  RunningReplica successor(store, nullptr, {}, poll);
+  RunningReplica successor(store, nullptr, {}, slow_poll);
   ASSERT_TRUE(eventually([&] { return replica.done(); }));
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(15));
   EXPECT_EQ(replica.stop().code(), absl::StatusCode::kFailedPrecondition);
@@ -461,6 +452,216 @@ TEST(ReplicaTest, ASecondReplicaFencesTheFirst) {
   }
   EXPECT_EQ(catalog_holds_on(*client, "bids"), 1u);
   EXPECT_TRUE(second.stop().ok());
+}
+
+// The states of `name`'s transitions in weir.health_history, in order, as "STATE@EXECUTION".
+std::vector<std::string> history_of(PersistClient& client, const std::string& name) {
+  std::vector<std::string> states;
+  const std::vector<HealthTransition> transitions = read_health_history(client, name).value();
+  for (const HealthTransition& t : transitions) {
+    states.push_back(absl::StrCat(t.state, "@", t.execution));
+  }
+  return states;
+}
+
+// Each transition is one row of weir.health_history, in order, and on_health saw each one.
+TEST(ReplicaTest, EachHealthTransitionIsRecordedOnceInTheHistory) {
+  const Store store = Store::fresh("history");
+  std::unique_ptr<PersistClient> client = store.client();
+  make_shard(*client, "bids");
+  auto seen = std::make_shared<std::vector<std::string>>();
+  auto seen_mu = std::make_shared<weir::Mutex>();
+  RunningReplica replica(store, nullptr, {}, [seen, seen_mu](ReplicaOptions& options) {
+    options.on_health = [seen, seen_mu](const HealthTransition& t) {
+      weir::MutexLock lock(*seen_mu);
+      if (t.name == "audit") seen->push_back(t.state);
+    };
+  });
+  ASSERT_TRUE(commit(*client, Change::create("audit", HoldSpec{"bids", "auditor"})).ok());
+  ASSERT_TRUE(eventually([&] { return row_says(*client, "audit", "audit running"); }));
+  ASSERT_TRUE(commit(*client, Change::drop("audit")).ok());
+  ASSERT_TRUE(eventually([&] { return row_says(*client, "audit", "audit dropped"); }));
+  EXPECT_TRUE(replica.stop().ok());
+  EXPECT_EQ(history_of(*client, "audit"),
+            (std::vector<std::string>{"starting@0", "running@0", "dropped@0"}));
+  const std::vector<HealthTransition> all = read_health_history(*client).value();
+  for (size_t i = 1; i < all.size(); ++i) EXPECT_LT(all[i - 1].seq, all[i].seq);
+  for (const HealthTransition& t : all) {
+    if (t.name == "audit") {
+      EXPECT_TRUE(t.object_id.starts_with("o")) << t.object_id;
+    }
+  }
+  weir::MutexLock lock(*seen_mu);
+  EXPECT_EQ(*seen, (std::vector<std::string>{"starting", "running", "dropped"}));
+}
+
+// Updates in the shard now (after a full compaction: the consolidated rows).
+uint64_t updates_in(PersistClient& client, const std::string& shard) {
+  uint64_t updates = 0;
+  for (const auto& batch : client.describe(shard).value().batches) updates += batch.num_updates;
+  return updates;
+}
+
+// Rows older than the retention are retracted (the clock moved on two hours), the newest
+// health_history_per_object of a name are kept, a row that does not parse is retracted, and the
+// since follows, so that a compaction leaves only the rows kept.
+TEST(ReplicaTest, HistoryRowsPastRetentionAreRetractedAndCompactedAway) {
+  const Store store = Store::fresh("retention");
+  std::unique_ptr<PersistClient> client = store.client();
+  {
+    // Rows written around the replica: one that does not parse, one that claims to be of an
+    // execution that has not started.
+    persist::WriteHandle raw = client->open_writer(kHealthHistoryShard).value();
+    const std::string future =
+        absl::StrCat("audit running execution=99 object=o1 restarts=0 seq=0 at=",
+                     absl::ToUnixMillis(absl::Now()));
+    ASSERT_TRUE(
+        raw.compare_and_append(std::vector<persist::Update>{{"\xff garbage", 0, 1}, {future, 0, 1}},
+                               persist::Frontier(0), persist::Frontier(1))
+            ->is_appended());
+    ASSERT_TRUE(raw.expire().ok());
+  }
+  auto offset = std::make_shared<std::atomic<int64_t>>(0);  // Minutes added to the clock.
+  persist::PersistConfig config;
+  config.clock = [offset] { return absl::Now() + absl::Minutes(offset->load()); };
+  auto attempts = std::make_shared<std::atomic<int>>(0);
+  RunnerFactory runners = [attempts](const CatalogObject& object) -> absl::StatusOr<Runner> {
+    return Runner([attempts, name = object.name](const RunContext& ctx) -> absl::Status {
+      if (name == "flaky" && ++*attempts <= 5) return absl::UnavailableError("down (test)");
+      ctx.running();
+      while (!ctx.stop->load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      return absl::OkStatus();
+    });
+  };
+  RunningReplica replica(store, runners, config, [](ReplicaOptions& options) {
+    options.health_retention = std::chrono::hours(1);
+    options.health_history_per_object = 4;
+  });
+  make_shard(*client, "x");
+  ASSERT_TRUE(commit(*client, Change::create("audit", HoldSpec{"x", "y"})).ok());
+  ASSERT_TRUE(commit(*client, Change::create("flaky", HoldSpec{"x", "z"})).ok());
+  ASSERT_TRUE(eventually([&] { return row_says(*client, "flaky", "flaky running"); }));
+  ASSERT_TRUE(eventually([&] { return row_says(*client, "audit", "audit running"); }));
+  // flaky: starting, stalled five times over, then running: twelve transitions, the newest four
+  // kept.
+  ASSERT_TRUE(eventually([&] {
+    return history_of(*client, "flaky") ==
+           std::vector<std::string>{"starting@0", "stalled@0", "starting@0", "running@0"};
+  })) << absl::StrJoin(history_of(*client, "flaky"), " ");
+  EXPECT_EQ(history_of(*client, "audit"), (std::vector<std::string>{"starting@0", "running@0"}));
+  EXPECT_FALSE(contents(*client, kHealthHistoryShard,
+                        client->describe(kHealthHistoryShard).value().upper.time() - 1)
+                   .contains("\xff garbage"));
+
+  // Two hours on: every row is past the retention.
+  *offset = 120;
+  ASSERT_TRUE(eventually([&] { return read_health_history(*client).value().empty(); }))
+      << absl::StrJoin(history_of(*client, "audit"), " ");
+  EXPECT_TRUE(row_says(*client, "audit", "audit running")) << "weir.health keeps the state";
+  const persist::ShardDescription described = client->describe(kHealthHistoryShard).value();
+  ASSERT_FALSE(described.since.is_empty());
+  EXPECT_EQ(described.since.time() + 1, described.upper.time()) << "the since follows the upper";
+  ASSERT_TRUE(client->compact(kHealthHistoryShard, {.full = true}).ok());
+  EXPECT_EQ(updates_in(*client, kHealthHistoryShard), 0u) << "the retracted rows stayed";
+
+  // A transition after that is recorded as usual.
+  ASSERT_TRUE(commit(*client, Change::drop("audit")).ok());
+  ASSERT_TRUE(eventually([&] { return history_of(*client, "audit").size() == 1; }));
+  EXPECT_EQ(history_of(*client, "audit"), std::vector<std::string>{"dropped@0"});
+  EXPECT_TRUE(replica.stop().ok());
+}
+
+// A predecessor's late transition (its runner reports running after a successor claimed the
+// relations) changes neither weir.health nor weir.health_history.
+TEST(ReplicaTest, AStaleExecutionsLateTransitionChangesNeitherHealthNorHistory) {
+  const Store store = Store::fresh("stale-history");
+  std::unique_ptr<PersistClient> client = store.client();
+  make_shard(*client, "bids");
+  ASSERT_TRUE(commit(*client, Change::create("audit", HoldSpec{"bids", "auditor"})).ok());
+  auto release = std::make_shared<std::atomic<bool>>(false);
+  // Execution 0's runner reports running only once released, whatever its stop says.
+  RunnerFactory runners = [release](const CatalogObject&) -> absl::StatusOr<Runner> {
+    return Runner([release](const RunContext& ctx) -> absl::Status {
+      if (ctx.execution == 0) {
+        while (!release->load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      ctx.running();
+      while (!ctx.stop->load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      return absl::OkStatus();
+    });
+  };
+  RunningReplica first(store, runners);
+  ASSERT_TRUE(eventually([&] { return row_says(*client, "audit", "starting execution=0"); }));
+  RunningReplica second(store, runners);
+  ASSERT_TRUE(eventually([&] { return row_says(*client, "audit", "running execution=1"); }));
+  const std::vector<std::string> before = history_of(*client, "audit");
+  EXPECT_EQ(before, (std::vector<std::string>{"starting@0", "starting@1", "running@1"}));
+  release->store(true);
+  const absl::Status ended = first.stop();
+  EXPECT_EQ(ended.code(), absl::StatusCode::kFailedPrecondition) << ended;
+  EXPECT_TRUE(row_says(*client, "audit", "running execution=1")) << health(*client)["audit"];
+  EXPECT_EQ(history_of(*client, "audit"), before);
+  EXPECT_TRUE(second.stop().ok());
+}
+
+// The since of `shard`'s critical reader `id` (a catalog hold's: "c" and its object's uuid).
+std::optional<uint64_t> hold_since(PersistClient& client, const std::string& shard,
+                                   const std::string& object_id) {
+  const persist::ShardDescription described = client.describe(shard).value();
+  for (const auto& reader : described.critical_readers) {
+    if (reader.reader_id == "c" + object_id.substr(1) && !reader.since.is_empty()) {
+      return reader.since.time();
+    }
+  }
+  return std::nullopt;
+}
+
+// A hold advanced in the catalog (a replace that moves its since) has its since moved forward by
+// the replica, without being let go in between; moving it back is refused with nothing committed.
+TEST(ReplicaTest, AnAdvancedHoldMovesItsSinceForward) {
+  const Store store = Store::fresh("advance");
+  std::unique_ptr<PersistClient> client = store.client();
+  make_shard(*client, "bids", 10);
+  RunningReplica replica(store);
+  const CommittedChange created =
+      commit(*client, Change::create("audit", HoldSpec{"bids", "auditor"})).value();
+  const std::string id = created.object.object_id;
+  ASSERT_TRUE(eventually([&] { return hold_since(*client, "bids", id).has_value(); }));
+  EXPECT_EQ(hold_since(*client, "bids", id), 0u);
+
+  ASSERT_TRUE(
+      commit(*client,
+             Change::replace("audit", HoldSpec{.shard = "bids", .reader = "auditor", .since = 6}))
+          .ok());
+  ASSERT_TRUE(eventually([&] { return hold_since(*client, "bids", id) == 6u; }))
+      << hold_since(*client, "bids", id).value_or(999);
+  EXPECT_EQ(catalog_holds_on(*client, "bids"), 1u);
+  EXPECT_EQ(client->describe("bids").value().since, persist::Frontier(6));
+  ASSERT_TRUE(eventually([&] { return row_says(*client, "audit", "audit running"); }));
+
+  const uint64_t upper = client->describe(kCatalogShard).value().upper.time();
+  const absl::Status back =
+      commit(*client,
+             Change::replace("audit", HoldSpec{.shard = "bids", .reader = "auditor", .since = 4}))
+          .status();
+  EXPECT_EQ(back.code(), absl::StatusCode::kFailedPrecondition) << back;
+  EXPECT_TRUE(absl::StrContains(back.message(), "only moves forward")) << back;
+  EXPECT_EQ(client->describe(kCatalogShard).value().upper.time(), upper) << "it committed";
+  EXPECT_EQ(hold_since(*client, "bids", id), 6u);
+}
+
+TEST(ReplicaTest, AHealthRetentionOfZeroIsRefused) {
+  const Store store = Store::fresh("retention-zero");
+  ReplicaOptions options;
+  options.blob = store.blob;
+  options.consensus = store.consensus;
+  options.health_retention = std::chrono::milliseconds(0);
+  EXPECT_EQ(run_replica(options).code(), absl::StatusCode::kInvalidArgument);
+  options.health_retention = std::chrono::hours(1);
+  options.health_history_per_object = 0;
+  EXPECT_EQ(run_replica(options).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(store.client()->find_shard(kExecutionsShard).value().has_value())
+      << "a refused start takes no execution";
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 
+#include "absl/time/clock.h"
 #include <gtest/gtest.h>
 
 #include "weir/ingest/ingest.h"
@@ -95,6 +96,34 @@ TEST(StatusShardTest, TheShardHoldsTheLatestIncarnationsState) {
     EXPECT_EQ(count, 1) << row;
     EXPECT_NE(row.find(" ceased incarnation=1 "), std::string::npos) << row;
   }
+  fs::remove_all(dir);
+}
+
+// A log (weir.health_history): the claim keeps every row (several per first word too), append()
+// adds and retracts rows as given, and a predecessor's append after a later incarnation claimed it
+// is rejected and writes nothing.
+TEST(StatusShardTest, ALogKeepsItsRowsAndIsFencedTheSameWay) {
+  const fs::path dir = fresh_dir("log");
+  std::shared_ptr<persist::PersistClient> client =
+      persist::PersistClient::open(persist::PersistLocation::in_directory(dir.string())).value();
+  const auto clock = [] { return absl::Now(); };
+  auto zero = StatusShard::open_log(client, "weir.health_history", 0, nullptr, clock);
+  ASSERT_TRUE(zero.ok()) << zero.status();
+  ASSERT_TRUE((*zero)->append({{"a starting seq=0", 1}, {"a running seq=1", 1}}).ok());
+
+  auto one = StatusShard::open_log(client, "weir.health_history", 1, nullptr, clock);
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(contents(*client, "weir.health_history"),
+            (std::map<std::string, int64_t>{{"a running seq=1", 1}, {"a starting seq=0", 1}}))
+      << "the claim adopted or retracted rows";
+  ASSERT_TRUE((*one)->append({{"a starting seq=0", -1}, {"a stalled seq=0", 1}}).ok());
+
+  const absl::StatusOr<uint64_t> stale = (*zero)->append({{"a dropped seq=2", 1}});
+  EXPECT_EQ(stale.status().code(), absl::StatusCode::kFailedPrecondition) << stale.status();
+  EXPECT_EQ(contents(*client, "weir.health_history"),
+            (std::map<std::string, int64_t>{{"a running seq=1", 1}, {"a stalled seq=0", 1}}));
+  const persist::ShardDescription described = client->describe("weir.health_history").value();
+  EXPECT_EQ(described.since, persist::Frontier(described.upper.time() - 1));
   fs::remove_all(dir);
 }
 

@@ -257,6 +257,7 @@ const std::map<std::string, std::vector<std::string>> kBadValues = [] {
       {"subscribe --pubsub", kPubSub},
       {"view --pubsub", kPubSub},
       {"ctl --pubsub", kPubSub},
+      {"replica --http", {"", "x", "70000", "-1", "[::1", "::1:80", "host name:80"}},
       {"view --blob", kReadBlob},
       {"view --consensus", kReadConsensus},
       {"view NAME", {"", "max_bid", "nosuch"}},
@@ -281,7 +282,10 @@ const std::map<std::string, std::vector<std::string>> kBadValues = [] {
       {"ctl drop NAME", kObjectName},
       {"ctl ls --version", kUnsigned},
       {"ctl status NAME", kObjectName},
+      {"ctl status --history", kFlag},
       {"ctl history --from", kUnsigned},
+      {"ctl hold advance NAME", kObjectName},
+      {"ctl hold advance --to", kUnsigned},
   };
   // `weir ctl create source` takes the source flags of `weir ingest` (tools/weir/source_flags.h):
   // mistyped the same ways.
@@ -392,6 +396,10 @@ class CliTest : public ::testing::Test {
     if (command == "ctl create") {
       return {{"hold", "first"}, {{"--shard", "auction.bids"}, {"--reader", "first"}}};
     }
+    // `ctl hold` runs after `ctl create` made "first" and before `ctl drop` drops it; `ctl hold
+    // advance` after `ctl create hold` made "audit" (auction.bids's upper is 2).
+    if (command == "ctl hold") return {{"advance", "first"}, {{"--to", "1"}}};
+    if (command == "ctl hold advance") return {{"audit"}, {{"--to", "2"}}};
     if (command == "ctl drop") return {{"first"}, {}};
     if (command == "ctl create source") return {{"src"}, {{"--source", "loadgen:auction"}}};
     if (command == "ctl create view") return {{"counts"}, {{"--view", "bids-per-auction"}}};
@@ -472,7 +480,8 @@ TEST_F(CliTest, FindsEveryCommand) {
   for (const char* expected :
        {"ingest", "persist", "persist ls", "persist describe", "persist cat", "subscribe", "view",
         "completion", "ctl", "ctl create", "ctl create source", "ctl create view",
-        "ctl create hold", "ctl drop", "ctl ls", "ctl status", "ctl history"}) {
+        "ctl create hold", "ctl drop", "ctl ls", "ctl status", "ctl history", "ctl hold",
+        "ctl hold advance"}) {
     EXPECT_TRUE(names.contains(expected)) << expected;
   }
   for (const Command& c : commands()) {

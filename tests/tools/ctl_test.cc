@@ -247,6 +247,103 @@ TEST_F(CtlTest, StatusJoinsTheCatalogWithTheReplicasHealthRows) {
   EXPECT_EQ(r.out, "c\t-\t" + ids["c"] + "\tdropped\texecution=7 restarts=0\n");
 }
 
+// `status --history` prints the transitions weir.health_history holds, in the order the replicas
+// recorded them (by execution, then seq; not by the clock, which went back here), skipping rows
+// that do not parse.
+TEST_F(CtlTest, StatusHistoryPrintsTheRecordedTransitionsInOrder) {
+  make_shard("orders");
+  ASSERT_EQ(ctl({"create", "hold", "a", "--shard", "orders", "--reader", "a"}).exit_code, 0);
+  Result r = ctl({"status", "--history"});
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out, "") << "no replica has recorded anything";
+  {
+    std::shared_ptr<persist::PersistClient> c = client();
+    persist::WriteHandle writer = c->open_writer("weir.health_history").value();
+    const std::vector<persist::Update> rows = {
+        {"a running execution=7 object=oA restarts=0 seq=1 at=1764823200123", 5, 1},
+        {"a starting execution=7 object=oA restarts=0 seq=0 at=1764823200100", 5, 1},
+        {"b stalled execution=8 object=oB restarts=1 seq=0 at=1764823100000 error=UNAVAILABLE: "
+         "down at=5",
+         5, 1},
+        {"not a transition", 5, 1},
+        {"a dropped execution=8 object=oA restarts=0 seq=1 at=1764823100001", 5, 1},
+    };
+    ASSERT_TRUE(
+        writer.compare_and_append(rows, persist::Frontier(0), persist::Frontier(6))->is_appended());
+    ASSERT_TRUE(writer.expire().ok());
+  }
+  r = ctl({"status", "--history"});
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out,
+            "2025-12-04T04:40:00.100Z\ta\toA\tstarting\texecution=7 restarts=0\n"
+            "2025-12-04T04:40:00.123Z\ta\toA\trunning\texecution=7 restarts=0\n"
+            "2025-12-04T04:38:20.000Z\tb\toB\tstalled\texecution=8 restarts=1 "
+            "error=UNAVAILABLE: down at=5\n"
+            "2025-12-04T04:38:20.001Z\ta\toA\tdropped\texecution=8 restarts=0\n");
+  r = ctl({"status", "a", "--history"});
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(lines_of(r.out).size(), 3u) << r.out;
+  r = ctl({"status", "b", "--history"});
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(lines_of(r.out).size(), 1u) << r.out;
+  r = ctl({"status", "nosuch", "--history"});
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("no catalog object \"nosuch\""), std::string::npos) << r.out;
+}
+
+// `hold advance` commits a replace that moves the hold's since forward (the replica then moves
+// the hold): never back from where the catalog or the hold itself is, never past the shard's upper,
+// and only for a hold; each refusal exits 2 and commits nothing.
+TEST_F(CtlTest, HoldAdvanceMovesAHoldForwardAndNeverBack) {
+  {
+    persist::WriteHandle writer = client()->open_writer("orders").value();
+    std::vector<persist::Update> rows;
+    for (uint64_t t = 0; t < 10; ++t) rows.push_back({"row" + std::to_string(t), t, 1});
+    ASSERT_TRUE(writer.compare_and_append(rows, persist::Frontier(0), persist::Frontier(10))
+                    ->is_appended());
+    ASSERT_TRUE(writer.expire().ok());
+  }
+  ASSERT_EQ(ctl({"create", "hold", "audit", "--shard", "orders", "--reader", "a"}).exit_code, 0);
+  ASSERT_EQ(ctl({"create", "source", "auction", "--source", "loadgen:auction"}).exit_code, 0);
+  Result r = ctl({"hold", "advance", "audit", "--to", "4"});
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out, "committed version 2\n");
+  r = ctl({"ls"});
+  EXPECT_NE(r.out.find("--shard orders --reader a --since 4"), std::string::npos) << r.out;
+  r = ctl({"history", "--from", "2"});
+  EXPECT_NE(r.out.find("2\treplace\taudit\thold"), std::string::npos) << r.out;
+
+  const auto refused = [&](const std::vector<std::string>& args, const std::string& says) {
+    const auto before = store_state();
+    const Result refusal = ctl(args);
+    EXPECT_EQ(refusal.exit_code, 2) << refusal.out;
+    EXPECT_NE(refusal.out.find(says), std::string::npos)
+        << "\"" << says << "\" not in " << refusal.out;
+    EXPECT_EQ(store_state(), before) << "changed by: " << refusal.out;
+  };
+  refused({"hold", "advance", "audit", "--to", "3"}, "only moves forward");
+  refused({"hold", "advance", "audit", "--to", "4"}, "would change nothing");
+  refused({"hold", "advance", "audit", "--to", "11"}, "past the upper of \"orders\" (10)");
+  refused({"hold", "advance", "auction", "--to", "5"}, "\"auction\" is a source, not a hold");
+  refused({"hold", "advance", "nosuch", "--to", "5"}, "no catalog object \"nosuch\"");
+
+  // The hold as a replica registered and moved it (to 7): not back from there either.
+  std::string id;
+  for (const auto& line : lines_of(ctl({"ls"}).out)) {
+    if (line[0] == "audit") id = line[2];
+  }
+  {
+    std::unique_ptr<persist::PersistClient> c = client();
+    const auto reader = persist::CriticalReaderId::parse("c" + id.substr(1)).value();
+    persist::SinceHandle hold = c->open_critical_since("orders", reader, "catalog hold a").value();
+    ASSERT_TRUE(
+        hold.compare_and_downgrade_since(hold.epoch(), hold.epoch(), persist::Frontier(7)).ok());
+  }
+  refused({"hold", "advance", "audit", "--to", "6"}, "at since 7");
+  r = ctl({"hold", "advance", "audit", "--to", "8"});
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+}
+
 // Two processes create one name at once, ten times: one wins, the other is refused (2: it read the
 // winner's version) or reports the conflict (3: it had validated before the winner committed).
 TEST_F(CtlTest, ARaceForOneNameHasOneWinner) {

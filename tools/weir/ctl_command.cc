@@ -4,9 +4,10 @@
 //   weir ctl --persist DIR create source auction --source loadgen:auction --scale 10
 //   weir ctl --persist DIR create view counts --view bids-per-auction
 //   weir ctl --persist DIR create hold audit --shard auction.bids --reader audit
+//   weir ctl --persist DIR hold advance audit --to 5000
 //   weir ctl --persist DIR drop counts
 //   weir ctl --persist DIR ls [--version V]
-//   weir ctl --persist DIR status [NAME]
+//   weir ctl --persist DIR status [NAME] [--history]
 //   weir ctl --persist DIR history [--from V]
 //
 // Exit codes: 0 ok; 2 refused, nothing committed (a usage error, or a change that does not
@@ -27,12 +28,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "checks.h"
 #include "commands.h"
 #include "shard_text.h"
 #include "source_flags.h"
 
 #include "weir/control/catalog.h"
+#include "weir/control/health.h"
 #include "weir/control/replica.h"
 #include "weir/control/validate.h"
 #include "weir/ingest/source_spec.h"
@@ -53,8 +56,10 @@ struct CtlFlags {
   std::string name;           // create, drop, status
   std::string view, output;   // create view
   std::string shard, reader;  // create hold
+  uint64_t to = 0;            // hold advance
   std::optional<uint64_t> version;
   uint64_t from = 0;
+  bool history = false;  // status --history
 };
 
 int exit_code(const absl::Status& status) {
@@ -108,7 +113,8 @@ std::string spec_text(const ObjectSpec& spec) {
                         absl::StrJoin(view->inputs, ","), ")");
   }
   const auto& hold = std::get<control::HoldSpec>(spec);
-  return absl::StrCat("--shard ", hold.shard, " --reader ", hold.reader);
+  return absl::StrCat("--shard ", hold.shard, " --reader ", hold.reader,
+                      hold.since > 0 ? absl::StrCat(" --since ", hold.since) : "");
 }
 
 // Validates and commits `change`; prints the version it got.
@@ -123,6 +129,52 @@ void commit_change(const CtlFlags& flags, const control::Change& change) {
   }
   std::unique_ptr<PersistClient> client = open_client(flags);
   const control::CommittedChange committed = value_or_fail(control::commit(*client, change));
+  std::printf("committed version %llu\n", static_cast<unsigned long long>(committed.version));
+}
+
+// Moves the hold NAME forward to --to: a replace of its row with that since (the replica then
+// moves its critical since handle). Refused (nothing committed) below where the catalog or the hold
+// itself is, past the shard's upper, and for an object that is not a hold.
+void advance_hold(const CtlFlags& flags) {
+  std::unique_ptr<PersistClient> client = open_existing(flags);
+  const control::CatalogSnapshot catalog = value_or_fail(control::read(*client));
+  const control::CatalogObject* object = catalog.find(flags.name);
+  if (object == nullptr) {
+    fail(absl::NotFoundError(absl::StrCat("there is no catalog object \"", flags.name,
+                                          "\" (at version ", catalog.version, ")")));
+  }
+  const auto* hold = std::get_if<control::HoldSpec>(&object->spec);
+  if (hold == nullptr) {
+    fail(absl::InvalidArgumentError(
+        absl::StrCat("\"", flags.name, "\" is a ", kind_of(object->spec), ", not a hold")));
+  }
+  absl::StatusOr<persist::ShardDescription> shard = client->describe(hold->shard);
+  if (absl::IsNotFound(shard.status())) {
+    fail(absl::FailedPreconditionError(absl::StrCat("hold \"", flags.name, "\": its shard \"",
+                                                    hold->shard, "\" does not exist yet")));
+  }
+  if (!shard.ok()) fail(shard.status());
+  const uint64_t upper = shard->upper.is_empty() ? UINT64_MAX : shard->upper.time();
+  if (flags.to > upper) {
+    fail(absl::FailedPreconditionError(absl::StrCat("hold \"", flags.name, "\": ", flags.to,
+                                                    " is past the upper of \"", hold->shard, "\" (",
+                                                    upper, ")")));
+  }
+  // Where a replica registered (and moved) it: its critical reader, named after the object.
+  const std::string reader_id = "c" + object->object_id.substr(1);
+  for (const auto& reader : shard->critical_readers) {
+    if (reader.reader_id != reader_id) continue;
+    const uint64_t since = reader.since.is_empty() ? UINT64_MAX : reader.since.time();
+    if (flags.to < since) {
+      fail(absl::FailedPreconditionError(
+          absl::StrCat("hold \"", flags.name, "\" on \"", hold->shard, "\" is at since ", since,
+                       ": a hold only moves forward (asked for ", flags.to, ")")));
+    }
+  }
+  control::HoldSpec advanced = *hold;
+  advanced.since = flags.to;
+  const control::CommittedChange committed =
+      value_or_fail(control::commit(*client, control::Change::replace(flags.name, advanced)));
   std::printf("committed version %llu\n", static_cast<unsigned long long>(committed.version));
 }
 
@@ -207,10 +259,41 @@ std::map<std::string, HealthRow> read_health(PersistClient& client) {
   return rows;
 }
 
+// NotFound for `status NAME` when nothing is known of NAME.
+absl::Status no_such_object(const std::string& name, const control::CatalogSnapshot& catalog) {
+  return absl::NotFoundError(absl::StrCat("there is no catalog object \"", name, "\" (at version ",
+                                          catalog.version, ") and no health row for one"));
+}
+
+// The transitions weir.health_history holds (of flags.name, or all), in the order recorded: AT,
+// NAME, OBJECT_ID, STATE, DETAILS.
+void print_health_history(const CtlFlags& flags, PersistClient& client,
+                          const control::CatalogSnapshot& catalog,
+                          const std::map<std::string, HealthRow>& health) {
+  const std::vector<control::HealthTransition> transitions =
+      value_or_fail(control::read_health_history(client, flags.name));
+  if (transitions.empty() && !flags.name.empty() && catalog.find(flags.name) == nullptr &&
+      !health.contains(flags.name)) {
+    fail(no_such_object(flags.name, catalog));
+  }
+  for (const control::HealthTransition& t : transitions) {
+    std::string details = absl::StrCat("execution=", t.execution, " restarts=", t.restarts);
+    if (!t.error.empty()) absl::StrAppend(&details, " error=", t.error);
+    const std::string at = absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixMillis(t.at_ms),
+                                            absl::UTCTimeZone());
+    std::printf("%s\t%s\t%s\t%s\t%s\n", at.c_str(), t.name.c_str(),
+                t.object_id.empty() ? "-" : t.object_id.c_str(), t.state.c_str(), details.c_str());
+  }
+}
+
 void print_status(const CtlFlags& flags) {
   std::unique_ptr<PersistClient> client = open_existing(flags);
   const control::CatalogSnapshot catalog = value_or_fail(control::read(*client));
   const std::map<std::string, HealthRow> health = read_health(*client);
+  if (flags.history) {
+    print_health_history(flags, *client, catalog, health);
+    return;
+  }
   const auto wanted = [&flags](const std::string& name) {
     return flags.name.empty() || flags.name == name;
   };
@@ -246,11 +329,7 @@ void print_status(const CtlFlags& flags) {
           row.state == "dropped" ? row.state : row.state + " (no longer in the catalog)",
           row.details);
   }
-  if (!any && !flags.name.empty()) {
-    fail(absl::NotFoundError(absl::StrCat("there is no catalog object \"", flags.name,
-                                          "\" (at version ", catalog.version,
-                                          ") and no health row for one")));
-  }
+  if (!any && !flags.name.empty()) fail(no_such_object(flags.name, catalog));
 }
 
 // NAME of an object: checked as the catalog checks names, before any work.
@@ -370,6 +449,25 @@ void add_ctl_command(CLI::App& app) {
 
   add_create_commands(*ctl, flags);
 
+  // Before `drop` in the help (and in CliTest's walk, which advances the hold `create` made).
+  CLI::App* hold = ctl->add_subcommand("hold", "Change a declared hold");
+  hold->require_subcommand(1);
+  hold->footer("Example:\n  weir ctl hold advance audit --to 5000 --persist DIR");
+  CLI::App* advance = hold->add_subcommand(
+      "advance",
+      "Move a hold's since forward to --to (never back): the shard's history before it may be "
+      "compacted");
+  advance->add_option("NAME", flags->name, "The hold's name")->required()->check(object_name());
+  advance->add_option("--to", flags->to, "The new since: at least the hold's, at most the upper")
+      ->required()
+      ->check(unsigned_in());
+  advance->footer(
+      "Committed as a replace of the hold's row; the replica then moves the hold. Refused "
+      "(exit 2, nothing committed) below where the hold is or past the shard's upper.\n"
+      "Example:\n"
+      "  weir ctl hold advance audit --to 5000 --persist DIR");
+  advance->final_callback([flags] { advance_hold(*flags); });
+
   CLI::App* drop = ctl->add_subcommand(
       "drop", "Drop a catalog object (its shards stay; refused while a view reads them)");
   drop->add_option("NAME", flags->name, "The object's name")->required()->check(object_name());
@@ -396,7 +494,13 @@ void add_ctl_command(CLI::App& app) {
             return valid.ok() ? "" : std::string(valid.message());
           },
           ""));
-  status->footer("Example:\n  weir ctl status counts --persist DIR");
+  status->add_flag("--history", flags->history,
+                   "Print instead the transitions kept in weir.health_history, in the order "
+                   "recorded: AT, NAME, OBJECT_ID, STATE, DETAILS (tab-separated)");
+  status->footer(
+      "Examples:\n"
+      "  weir ctl status counts --persist DIR\n"
+      "  weir ctl status counts --history --persist DIR");
   status->final_callback([flags] { print_status(*flags); });
 
   CLI::App* history = ctl->add_subcommand(

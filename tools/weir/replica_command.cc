@@ -1,7 +1,9 @@
 // `weir replica`: a long-running process that follows the catalog and keeps every object it names
 // running (weir/control/replica.h; docs/control.md, "Replicas").
 //
-//   weir replica --persist DIR [-w W]
+//   weir replica --persist DIR [-w W] [--http ADDR]
+//
+// --http serves /status, /metrics, /healthz and /readyz (weir/observe/replica_endpoints.h).
 //
 // Each start takes a new execution id and fences every earlier one. The first SIGINT or SIGTERM
 // stops it cleanly (exit 0; the objects' shards keep what is durable, declared holds stay). A
@@ -12,6 +14,7 @@
 #include <atomic>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -22,6 +25,7 @@
 
 #include "weir/control/replica.h"
 #include "weir/observe/log.h"
+#include "weir/observe/replica_endpoints.h"
 
 namespace weir::tools {
 namespace {
@@ -33,15 +37,18 @@ struct ReplicaFlags {
   size_t process = 0;
   std::string hosts;
   uint64_t poll_ms = 100;
+  std::string http;  // --http ADDR: empty, off.
 };
+
+[[noreturn]] void fail(const absl::Status& status) {
+  std::cerr << "weir replica: " << status << "\n";
+  throw CLI::RuntimeError(1);
+}
 
 void run_replica(const ReplicaFlags& flags) {
   control::ReplicaOptions options;
   absl::StatusOr<persist::PersistLocation> location = store_location(flags.store);
-  if (!location.ok()) {
-    std::cerr << "weir replica: " << location.status() << "\n";
-    throw CLI::RuntimeError(1);
-  }
+  if (!location.ok()) fail(location.status());
   options.location = *std::move(location);
   options.workers = flags.workers;
   options.persist.relay = relay_for(flags.store.pubsub);
@@ -53,6 +60,21 @@ void run_replica(const ReplicaFlags& flags) {
                                                              : observe::LogLevel::kInfo,
                  line);
   };
+  // --http: the replica's endpoints, off unless asked for.
+  std::optional<observe::ReplicaObserver> observer;
+  if (!flags.http.empty()) {
+    absl::StatusOr<std::string> address = observe::parse_http_address(flags.http);
+    if (!address.ok()) fail(address.status());
+    absl::StatusOr<std::unique_ptr<persist::PersistClient>> client =
+        persist::PersistClient::open(options.location, options.persist);
+    if (!client.ok()) fail(client.status());
+    observer.emplace(std::shared_ptr<persist::PersistClient>(*std::move(client)));
+    observer->instrument(options);
+    absl::StatusOr<int> port = observer->serve(observe::HttpServerOptions{.address = *address});
+    if (!port.ok()) fail(port.status());
+    const std::string host = address->substr(0, address->rfind(':'));
+    std::cerr << "weir replica: serving http://" << host << ":" << *port << "/status" << std::endl;
+  }
   const StopOnSignals signals(options.stop);
   const absl::Status ended = control::run_replica(options);
   if (ended.ok()) return;
@@ -76,6 +98,10 @@ void add_replica_command(CLI::App& app) {
                   "Milliseconds between two looks at the catalog and the executions")
       ->capture_default_str()
       ->check(unsigned_in(1, 60000));
+  cmd->add_option("--http", flags->http,
+                  "serve /status, /metrics, /healthz and /readyz on this address: PORT (on "
+                  "loopback) or HOST:PORT (docs/control.md)")
+      ->check(http_address());
   cmd->add_option("-n,--processes", flags->processes,
                   "Processes of the replica (weir-launch passes it): 1 in this build")
       ->check(unsigned_in(1, 1));
@@ -88,6 +114,7 @@ void add_replica_command(CLI::App& app) {
       "another error.\n"
       "Examples:\n"
       "  weir replica --persist DIR -w 2\n"
+      "  weir replica --persist DIR --http 9100\n"
       "  weir-launch --restart -n 1 -w 2 -- weir replica --persist DIR");
   cmd->final_callback([flags] { run_replica(*flags); });
 }

@@ -71,10 +71,13 @@ struct ViewSpec {
   friend bool operator==(const ViewSpec&, const ViewSpec&) = default;
 };
 
-// A durable read hold that `reader` keeps on `shard`.
+// A durable read hold that `reader` keeps on `shard`, from where it was registered (its shard's
+// since then) or, once advanced (`weir ctl hold advance`), from `since`: a replace moves it
+// forward only.
 struct HoldSpec {
   std::string shard;
   std::string reader;
+  uint64_t since = 0;  // 0: where it was registered.
   friend bool operator==(const HoldSpec&, const HoldSpec&) = default;
 };
 

@@ -12,6 +12,9 @@
 //   execution=E object=ID restarts=N [error=...]", STATE one of starting, running, stalled,
 //   completed, dropped. A predecessor's late rows are refused, so the relation never goes back to
 //   an older execution's state;
+// - records every transition in `weir.health_history` (weir/control/health.h), claimed and fenced
+//   the same way, and retracts the rows older than health_retention or beyond the newest
+//   health_history_per_object of a name;
 // - follows the catalog: each poll (or news of an append from the upper relay) reads the
 //   catalog's upper (no write), and when it moved, the catalog at it; an object that appeared
 //   gets a runner (a thread: a source's ingestion, a view, a declared hold), one that was dropped
@@ -46,6 +49,7 @@
 #include "absl/status/statusor.h"
 
 #include "weir/control/catalog.h"
+#include "weir/control/health.h"
 #include "weir/ingest/ingest.h"
 #include "weir/persist/client.h"
 
@@ -94,6 +98,7 @@ struct ReplicaState {
   struct Object {
     std::string name;
     std::string object_id;
+    std::string kind;  // source, view or hold.
   };
   std::vector<Object> objects;  // Every object with a runner, by name.
 };
@@ -120,6 +125,13 @@ struct ReplicaOptions {
   std::function<void(const ReplicaState&)> on_reconciled;
   // Called once the execution id is taken. May be null.
   std::function<void(uint64_t execution)> on_execution;
+  // Called after each health transition this replica has recorded in weir.health (from the
+  // replica's threads; /status and /metrics show them). May be null.
+  std::function<void(const HealthTransition&)> on_health;
+  // weir.health_history keeps a transition this long (by PersistConfig::clock) and at most this
+  // many per object name (the newest). Both must be positive.
+  std::chrono::milliseconds health_retention = std::chrono::hours(24 * 7);
+  size_t health_history_per_object = 1000;
 };
 
 // Runs the replica (see above). OK when stopped; FailedPrecondition when a later execution has

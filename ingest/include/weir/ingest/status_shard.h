@@ -20,11 +20,15 @@
 //   WEIR_ASSIGN_OR_RETURN(auto status, StatusShard::open(client, "auction.status", incarnation));
 //   WEIR_RETURN_IF_ERROR(status->update({{"bids", "bids running incarnation=3 epoch=0"}}));
 //
+// A log (open_log: weir.health_history) is fenced the same way, but its rows are not keyed by
+// table: the claim adopts and retracts nothing, and append() adds and retracts rows as given.
+//
 // Thread safety: thread-safe (calls are serialized).
 
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -33,6 +37,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 #include "weir/mutex.h"
 #include "weir/persist/background_maintenance.h"
@@ -49,6 +54,17 @@ class StatusShard {
   static absl::StatusOr<std::shared_ptr<StatusShard>> open(
       std::shared_ptr<persist::PersistClient> client, const std::string& name, uint64_t incarnation,
       std::shared_ptr<persist::BackgroundMaintenance> maintenance = nullptr);
+
+  // Opens `name` as a log for `incarnation` and claims it (the same fence as open()). Its appends
+  // are at `clock`'s time in milliseconds (kept increasing, whatever the clock does).
+  static absl::StatusOr<std::shared_ptr<StatusShard>> open_log(
+      std::shared_ptr<persist::PersistClient> client, const std::string& name, uint64_t incarnation,
+      std::shared_ptr<persist::BackgroundMaintenance> maintenance,
+      std::function<absl::Time()> clock);
+
+  // For a log: appends `changes` (row, diff) in one append, at one time, fenced and retried as
+  // update() is. Returns the time it appended them at.
+  absl::StatusOr<uint64_t> append(const std::vector<std::pair<std::string, int64_t>>& changes);
 
   // Sets the rows of the given tables (table -> row), retracting each table's previous row, in
   // one append. FailedPrecondition once a later incarnation has taken the shard over (nothing
@@ -76,7 +92,13 @@ class StatusShard {
   StatusShard(std::shared_ptr<persist::PersistClient> client, std::string name,
               uint64_t incarnation, persist::WriteHandle writer,
               std::shared_ptr<persist::SinceHandle> hold,
-              std::shared_ptr<persist::BackgroundMaintenance> maintenance);
+              std::shared_ptr<persist::BackgroundMaintenance> maintenance, bool log,
+              std::function<absl::Time()> clock);
+  static absl::StatusOr<std::shared_ptr<StatusShard>> open(
+      std::shared_ptr<persist::PersistClient> client, const std::string& name, uint64_t incarnation,
+      std::shared_ptr<persist::BackgroundMaintenance> maintenance, bool log,
+      std::function<absl::Time()> clock);
+  uint64_t now_ms() const;
   absl::Status claim();
   absl::Status append_pending() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // OK while this incarnation holds the shard's hold; else sets and returns fenced_.
@@ -89,6 +111,8 @@ class StatusShard {
   const uint64_t incarnation_;
   const std::shared_ptr<persist::SinceHandle> hold_;
   const std::shared_ptr<persist::BackgroundMaintenance> maintenance_;
+  const bool log_;  // Rows are not keyed by table (open_log).
+  const std::function<absl::Time()> clock_;
   weir::Mutex mu_;
   persist::WriteHandle writer_ ABSL_GUARDED_BY(mu_);
   uint64_t expected_ ABSL_GUARDED_BY(mu_) = 0;                    // The upper our last append left.
