@@ -26,7 +26,12 @@ absl::StatusOr<uint64_t> take_sequence_number(persist::PersistClient& client,
     WEIR_ASSIGN_OR_RETURN(
         const persist::AppendResult result,
         writer.compare_and_append(rows, persist::Frontier(n), persist::Frontier(n + 1)));
-    if (result.is_appended()) return n;
+    if (result.is_appended()) {
+      // One batch per number: compaction keeps reads of the shard to a few parts, GC its state
+      // small. The number is taken whatever this says; a later taker tries again.
+      if (result.maintenance_due) (void)client.maintain(shard);
+      return n;
+    }
   }
   return absl::AbortedError(
       absl::StrCat("could not take a number: too much contention on ", shard));

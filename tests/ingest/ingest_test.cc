@@ -326,6 +326,23 @@ TEST(SequenceTest, RacingTakersGetDistinctIncreasingNumbers) {
   EXPECT_NE(process_name().find(':'), std::string::npos);
 }
 
+// A sequence shard (weir.executions, <kind>.incarnations) gets one batch per number: the taker
+// that makes its maintenance due compacts it, so its batches stay few however many were taken.
+TEST(SequenceTest, ASequenceShardIsCompactedAsNumbersAreTaken) {
+  persist::PersistConfig config;
+  config.maintenance_batch_threshold = 8;
+  std::shared_ptr<persist::PersistClient> client = persist::PersistClient::create(
+      persist::Blob::open("mem://").value(), persist::Consensus::open("mem://").value(), config);
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_TRUE(take_sequence_number(*client, "x.executions", [](uint64_t n) {
+                  return absl::StrCat("execution=", n);
+                }).ok());
+  }
+  const persist::ShardDescription d = client->describe("x.executions").value();
+  EXPECT_EQ(d.upper, persist::Frontier(200));
+  EXPECT_LE(d.batches.size(), 32u) << "200 numbers left " << d.batches.size() << " batches";
+}
+
 TEST(IngestIdentityTest, ResumingWithOtherSourceOptionsIsRefused) {
   const fs::path dir = fresh_dir("identity");
   IngestOptions options = options_for(dir, 1, 300);
