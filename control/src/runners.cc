@@ -104,17 +104,46 @@ Runner source_runner(const SourceSpec& spec) {
   };
 }
 
-// A view: run_view, which resumes from its output's upper and fences the run before it.
+// Lets go of a dropped view's holds on its inputs (critical: no lease would ever end them). A
+// hold moved meanwhile by a newer run of the same output is that run's: left alone.
+absl::Status release_view_holds(const RunContext& ctx, const std::string& view,
+                                const std::string& output) {
+  std::shared_ptr<persist::PersistClient> client;
+  if (ctx.blob) {
+    client = persist::PersistClient::create(ctx.blob, ctx.consensus, ctx.persist);
+  } else {
+    WEIR_ASSIGN_OR_RETURN(client, persist::PersistClient::open(ctx.location, ctx.persist));
+  }
+  for (const std::string& input : ingest::view_inputs(view)) {
+    WEIR_ASSIGN_OR_RETURN(const std::optional<persist::ShardId> exists, client->find_shard(input));
+    if (!exists) continue;
+    WEIR_ASSIGN_OR_RETURN(persist::SinceHandle hold,
+                          client->open_critical_since(input, ingest::view_hold_id(output, input),
+                                                      "weir view " + output));
+    WEIR_ASSIGN_OR_RETURN(const auto mismatch, hold.expire(hold.epoch()));
+    if (mismatch) {
+      return absl::FailedPreconditionError(absl::StrCat("the view's hold on ", input,
+                                                        " was moved by a newer run (epoch ",
+                                                        mismatch->current, "): not released"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A view: run_view, which resumes from its output's upper and fences the run before it. Dropped,
+// it releases its holds on its inputs.
 Runner view_runner(const ViewSpec& spec) {
   return [spec](const RunContext& ctx) -> absl::Status {
     ingest::ViewOptions options;
     options.view = spec.view;
-    options.output = spec.output;
+    options.output = spec.output.empty() ? "view." + spec.view : spec.output;
     options.workers = ctx.workers;
     options.location = ctx.location;
     take_run_context(ctx, options);
     ctx.running();
-    return ingest::run_view(options);
+    WEIR_RETURN_IF_ERROR(ingest::run_view(options));
+    if (!ctx.dropped->load()) return absl::OkStatus();
+    return release_view_holds(ctx, spec.view, options.output);
   };
 }
 
