@@ -38,6 +38,10 @@
 //   --backoff MIN:MAX      seconds (default 0.1:30; at most kMostBackoff, a day). Restart k
 //                          waits a random time in [b, 2b], b = MIN * 2^(k-1), both ends capped
 //                          at MAX: the waits grow, jittered.
+//   --final-exit CODE      a process that exits with CODE is not restarted: weir-launch stops the
+//                          rest and exits with CODE (repeatable). `weir replica` exits 3 when a
+//                          newer execution fenced it: `--final-exit 3` keeps two supervised
+//                          replicas of one catalog from fencing each other in turn.
 //   --restart-log FILE     append one JSON line per restart: {"time": RFC 3339 UTC, "process": I,
 //                          "exit": code or null, "signal": "SIGNAME" (or its number) or null,
 //                          "backoff_s": x, "restart": k, "incarnation": n}.
@@ -294,6 +298,8 @@ struct Options {
   double backoff_min = kDefaultBackoffMin;
   double backoff_max = kDefaultBackoffMax;
   std::string restart_log;  // Empty: none.
+  // Exit codes after which a process is not restarted: weir-launch ends with the code.
+  std::vector<int> final_exits;
 };
 
 // Parses --backoff's MIN:MAX (seconds, 0 <= MIN <= MAX <= kMostBackoff) into `options`; false if
@@ -347,6 +353,13 @@ Options parse_options(int argc, char** argv) {
   app.add_option("--restart-log", options.restart_log,
                  "with --restart: append a JSON line per restart to FILE")
       ->type_name("FILE")
+      ->needs(restart);
+  app.add_option("--final-exit", options.final_exits,
+                 "with --restart: a process that exits with CODE is not restarted; weir-launch "
+                 "stops the rest and exits with CODE (repeat for several; `weir replica` exits 3 "
+                 "when a newer replica fenced it)")
+      ->type_name("CODE")
+      ->check(CLI::Range(1, 255))
       ->needs(restart);
   app.prefix_command();  // Everything from PROGRAM on belongs to the program.
   app.footer(
@@ -800,10 +813,18 @@ int main(int argc, char** argv) {
     // Without --restart, or after a clean end or a signal, this start's outcome is the end.
     if (!options.restart || !outcome.failed || outcome.signal != 0) break;
 
-    // A process failed: restart, unless --max-restarts says no more.
+    // A process failed: restart, unless its exit is final or --max-restarts says no more.
     if (outcome.failed_at - started >= kStableRun) restarts = 0;
     const size_t process = *outcome.failed;
     const std::string how = how_it_ended(outcome.failed_status);
+    if (WIFEXITED(outcome.failed_status) &&
+        std::find(options.final_exits.begin(), options.final_exits.end(),
+                  WEXITSTATUS(outcome.failed_status)) != options.final_exits.end()) {
+      std::fprintf(stderr,
+                   "weir-launch: process %zu %s; not restarting: a final exit (--final-exit)\n",
+                   process, how.c_str());
+      break;
+    }
     if (options.max_restarts && restarts >= *options.max_restarts) {
       std::fprintf(stderr,
                    "weir-launch: process %zu %s; not restarting: --max-restarts %llu reached\n",

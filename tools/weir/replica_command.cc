@@ -115,7 +115,7 @@ void add_replica_command(CLI::App& app) {
       "Examples:\n"
       "  weir replica --persist DIR -w 2\n"
       "  weir replica --persist DIR --http 9100\n"
-      "  weir-launch --restart -n 1 -w 2 -- weir replica --persist DIR");
+      "  weir-launch --restart --final-exit 3 -n 1 -w 2 -- weir replica --persist DIR");
   cmd->final_callback([flags] { run_replica(*flags); });
 }
 

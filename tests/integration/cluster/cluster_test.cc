@@ -1286,6 +1286,26 @@ TEST(ClusterTest, LaunchRestartEndsWithTheLastFailureAfterMaxRestarts) {
   EXPECT_FALSE(contains(launch.out(), "incarnation=10")) << launch.out();
 }
 
+// A final exit (a replica fenced by a newer one exits 3) is not restarted: weir-launch stops the
+// rest and ends with its code, where another failure would be restarted.
+TEST(ClusterTest, LaunchRestartDoesNotRestartAFinalExit) {
+  LaunchDir dir;
+  const std::string log = dir.path("restarts.log");
+  const std::string script =
+      "echo \"incarnation=$WEIR_INCARNATION\"\n"
+      "if [ \"$4\" = 1 ]; then exit 3; fi\n"
+      "while :; do sleep 0.05; done\n";
+  Process launch(supervise_script({"--restart", "--final-exit", "5", "--final-exit", "3",
+                                   "--backoff", "0.05:0.2", "--restart-log", log},
+                                  script));
+  ASSERT_EQ(launch.wait_for(seconds(60)), 3) << launch.err();
+  launch.drain();
+  EXPECT_TRUE(lines_of(log).empty()) << "no restart";
+  EXPECT_TRUE(contains(launch.err(), "process 1 exited with code 3; not restarting: a final exit"))
+      << launch.err();
+  EXPECT_FALSE(contains(launch.out(), "incarnation=2")) << launch.out();
+}
+
 TEST(ClusterTest, LaunchRestartStopsWithoutARestartOnASignal) {
   LaunchDir dir;
   const std::string starts = dir.path("starts"), log = dir.path("restarts.log");
