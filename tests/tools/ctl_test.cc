@@ -3,19 +3,25 @@
 // rows of weir.health, and two shell loops racing their commits end with exactly the objects they
 // meant, in a history that is a valid serial order.
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "observe/http_get.h"
+#include "testing/ports.h"
 #include "tool_process.h"
 #include <sys/wait.h>
 #include <unistd.h>
@@ -384,10 +390,37 @@ TEST_F(CtlTest, ARaceForOneNameHasOneWinner) {
 
 // Two shell loops, each creating its own names and dropping every other one right after creating
 // the next, race their commits through one SQLite store: every command succeeds, and the catalog
-// ends with exactly the names each meant to keep, in a history that is a valid serial order.
+// ends with exactly the names each meant to keep, in a history that is a valid serial order. A
+// `weir replica` follows meanwhile: its /status, sampled, runs exactly the catalog's objects at
+// the version it says it reconciled.
 TEST_F(CtlTest, TwoConcurrentLoopsEndWithTheExpectedObjects) {
   constexpr int kNames = 100;
   make_shard("orders");
+  const int port = weir::testing::free_ports(1)[0];
+  const pid_t replica = spawn_tool({WEIR_TOOL_PATH, "replica", "--persist", dir_, "--poll-ms", "10",
+                                    "--http", "127.0.0.1:" + std::to_string(port)},
+                                   base_ / "replica.log");
+  // (version, the objects run) as /status says, every few milliseconds.
+  std::vector<std::pair<uint64_t, std::set<std::string>>> samples;  // Under samples_mu.
+  std::mutex samples_mu;
+  std::atomic<bool> sampling{true};
+  std::thread sampler([&] {
+    while (sampling.load()) {
+      const observe::testing::HttpResult got = observe::testing::http_get(port, "/status");
+      if (got.status == 200) {
+        const nlohmann::json status = nlohmann::json::parse(got.body, nullptr, false);
+        if (!status.is_discarded() && status["reconciled_version"].is_number()) {
+          std::set<std::string> objects;
+          for (const auto& object : status["objects"]) {
+            objects.insert(object["name"].get<std::string>());
+          }
+          const std::lock_guard<std::mutex> lock(samples_mu);
+          samples.emplace_back(status["reconciled_version"].get<uint64_t>(), std::move(objects));
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
   const auto loop = [&](const std::string& prefix) {
     const std::string weir = std::string(WEIR_TOOL_PATH) + " ctl --persist " + dir_;
     const std::string script = "for i in $(seq 0 " + std::to_string(kNames - 1) + "); do " + weir +
@@ -443,6 +476,44 @@ TEST_F(CtlTest, TwoConcurrentLoopsEndWithTheExpectedObjects) {
   for (const auto& [name, id] : live) replayed.insert(name);
   EXPECT_EQ(replayed, expected);
   EXPECT_EQ(interleaved, (std::set<std::string>{"x", "y"})) << "the loops did not race";
+
+  // The replica, sampled: at each version it reconciled, the catalog's objects (replayed from
+  // the history above) and no others. Then it catches up with the last version.
+  const auto catalog_at = [&changes](uint64_t version) {
+    std::set<std::string> names;
+    for (uint64_t v = 0; v < version && v < changes.size(); ++v) {
+      if (changes[v][1] == "create") {
+        names.insert(changes[v][2]);
+      } else {
+        names.erase(changes[v][2]);
+      }
+    }
+    return names;
+  };
+  const auto caught_up = [&] {
+    const std::lock_guard<std::mutex> lock(samples_mu);
+    return !samples.empty() && samples.back().first == changes.size();
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!caught_up() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  sampling = false;
+  sampler.join();
+  ::kill(replica, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(waitpid(replica, &status, 0), replica);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_file(base_ / "replica.log");
+  ASSERT_FALSE(samples.empty()) << read_file(base_ / "replica.log");
+  std::set<uint64_t> versions;
+  for (const auto& [version, objects] : samples) {
+    versions.insert(version);
+    ASSERT_EQ(objects, catalog_at(version)) << "the replica at version " << version;
+  }
+  EXPECT_EQ(samples.back().first, changes.size()) << "the replica caught up";
+  EXPECT_EQ(samples.back().second, expected);
+  std::printf("%zu samples of the replica at %zu distinct versions\n", samples.size(),
+              versions.size());
 }
 
 }  // namespace
