@@ -270,5 +270,35 @@ TEST(PubSubTest, AddressesAreChecked) {
   EXPECT_EQ(PubSubServer::start(nonsense).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A `weir ctl` commits and exits: the relay's destruction waits (flush_timeout) for the push to
+// reach the server, so that readers elsewhere wake now rather than at their next slow poll.
+TEST(PubSubTest, APushPublishedJustBeforeTheRelayIsDestroyedReachesTheServer) {
+  auto server = start_server();
+  auto reader_relay = relay_to(server->port());
+  const persist::ShardId shard = persist::ShardId::random();
+  Heard heard;
+  auto subscription = reader_relay->subscribe(shard, heard.notify());
+  {
+    auto probe = relay_to(server->port());
+    ASSERT_TRUE(eventually([&] {
+      probe->publish(shard, 1);
+      return heard.has(1);
+    }));
+  }
+  for (uint64_t upper = 100; upper < 110; ++upper) {
+    {
+      GrpcRelayOptions options = options_for("127.0.0.1:" + std::to_string(server->port()));
+      options.flush_timeout = std::chrono::seconds(5);
+      GrpcUpperRelay writer(options);
+      writer.publish(shard, upper);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    while (!heard.has(upper) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+    EXPECT_TRUE(heard.has(upper)) << "the push of " << upper << " was lost";
+  }
+}
+
 }  // namespace
 }  // namespace weir::pubsub
