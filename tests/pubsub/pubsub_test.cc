@@ -13,6 +13,10 @@
 
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "weir/mutex.h"
 #include "weir/persist/client.h"
@@ -298,6 +302,65 @@ TEST(PubSubTest, APushPublishedJustBeforeTheRelayIsDestroyedReachesTheServer) {
     }
     EXPECT_TRUE(heard.has(upper)) << "the push of " << upper << " was lost";
   }
+}
+
+// A client that subscribes and never reads blocks only its own session's writer: pushes, other
+// sessions and shutdown go on.
+TEST(PubSubTest, AClientThatNeverReadsHoldsUpNeitherPushesNorOthersNorShutdown) {
+  auto server = start_server();
+  const persist::ShardId shard = persist::ShardId::random();
+  RawSession stuck(server->port());
+  ASSERT_TRUE(stuck.subscribe(shard.str()));
+  auto reader_relay = relay_to(server->port());
+  Heard heard;
+  auto subscription = reader_relay->subscribe(shard, heard.notify());
+  RawSession pusher(server->port());
+  v1::ClientMessage push;
+  push.mutable_push()->set_shard_id(shard.str());
+  // Enough news, one upper at a time, to fill the stuck client's windows many times over.
+  const auto start = std::chrono::steady_clock::now();
+  for (uint64_t upper = 1; upper <= 200000; ++upper) {
+    push.mutable_push()->set_upper(upper);
+    ASSERT_TRUE(pusher.send(push));
+  }
+  ASSERT_TRUE(eventually([&] { return server->stats().pushes >= 200000; }));
+  ASSERT_TRUE(eventually([&] { return heard.has(200000); }));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+  const auto shutdown_start = std::chrono::steady_clock::now();
+  server->shutdown();
+  EXPECT_LT(std::chrono::steady_clock::now() - shutdown_start, std::chrono::seconds(5));
+}
+
+// A "server" that takes the connection and never answers (no HTTP/2): the relay neither counts
+// itself connected nor hangs its destruction past the flush timeout.
+TEST(PubSubTest, ARelayToAServerThatNeverAnswersEndsWithinItsFlushTimeout) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(listen(listener, 16), 0);  // The kernel accepts; nobody reads.
+  socklen_t length = sizeof(address);
+  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  const persist::ShardId shard = persist::ShardId::random();
+  for (int i = 0; i < 3; ++i) {
+    Heard heard;
+    const auto start = std::chrono::steady_clock::now();
+    {
+      GrpcRelayOptions options =
+          options_for("127.0.0.1:" + std::to_string(ntohs(address.sin_port)));
+      options.flush_timeout = milliseconds(200);
+      GrpcUpperRelay relay(options);
+      auto subscription = relay.subscribe(shard, heard.notify());
+      relay.publish(shard, 4);
+      EXPECT_TRUE(heard.has(4));
+      std::this_thread::sleep_for(milliseconds(i * 100));
+      EXPECT_FALSE(relay.hears_other_processes());
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+  }
+  close(listener);
 }
 
 }  // namespace
