@@ -363,5 +363,31 @@ TEST(PubSubTest, ARelayToAServerThatNeverAnswersEndsWithinItsFlushTimeout) {
   close(listener);
 }
 
+// A reader subscribes, reads the shard, then waits: an append after its read must wake it even
+// when the writer's push reaches the server before the reader's subscription does (else the
+// reader sleeps until its slow safety poll). Here the "read" is instant: the push follows the
+// subscription at once.
+TEST(PubSubTest, AnAppendRightAfterASubscriptionWakesTheSubscriber) {
+  auto server = start_server();
+  auto reader_relay = relay_to(server->port());
+  auto writer_relay = relay_to(server->port());
+  ASSERT_TRUE(eventually([&] {
+    return reader_relay->hears_other_processes() && writer_relay->hears_other_processes();
+  }));
+  int missed = 0;
+  for (int i = 0; i < 40; ++i) {
+    const persist::ShardId shard = persist::ShardId::random();
+    Heard heard;
+    auto subscription = reader_relay->subscribe(shard, heard.notify());
+    writer_relay->publish(shard, 5);
+    const auto deadline = std::chrono::steady_clock::now() + milliseconds(500);
+    while (!heard.has(5) && !heard.has(UINT64_MAX) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+    if (!heard.has(5) && !heard.has(UINT64_MAX)) ++missed;
+  }
+  EXPECT_EQ(missed, 0) << "of 40 subscribers, " << missed << " never heard of the append";
+}
+
 }  // namespace
 }  // namespace weir::pubsub
