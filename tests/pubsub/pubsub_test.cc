@@ -390,5 +390,42 @@ TEST(PubSubTest, AnAppendRightAfterASubscriptionWakesTheSubscriber) {
   EXPECT_EQ(missed, 0) << "of 40 subscribers, " << missed << " never heard of the append";
 }
 
+// A server that says Hello and then hangs (it never reads again, never ends the session): a
+// relay's destruction still ends within its flush timeout (then it cancels the session).
+class HangingService final : public v1::PubSub::Service {
+ public:
+  grpc::Status Session(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<v1::ServerMessage, v1::ClientMessage>* stream) override {
+    v1::ServerMessage hello;
+    hello.mutable_hello()->set_version(1);
+    stream->Write(hello);
+    while (!context->IsCancelled() && !released_) std::this_thread::sleep_for(milliseconds(5));
+    return grpc::Status::OK;
+  }
+  std::atomic<bool> released_{false};
+};
+
+TEST(PubSubTest, ARelayWhoseServerHangsAfterItsHelloEndsWithinItsFlushTimeout) {
+  HangingService service;
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  const persist::ShardId shard = persist::ShardId::random();
+  GrpcRelayOptions options = options_for("127.0.0.1:" + std::to_string(port));
+  options.flush_timeout = milliseconds(300);
+  auto relay = std::make_unique<GrpcUpperRelay>(options);
+  ASSERT_TRUE(eventually([&] { return relay->hears_other_processes(); }));
+  relay->publish(shard, 8);
+  const auto start = std::chrono::steady_clock::now();
+  relay.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+  service.released_ = true;
+  server->Shutdown(std::chrono::system_clock::now());
+}
+
 }  // namespace
 }  // namespace weir::pubsub
