@@ -100,7 +100,9 @@ TEST(PubSubTest, AnAppendThroughAPersistClientWakesAReaderOfAnotherClient) {
   writer_config.relay = relay_to(server->port());
   persist::PersistConfig reader_config;
   reader_config.relay = relay_to(server->port());
-  const persist::PersistLocation location{"mem://pubsub-append", "mem://pubsub-append"};
+  // A fresh store each run (--gtest_repeat): mem:// stores live as long as the process.
+  const std::string store = "mem://pubsub-append-" + persist::ShardId::random().str();
+  const persist::PersistLocation location{store, store};
   auto writer_client = persist::PersistClient::open(location, writer_config).value();
   auto reader_client = persist::PersistClient::open(location, reader_config).value();
   persist::WriteHandle writer = writer_client->open_writer("orders").value();
