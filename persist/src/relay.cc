@@ -99,7 +99,12 @@ void UpperWatch::set_known(const Frontier& upper) {
 }
 
 bool UpperWatch::wait(uint64_t seen, std::chrono::nanoseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // Saturated: a timeout past the clock's range (nanoseconds::max(): for ever) must not overflow
+  // into a deadline in the past.
+  const auto now = std::chrono::steady_clock::now();
+  const auto deadline = timeout >= std::chrono::steady_clock::time_point::max() - now
+                            ? std::chrono::steady_clock::time_point::max()
+                            : now + timeout;
   if (state_ == nullptr) {
     std::this_thread::sleep_until(deadline);
     return false;

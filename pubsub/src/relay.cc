@@ -26,18 +26,22 @@ class GrpcUpperRelay::Impl {
     session_thread_ = std::thread([self] { self->run(); });
   }
 
-  // Waits (at most flush_timeout) for pushes not sent yet, then ends the session.
+  // Waits (at most flush_timeout) for pushes not sent yet, then ends the session: gracefully
+  // (the server has read every push once it closes the stream) unless the deadline passes first.
   void stop() {
     {
       weir::MutexLock lock(mu_);
       const auto deadline = std::chrono::steady_clock::now() + options_.flush_timeout;
-      while (!pushes_.empty()) {
+      while (!pushes_.empty() || sending_) {
         if (!changed_.wait_until(mu_, deadline)) break;
       }
       stopping_ = true;
-      if (context_ != nullptr) context_->TryCancel();
+      changed_.notify_all();
+      while (!finished_) {
+        if (!changed_.wait_until(mu_, deadline)) break;
+      }
+      if (!finished_ && context_ != nullptr) context_->TryCancel();
     }
-    changed_.notify_all();
     if (session_thread_.joinable()) session_thread_.join();
   }
 
@@ -80,6 +84,13 @@ class GrpcUpperRelay::Impl {
   using Stream = grpc::ClientReaderWriter<v1::ClientMessage, v1::ServerMessage>;
 
   void run() {
+    run_sessions();
+    weir::MutexLock lock(mu_);
+    finished_ = true;
+    changed_.notify_all();
+  }
+
+  void run_sessions() {
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(4096);
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
@@ -135,7 +146,7 @@ class GrpcUpperRelay::Impl {
     }
     bool open = true;
     absl::flat_hash_map<std::string, uint64_t> pushes;
-    while (open) {
+    for (;;) {
       v1::ClientMessage message;
       for (const auto& [subscribe, shard] : ops) {
         if (subscribe) {
@@ -146,26 +157,41 @@ class GrpcUpperRelay::Impl {
         if (!(open = stream->Write(message))) break;
       }
       ops.clear();
-      for (const auto& [shard, upper] : pushes) {
-        if (!open) break;
+      for (auto it = pushes.begin(); open && it != pushes.end();) {
         v1::Upper* push = message.mutable_push();
-        push->set_shard_id(shard);
-        push->set_upper(upper);
-        open = stream->Write(message);
+        push->set_shard_id(it->first);
+        push->set_upper(it->second);
+        if ((open = stream->Write(message))) pushes.erase(it++);
+      }
+      weir::MutexLock lock(mu_);
+      // What this session could not send goes with the next one.
+      for (const auto& [shard, upper] : pushes) {
+        uint64_t& pending = pushes_[shard];
+        pending = std::max(pending, upper);
       }
       pushes.clear();
+      sending_ = false;
       changed_.notify_all();  // A stop() may wait for pushes to be sent.
       if (!open) break;
-      weir::MutexLock lock(mu_);
       while (!stopping_ && reading.load(std::memory_order_acquire) && ops_.empty() &&
              (pushes_.empty() || !connected())) {
         changed_.wait(mu_);
       }
       if (stopping_ || !reading.load(std::memory_order_acquire)) break;
       ops.swap(ops_);
-      if (connected()) pushes.swap(pushes_);
+      if (connected()) {
+        pushes.swap(pushes_);
+        sending_ = !pushes.empty();
+      }
     }
-    context.TryCancel();
+    bool graceful = false;
+    {
+      weir::MutexLock lock(mu_);
+      graceful = open && stopping_;
+    }
+    // Stopping: the server reads what was written, then ends the session (or stop() cancels it
+    // at its deadline). Otherwise the session failed: cancelled at once.
+    if (!graceful || !stream->WritesDone()) context.TryCancel();
     reader.join();
     const grpc::Status status = stream->Finish();
     return status.ok() ? "the server ended the session"
@@ -200,6 +226,8 @@ class GrpcUpperRelay::Impl {
   weir::Mutex mu_;
   weir::CondVar changed_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;  // run() returned.
+  bool sending_ ABSL_GUARDED_BY(mu_) = false;   // Pushes taken from pushes_, being written.
   grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
   absl::flat_hash_map<std::string, size_t> subscribed_ ABSL_GUARDED_BY(mu_);
   std::vector<std::pair<bool, std::string>> ops_ ABSL_GUARDED_BY(mu_);  // (subscribe?, shard)

@@ -209,16 +209,32 @@ class PubSubServer::Impl final : public v1::PubSub::Service {
                            " subscriptions (max_subscriptions)"));
         }
         subscriptions.insert(shard);
-        weir::MutexLock lock(mu_);
-        routes_[shard].insert(session);
+        {
+          weir::MutexLock lock(mu_);
+          routes_[shard].insert(session);
+        }
+        // From here on every push of the shard reaches the session; one processed before may
+        // have been missed. The upper "unknown" (2^64 - 1) has the client's readers read once,
+        // after which nothing they need can be missed.
+        {
+          weir::MutexLock lock(session->mu);
+          session->pending[shard] = UINT64_MAX;
+        }
+        session->changed.notify_all();
         return grpc::Status::OK;
       }
       case v1::ClientMessage::kUnsubscribe: {
         const std::string& shard = message.unsubscribe();
         if (grpc::Status status = check_id(shard); !status.ok()) return status;
         if (subscriptions.erase(shard) == 0) return grpc::Status::OK;
-        weir::MutexLock lock(mu_);
-        unroute(shard, session);
+        {
+          weir::MutexLock lock(mu_);
+          unroute(shard, session);
+        }
+        // News not sent yet of a shard no longer followed: dropped, so that what the server keeps
+        // for a client that does not read stays bounded by its subscriptions.
+        weir::MutexLock lock(session->mu);
+        session->pending.erase(shard);
         return grpc::Status::OK;
       }
       case v1::ClientMessage::kPush: {

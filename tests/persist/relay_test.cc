@@ -2,6 +2,7 @@
 
 #include "weir/persist/relay.h"
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 #include <vector>
@@ -102,6 +103,25 @@ TEST(RelayTest, AWaitReturnsOnNewsFromAnotherThreadAndTimesOutWithout) {
   });
   // Woken by the news, long before the timeout (a generous bound: no timing is measured here).
   EXPECT_TRUE(watch.wait(seen, std::chrono::minutes(5)));
+  publisher.join();
+}
+
+// A wait "for ever" (nanoseconds::max(), as AsyncContext::sleep_for takes it) waits for news; it
+// must not overflow the clock into a deadline in the past and return at once (a reader's loop
+// would spin).
+TEST(RelayTest, AWaitWithoutEndWaitsForNews) {
+  auto relay = std::make_shared<LocalUpperRelay>();
+  const ShardId shard = ShardId::random();
+  UpperWatch watch(relay, shard);
+  std::atomic<bool> published{false};
+  std::thread publisher([&] {
+    std::this_thread::sleep_for(milliseconds(50));
+    published = true;
+    relay->publish(shard, 1);
+  });
+  const uint64_t seen = watch.news();
+  EXPECT_TRUE(watch.wait(seen, std::chrono::nanoseconds::max()));
+  EXPECT_TRUE(published.load());
   publisher.join();
 }
 

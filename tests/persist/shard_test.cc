@@ -908,7 +908,8 @@ TEST_P(ShardTest, ABacklogOfEqualBatchesIsCompactedWithoutRewritingTheSameBytesO
     ASSERT_TRUE(writer.compare_and_append(rows, Frontier(t), Frontier(t + 1))->is_appended());
   }
   uint64_t total = 0;
-  for (const auto& batch : client->describe("backlog").value().batches) {
+  const ShardDescription backlog = client->describe("backlog").value();
+  for (const auto& batch : backlog.batches) {
     total += batch.update_bytes;
   }
   const CompactionResult result = client->compact("backlog").value();

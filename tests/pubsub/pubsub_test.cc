@@ -13,6 +13,10 @@
 
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "weir/mutex.h"
 #include "weir/persist/client.h"
@@ -86,7 +90,8 @@ TEST(PubSubTest, NewsOfAnAppendReachesAnotherProcesssSubscribers) {
     return heard.has(7);
   }));
   EXPECT_GE(server->stats().pushes, 1u);
-  EXPECT_GE(server->stats().news_sent, 1u);
+  // Counted once the server's Write returns, which may be after the client has read it.
+  EXPECT_TRUE(eventually([&] { return server->stats().news_sent >= 1; }));
 }
 
 TEST(PubSubTest, AnAppendThroughAPersistClientWakesAReaderOfAnotherClient) {
@@ -95,7 +100,9 @@ TEST(PubSubTest, AnAppendThroughAPersistClientWakesAReaderOfAnotherClient) {
   writer_config.relay = relay_to(server->port());
   persist::PersistConfig reader_config;
   reader_config.relay = relay_to(server->port());
-  const persist::PersistLocation location{"mem://pubsub-append", "mem://pubsub-append"};
+  // A fresh store each run (--gtest_repeat): mem:// stores live as long as the process.
+  const std::string store = "mem://pubsub-append-" + persist::ShardId::random().str();
+  const persist::PersistLocation location{store, store};
   auto writer_client = persist::PersistClient::open(location, writer_config).value();
   auto reader_client = persist::PersistClient::open(location, reader_config).value();
   persist::WriteHandle writer = writer_client->open_writer("orders").value();
@@ -268,6 +275,158 @@ TEST(PubSubTest, AddressesAreChecked) {
   PubSubServerOptions nonsense;
   nonsense.listen = "nonsense";
   EXPECT_EQ(PubSubServer::start(nonsense).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A `weir ctl` commits and exits: the relay's destruction waits (flush_timeout) for the push to
+// reach the server, so that readers elsewhere wake now rather than at their next slow poll.
+TEST(PubSubTest, APushPublishedJustBeforeTheRelayIsDestroyedReachesTheServer) {
+  auto server = start_server();
+  auto reader_relay = relay_to(server->port());
+  const persist::ShardId shard = persist::ShardId::random();
+  Heard heard;
+  auto subscription = reader_relay->subscribe(shard, heard.notify());
+  {
+    auto probe = relay_to(server->port());
+    ASSERT_TRUE(eventually([&] {
+      probe->publish(shard, 1);
+      return heard.has(1);
+    }));
+  }
+  for (uint64_t upper = 100; upper < 110; ++upper) {
+    {
+      GrpcRelayOptions options = options_for("127.0.0.1:" + std::to_string(server->port()));
+      options.flush_timeout = std::chrono::seconds(5);
+      GrpcUpperRelay writer(options);
+      writer.publish(shard, upper);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    while (!heard.has(upper) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+    EXPECT_TRUE(heard.has(upper)) << "the push of " << upper << " was lost";
+  }
+}
+
+// A client that subscribes and never reads blocks only its own session's writer: pushes, other
+// sessions and shutdown go on.
+TEST(PubSubTest, AClientThatNeverReadsHoldsUpNeitherPushesNorOthersNorShutdown) {
+  auto server = start_server();
+  const persist::ShardId shard = persist::ShardId::random();
+  RawSession stuck(server->port());
+  ASSERT_TRUE(stuck.subscribe(shard.str()));
+  auto reader_relay = relay_to(server->port());
+  Heard heard;
+  auto subscription = reader_relay->subscribe(shard, heard.notify());
+  RawSession pusher(server->port());
+  v1::ClientMessage push;
+  push.mutable_push()->set_shard_id(shard.str());
+  // Enough news, one upper at a time, to fill the stuck client's windows many times over.
+  const auto start = std::chrono::steady_clock::now();
+  for (uint64_t upper = 1; upper <= 200000; ++upper) {
+    push.mutable_push()->set_upper(upper);
+    ASSERT_TRUE(pusher.send(push));
+  }
+  ASSERT_TRUE(eventually([&] { return server->stats().pushes >= 200000; }));
+  ASSERT_TRUE(eventually([&] { return heard.has(200000); }));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+  const auto shutdown_start = std::chrono::steady_clock::now();
+  server->shutdown();
+  EXPECT_LT(std::chrono::steady_clock::now() - shutdown_start, std::chrono::seconds(5));
+}
+
+// A "server" that takes the connection and never answers (no HTTP/2): the relay neither counts
+// itself connected nor hangs its destruction past the flush timeout.
+TEST(PubSubTest, ARelayToAServerThatNeverAnswersEndsWithinItsFlushTimeout) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(listen(listener, 16), 0);  // The kernel accepts; nobody reads.
+  socklen_t length = sizeof(address);
+  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  const persist::ShardId shard = persist::ShardId::random();
+  for (int i = 0; i < 3; ++i) {
+    Heard heard;
+    const auto start = std::chrono::steady_clock::now();
+    {
+      GrpcRelayOptions options =
+          options_for("127.0.0.1:" + std::to_string(ntohs(address.sin_port)));
+      options.flush_timeout = milliseconds(200);
+      GrpcUpperRelay relay(options);
+      auto subscription = relay.subscribe(shard, heard.notify());
+      relay.publish(shard, 4);
+      EXPECT_TRUE(heard.has(4));
+      std::this_thread::sleep_for(milliseconds(i * 100));
+      EXPECT_FALSE(relay.hears_other_processes());
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+  }
+  close(listener);
+}
+
+// A reader subscribes, reads the shard, then waits: an append after its read must wake it even
+// when the writer's push reaches the server before the reader's subscription does (else the
+// reader sleeps until its slow safety poll). Here the "read" is instant: the push follows the
+// subscription at once.
+TEST(PubSubTest, AnAppendRightAfterASubscriptionWakesTheSubscriber) {
+  auto server = start_server();
+  auto reader_relay = relay_to(server->port());
+  auto writer_relay = relay_to(server->port());
+  ASSERT_TRUE(eventually([&] {
+    return reader_relay->hears_other_processes() && writer_relay->hears_other_processes();
+  }));
+  int missed = 0;
+  for (int i = 0; i < 40; ++i) {
+    const persist::ShardId shard = persist::ShardId::random();
+    Heard heard;
+    auto subscription = reader_relay->subscribe(shard, heard.notify());
+    writer_relay->publish(shard, 5);
+    const auto deadline = std::chrono::steady_clock::now() + milliseconds(500);
+    while (!heard.has(5) && !heard.has(UINT64_MAX) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+    if (!heard.has(5) && !heard.has(UINT64_MAX)) ++missed;
+  }
+  EXPECT_EQ(missed, 0) << "of 40 subscribers, " << missed << " never heard of the append";
+}
+
+// A server that says Hello and then hangs (it never reads again, never ends the session): a
+// relay's destruction still ends within its flush timeout (then it cancels the session).
+class HangingService final : public v1::PubSub::Service {
+ public:
+  grpc::Status Session(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<v1::ServerMessage, v1::ClientMessage>* stream) override {
+    v1::ServerMessage hello;
+    hello.mutable_hello()->set_version(1);
+    stream->Write(hello);
+    while (!context->IsCancelled() && !released_) std::this_thread::sleep_for(milliseconds(5));
+    return grpc::Status::OK;
+  }
+  std::atomic<bool> released_{false};
+};
+
+TEST(PubSubTest, ARelayWhoseServerHangsAfterItsHelloEndsWithinItsFlushTimeout) {
+  HangingService service;
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  const persist::ShardId shard = persist::ShardId::random();
+  GrpcRelayOptions options = options_for("127.0.0.1:" + std::to_string(port));
+  options.flush_timeout = milliseconds(300);
+  auto relay = std::make_unique<GrpcUpperRelay>(options);
+  ASSERT_TRUE(eventually([&] { return relay->hears_other_processes(); }));
+  relay->publish(shard, 8);
+  const auto start = std::chrono::steady_clock::now();
+  relay.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+  service.released_ = true;
+  server->Shutdown(std::chrono::system_clock::now());
 }
 
 }  // namespace
