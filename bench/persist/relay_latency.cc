@@ -207,18 +207,20 @@ int main(int argc, char** argv) {
   }
   for (const Mode& mode : modes) {
     const Figures figures = run_mode(options, mode.name, options.dir, mode.writer, mode.reader);
-    std::printf("RESULT relay_%s_p50_ms %.2f\n", mode.name.c_str(),
-                percentile(figures.latency_ms, 0.5));
-    std::printf("RESULT relay_%s_p99_ms %.2f\n", mode.name.c_str(),
-                percentile(figures.latency_ms, 0.99));
-    std::printf("RESULT relay_%s_max_ms %.2f\n", mode.name.c_str(),
-                percentile(figures.latency_ms, 1.0));
-    std::printf("RESULT relay_%s_after_commit_p50_ms %.2f\n", mode.name.c_str(),
-                percentile(figures.after_commit_ms, 0.5));
-    std::printf("RESULT relay_%s_after_commit_p99_ms %.2f\n", mode.name.c_str(),
-                percentile(figures.after_commit_ms, 0.99));
-    std::printf("RESULT relay_%s_append_p50_ms %.2f\n", mode.name.c_str(),
-                percentile(figures.append_ms, 0.5));
+    const struct {
+      const char* name;
+      const std::vector<double>& values;
+      double p;
+    } results[] = {{"p50", figures.latency_ms, 0.5},
+                   {"p99", figures.latency_ms, 0.99},
+                   {"max", figures.latency_ms, 1.0},
+                   {"after_commit_p50", figures.after_commit_ms, 0.5},
+                   {"after_commit_p99", figures.after_commit_ms, 0.99},
+                   {"append_p50", figures.append_ms, 0.5}};
+    for (const auto& result : results) {
+      std::printf("RESULT relay_%s_%s_ms %.2f\n", mode.name.c_str(), result.name,
+                  percentile(result.values, result.p));
+    }
     std::fflush(stdout);
   }
   modes.clear();
