@@ -315,7 +315,8 @@ TEST(AcceptanceTest, AClusterOfTwoRunsEachObjectOnOneProcessAndSurvivesAKill) {
   for (int i = 0; i < 20 && (used.size() < 2 || i < 3); ++i) {
     ASSERT_EQ(create_hold(dir, absl::StrCat("hold", i)), 0) << read_file(dir / "ctl.log");
     used.clear();
-    for (const auto& [name, object] : read(*client).value().objects) {
+    const CatalogSnapshot now = read(*client).value();
+    for (const auto& [name, object] : now.objects) {
       used.insert(placement(object.object_id, 2));
     }
   }
@@ -394,10 +395,10 @@ TEST(AcceptanceTest, ASecondClusterFencesEveryProcessOfTheFirst) {
   }
   std::vector<pid_t> first;
   for (const std::string p : {"0", "1"}) {
-    first.push_back(spawn_tool({WEIR_TOOL_PATH, "replica", "--persist", (dir / "store").string(),
-                                "--poll-ms", "20", "-n", "2", "-p", p, "-h",
-                                (dir / "hosts.txt").string()},
-                               dir / ("first-" + p + ".log")));
+    first.push_back(
+        spawn_tool({WEIR_TOOL_PATH, "replica", "--persist", (dir / "store").string(), "--poll-ms",
+                    "20", "-n", "2", "-p", p, "-h", (dir / "hosts.txt").string()},
+                   dir / ("first-" + p + ".log")));
   }
   auto client = client_of(dir);
   ASSERT_TRUE(
@@ -411,8 +412,7 @@ TEST(AcceptanceTest, ASecondClusterFencesEveryProcessOfTheFirst) {
     const fs::path log = dir / absl::StrCat("first-", p, ".log");
     const int status = wait_exit(first[p], std::chrono::seconds(60));
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 3) << p << "\n" << read_file(log);
-    EXPECT_TRUE(
-        absl::StrContains(read_file(log), "replica execution 0 is fenced by execution 1"))
+    EXPECT_TRUE(absl::StrContains(read_file(log), "replica execution 0 is fenced by execution 1"))
         << read_file(log);
   }
   ASSERT_TRUE(eventually(

@@ -1,12 +1,12 @@
 // placement(): which process of a replica of N runs an object.
 
+#include "weir/control/placement.h"
+
 #include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include <gtest/gtest.h>
-
-#include "weir/control/placement.h"
 
 namespace weir::control {
 namespace {
