@@ -28,6 +28,11 @@
 //   (RunContext::check_current), so a superseded replica never fences its successor's writers:
 //   no shard gets an append from an older execution once a newer one has fenced it.
 //
+// A replica of several processes (run_replica_cluster, weir/control/replica_cluster.h) runs this
+// in each process with the execution process 0 took (ReplicaOptions::execution), and each
+// process runs only the objects placed on it (weir/control/placement.h); process 0 alone writes
+// the health relations, the others forward their transitions to it.
+//
 // A catalog that does not decode (hostile bytes: DataLoss naming the version) is reported on the
 // row of `weir.catalog` in weir.health and the objects keep running as they were; nothing is
 // dropped because of it.
