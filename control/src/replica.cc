@@ -224,11 +224,14 @@ void Replica::record(HealthTransition transition, bool own) {
 
 void Replica::note_write(const absl::Status& written, const std::string& what) {
   if (written.code() == absl::StatusCode::kFailedPrecondition) {
-    weir::MutexLock lock(mu_);
-    if (fenced_.ok()) {
-      fenced_ = absl::FailedPreconditionError(
+    // Name the successor where weir.executions says who it is (as a poll would have).
+    absl::Status fence = check_latest_execution(*client_, execution_);
+    if (fence.code() != absl::StatusCode::kFailedPrecondition) {
+      fence = absl::FailedPreconditionError(
           absl::StrCat("replica execution ", execution_, " is fenced: ", written.message()));
     }
+    weir::MutexLock lock(mu_);
+    if (fenced_.ok()) fenced_ = std::move(fence);
   } else if (!written.ok()) {
     log(LogSeverity::kWarning, absl::StrCat(what, ": ", written.ToString()));
   }

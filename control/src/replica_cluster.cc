@@ -44,7 +44,8 @@ absl::Status run_replica_cluster(ReplicaOptions options, const Config& config) {
   }
   const size_t processes = config.processes;
   const size_t process = config.process;
-  WEIR_ASSIGN_OR_RETURN(std::shared_ptr<persist::PersistClient> client, open_client(options));
+  // Opened once the cluster has linked: a cluster that cannot start touches no store.
+  std::shared_ptr<persist::PersistClient> client;
   // Set by the caller (a signal): stops the replica, and is not a failure.
   const std::shared_ptr<std::atomic<bool>> stop_asked =
       options.stop ? options.stop : std::make_shared<std::atomic<bool>>(false);
@@ -53,18 +54,22 @@ absl::Status run_replica_cluster(ReplicaOptions options, const Config& config) {
   HealthMail mail;
   std::optional<uint64_t> execution;
   std::optional<absl::Status> replica_ended;  // Once the replica ran and returned.
-  absl::Status taken;                         // Process 0: taking the execution id.
 
   const absl::Status cluster = cluster::execute(config, [&](Worker& worker) {
     // 1. One execution per cluster start: process 0 takes it once every process has linked,
     // and sends it to each process (worker p is process p: one worker each).
     std::vector<std::pair<uint64_t, uint64_t>> copies;  // (process, execution)
+    absl::StatusOr<std::shared_ptr<persist::PersistClient>> opened = open_client(options);
+    if (!opened.ok()) {
+      worker.fail(opened.status());
+      return;
+    }
+    client = *std::move(opened);
     if (worker.index() == 0) {
       absl::StatusOr<uint64_t> e = take_execution(*client, processes);
       if (e.ok()) {
         for (uint64_t p = 0; p < processes; ++p) copies.emplace_back(p, *e);
       } else {
-        taken = e.status();
         worker.fail(absl::Status(e.status().code(),
                                  absl::StrCat("replica process 0 could not take an execution id: ",
                                               e.status().message())));
@@ -160,13 +165,18 @@ absl::Status run_replica_cluster(ReplicaOptions options, const Config& config) {
   if (replica_ended && !replica_ended->ok()) return *replica_ended;  // Fenced, or its error.
   if (stop_asked->load()) return absl::OkStatus();
   // The cluster failed around a replica that was running (or before it ran): fenced meanwhile?
-  if (execution) {
+  if (execution && client) {
     if (absl::Status latest = check_latest_execution(*client, *execution);
         latest.code() == absl::StatusCode::kFailedPrecondition) {
       return latest;
     }
   }
-  if (!taken.ok()) return taken;
+  if (!execution) {
+    // Unavailable whatever the cause: FailedPrecondition would read as a fence (exit 3).
+    return absl::UnavailableError(absl::StrCat(
+        "replica process ", process, " of ", processes,
+        " could not start: ", cluster.ok() ? "no execution id" : std::string(cluster.message())));
+  }
   return absl::UnavailableError(
       absl::StrCat("replica process ", process, " of ", processes, ": the cluster failed",
                    execution ? absl::StrCat(" (execution ", *execution, ")") : std::string(), ": ",
