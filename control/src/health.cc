@@ -16,6 +16,7 @@ std::string health_history_row(const HealthTransition& t) {
   std::string row =
       absl::StrCat(t.name, " ", t.state, " execution=", t.execution, " object=", t.object_id,
                    " restarts=", t.restarts, " seq=", t.seq, " at=", t.at_ms);
+  if (t.process) absl::StrAppend(&row, " process=", *t.process);
   if (!t.error.empty()) {
     std::string error = t.error;
     std::replace_if(
@@ -60,6 +61,9 @@ std::optional<HealthTransition> parse_health_history_row(std::string_view row) {
       seq = number(t.seq);
     } else if (key == "at=") {
       at = number(t.at_ms);
+    } else if (key == "process=") {
+      uint64_t process = 0;
+      if (number(process)) t.process = process;
     }
     // Other words: fields a later format may add.
   }

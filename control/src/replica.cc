@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "health_history.h"
 
+#include "weir/control/placement.h"
 #include "weir/control/validate.h"
 #include "weir/ingest/sequence.h"
 #include "weir/ingest/status_shard.h"
@@ -56,7 +57,7 @@ class Replica {
  public:
   Replica(const ReplicaOptions& options, std::shared_ptr<persist::PersistClient> client,
           uint64_t execution, std::shared_ptr<ingest::StatusShard> health,
-          internal::HealthHistory& history)
+          internal::HealthHistory* history)
       : options_(options),
         runners_(options.runners ? options.runners : default_runners()),
         client_(std::move(client)),
@@ -86,11 +87,18 @@ class Replica {
     weir::MutexLock lock(mu_);
     return !fenced_.ok();
   }
-  // Sets `name`'s row of weir.health to "NAME STATE execution=E ..." and records the transition
-  // in weir.health_history. A refusal because a later execution claimed either fences this
-  // replica.
+  // Records a transition of `object`'s health: forwarded to process 0 (forward_health), or
+  // recorded here.
   void report(const CatalogObject& object, std::string_view state, size_t restarts,
               const absl::Status& error = absl::OkStatus());
+  // Sets the transition's row of weir.health to "NAME STATE execution=E ..." and records it in
+  // weir.health_history. A refusal because a later execution claimed either fences this
+  // replica. `own`: a transition of this process (on_health hears it).
+  void record(HealthTransition transition, bool own);
+  // Whether this process runs `object` (placement).
+  bool placed_here(const CatalogObject& object) const {
+    return placement(object.object_id, options_.processes) == options_.process;
+  }
   void report_catalog(const absl::Status& error);
   void reconcile(const CatalogSnapshot& catalog);
   // Expires the declared holds no live hold object owns: dropped while no replica ran, or by a
@@ -114,7 +122,7 @@ class Replica {
   const std::shared_ptr<persist::PersistClient> client_;
   const uint64_t execution_;
   const std::shared_ptr<ingest::StatusShard> health_;
-  internal::HealthHistory& history_;
+  internal::HealthHistory* const history_;  // Null where health is forwarded.
   const std::shared_ptr<std::atomic<bool>> stop_;
   std::map<std::string, std::unique_ptr<Slot>> slots_;  // By object name; the main thread's.
   std::optional<std::string> catalog_error_;            // The last one reported, if any.
@@ -164,24 +172,10 @@ absl::Status Replica::check_current() {
                         client_->describe(kExecutionsShard));
   watch(executions_watch_, executions);
   if (executions.upper == persist::Frontier(execution_ + 1)) return absl::OkStatus();
-  const uint64_t latest = executions.upper.is_empty() ? 0 : executions.upper.time() - 1;
-  std::string successor = absl::StrCat("execution ", latest);
-  // The successor's row says where it runs (a read without a hold: the shard is tiny and only a
-  // failed read costs the detail).
-  if (auto cursor = client_->inspect_snapshot(kExecutionsShard, latest); cursor.ok()) {
-    const std::string prefix = absl::StrCat("execution=", latest, " ");
-    while (cursor->next()) {
-      if (cursor->diff() > 0 && cursor->data().starts_with(prefix)) {
-        successor = absl::StrCat("execution ", latest, " (",
-                                 std::string(cursor->data().substr(prefix.size())), ")");
-      }
-    }
-  }
+  const absl::Status latest = check_latest_execution(*client_, execution_);
+  if (latest.code() != absl::StatusCode::kFailedPrecondition) return latest;
   weir::MutexLock lock(mu_);
-  if (fenced_.ok()) {
-    fenced_ = absl::FailedPreconditionError(
-        absl::StrCat("replica execution ", execution_, " is fenced by ", successor));
-  }
+  if (fenced_.ok()) fenced_ = latest;
   return fenced_;
 }
 
@@ -197,31 +191,47 @@ void Replica::report(const CatalogObject& object, std::string_view state, size_t
     transition.error = absl::StrCat(absl::StatusCodeToString(error.code()), ": ",
                                     one_line(std::string(error.message())));
   }
-  std::string row = absl::StrCat(object.name, " ", std::string(state), " execution=", execution_,
-                                 " object=", object.object_id, " restarts=", restarts);
-  if (!error.ok()) absl::StrAppend(&row, " error=", transition.error);
-  absl::Status written = health_->update({{object.name, row}});
+  if (options_.processes > 1) transition.process = options_.process;
+  if (options_.forward_health) {
+    // Process 0 writes it, fenced by the execution; this process writes no health shard.
+    options_.forward_health(transition);
+    if (options_.on_health) options_.on_health(transition);
+    return;
+  }
+  record(std::move(transition), /*own=*/true);
+}
+
+void Replica::record(HealthTransition transition, bool own) {
+  std::string row =
+      absl::StrCat(transition.name, " ", transition.state, " execution=", execution_,
+                   " object=", transition.object_id, " restarts=", transition.restarts);
+  if (transition.process) absl::StrAppend(&row, " process=", *transition.process);
+  if (!transition.error.empty()) absl::StrAppend(&row, " error=", transition.error);
+  absl::Status written = health_->update({{transition.name, row}});
   if (persist::is_writer_expired(written)) {
     // Its lease ran out (a long quiet spell and someone else's GC): not a fence. Reopen, retry.
     written = health_->reopen_if_expired();
-    if (written.ok()) written = health_->update({{object.name, std::move(row)}});
+    if (written.ok()) written = health_->update({{transition.name, std::move(row)}});
   }
   const std::string what =
-      absl::StrCat(object.name, ": could not record its health (", std::string(state), ")");
+      absl::StrCat(transition.name, ": could not record its health (", transition.state, ")");
   note_write(written, what);
   // A fenced replica records nothing more (the history's own fence would refuse it too).
   if (fenced()) return;
-  note_write(history_.record(transition), what + " in " + kHealthHistoryShard);
-  if (written.ok() && options_.on_health) options_.on_health(transition);
+  note_write(history_->record(transition), what + " in " + kHealthHistoryShard);
+  if (written.ok() && own && options_.on_health) options_.on_health(transition);
 }
 
 void Replica::note_write(const absl::Status& written, const std::string& what) {
   if (written.code() == absl::StatusCode::kFailedPrecondition) {
-    weir::MutexLock lock(mu_);
-    if (fenced_.ok()) {
-      fenced_ = absl::FailedPreconditionError(
+    // Name the successor where weir.executions says who it is (as a poll would have).
+    absl::Status fence = check_latest_execution(*client_, execution_);
+    if (fence.code() != absl::StatusCode::kFailedPrecondition) {
+      fence = absl::FailedPreconditionError(
           absl::StrCat("replica execution ", execution_, " is fenced: ", written.message()));
     }
+    weir::MutexLock lock(mu_);
+    if (fenced_.ok()) fenced_ = std::move(fence);
   } else if (!written.ok()) {
     log(LogSeverity::kWarning, absl::StrCat(what, ": ", written.ToString()));
   }
@@ -238,7 +248,8 @@ void Replica::report_catalog(const absl::Status& error) {
         absl::StrCat("the catalog does not read (the objects keep running as they were): ",
                      error.ToString()));
   }
-  report(catalog, error.ok() ? "running" : "stalled", 0, error);
+  // Every process reads the same catalog: process 0 reports its row.
+  if (options_.process == 0) report(catalog, error.ok() ? "running" : "stalled", 0, error);
 }
 
 void Replica::start(const CatalogObject& object) {
@@ -260,6 +271,8 @@ void Replica::stop_slot(Slot& slot, bool dropped) {
 void Replica::reconcile(const CatalogSnapshot& catalog) {
   for (auto it = slots_.begin(); it != slots_.end();) {
     const CatalogObject* wanted = catalog.find(it->first);
+    // Placed on another process (never while N stays: a replace keeps the id).
+    if (wanted != nullptr && !placed_here(*wanted)) wanted = nullptr;
     // A replace keeps the object id: the row's bytes tell a changed object.
     if (wanted != nullptr && wanted->encoded == it->second->object.encoded) {
       ++it;
@@ -277,7 +290,7 @@ void Replica::reconcile(const CatalogSnapshot& catalog) {
     it = slots_.erase(it);
   }
   for (const auto& [name, object] : catalog.objects) {
-    if (slots_.contains(name)) continue;
+    if (slots_.contains(name) || !placed_here(object)) continue;
     // Rows written around `weir ctl` are checked here: an object that would write another's
     // shards (or weir's own) is not run.
     if (const absl::Status valid = validate_live(object, catalog); !valid.ok()) {
@@ -293,7 +306,8 @@ void Replica::reconcile(const CatalogSnapshot& catalog) {
     invalid_.erase(name);
     start(object);
   }
-  release_orphaned_holds(catalog);
+  // One sweeper per cluster: process 0.
+  if (options_.process == 0) release_orphaned_holds(catalog);
   publish(catalog.version);
 }
 
@@ -313,6 +327,12 @@ void Replica::release_orphaned_holds(const CatalogSnapshot& catalog) {
       if (!reader.purpose.starts_with(kHoldPurpose) || live.contains(reader.reader_id)) continue;
       // A superseded replica's catalog may be older than a hold its successor runs.
       if (!check_current().ok()) return;
+      // In a cluster, another process may run a hold of a later version than this one's
+      // catalog: only a sweep at the catalog's latest version lets go (else the next does).
+      if (options_.processes > 1) {
+        absl::StatusOr<persist::ShardDescription> head = client_->describe(kCatalogShard);
+        if (!head.ok() || head->upper != persist::Frontier(catalog.version)) return;
+      }
       absl::StatusOr<persist::CriticalReaderId> id =
           persist::CriticalReaderId::parse(reader.reader_id);
       if (!id.ok()) continue;
@@ -408,7 +428,16 @@ absl::Status Replica::run() {
           absl::StrCat("could not check the executions: ", current.ToString()));
     }
     if (fenced()) break;
-    note_write(history_.sweep(), "could not retract the health history past its retention");
+    if (history_ != nullptr) {
+      note_write(history_->sweep(), "could not retract the health history past its retention");
+    }
+    if (options_.take_forwarded_health) {
+      // The other processes' transitions, recorded by this one (process 0).
+      for (HealthTransition& t : options_.take_forwarded_health()) {
+        if (fenced()) break;
+        record(std::move(t), /*own=*/false);
+      }
+    }
     // The catalog's upper first: a read of the head writes nothing; the catalog itself only when
     // it moved (or the last read failed).
     absl::StatusOr<persist::ShardDescription> head = client_->describe(kCatalogShard);
@@ -454,6 +483,38 @@ absl::Status Replica::run() {
 
 }  // namespace
 
+absl::StatusOr<uint64_t> take_execution(persist::PersistClient& client, size_t processes) {
+  const std::string started =
+      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone());
+  return ingest::take_sequence_number(client, kExecutionsShard, [&](uint64_t n) {
+    std::string row =
+        absl::StrCat("execution=", n, " ", ingest::process_name(), " started=", started);
+    if (processes > 1) absl::StrAppend(&row, " processes=", processes);
+    return row;
+  });
+}
+
+absl::Status check_latest_execution(persist::PersistClient& client, uint64_t execution) {
+  WEIR_ASSIGN_OR_RETURN(const persist::ShardDescription executions,
+                        client.describe(kExecutionsShard));
+  if (executions.upper == persist::Frontier(execution + 1)) return absl::OkStatus();
+  const uint64_t latest = executions.upper.is_empty() ? 0 : executions.upper.time() - 1;
+  std::string successor = absl::StrCat("execution ", latest);
+  // The successor's row says where it runs (a read without a hold: the shard is tiny and only a
+  // failed read costs the detail).
+  if (auto cursor = client.inspect_snapshot(kExecutionsShard, latest); cursor.ok()) {
+    const std::string prefix = absl::StrCat("execution=", latest, " ");
+    while (cursor->next()) {
+      if (cursor->diff() > 0 && cursor->data().starts_with(prefix)) {
+        successor = absl::StrCat("execution ", latest, " (",
+                                 std::string(cursor->data().substr(prefix.size())), ")");
+      }
+    }
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("replica execution ", execution, " is fenced by ", successor));
+}
+
 absl::Status run_replica(const ReplicaOptions& options) {
   if (static_cast<bool>(options.blob) != static_cast<bool>(options.consensus)) {
     return absl::InvalidArgumentError("ReplicaOptions: give both blob and consensus, or neither");
@@ -464,22 +525,32 @@ absl::Status run_replica(const ReplicaOptions& options) {
     return absl::InvalidArgumentError(
         "ReplicaOptions: health_retention and health_history_per_object must be positive");
   }
+  if (options.processes == 0 || options.process >= options.processes ||
+      (options.processes > 1 && !options.execution) ||
+      static_cast<bool>(options.forward_health) != (options.process > 0)) {
+    return absl::InvalidArgumentError(
+        "ReplicaOptions: process must be below processes, a cluster's processes share the "
+        "execution process 0 took, and exactly the processes other than 0 forward their health");
+  }
   std::shared_ptr<persist::PersistClient> client;
   if (options.blob) {
     client = persist::PersistClient::create(options.blob, options.consensus, options.persist);
   } else {
     WEIR_ASSIGN_OR_RETURN(client, persist::PersistClient::open(options.location, options.persist));
   }
-  const std::string started =
-      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone());
-  WEIR_ASSIGN_OR_RETURN(const uint64_t execution,
-                        ingest::take_sequence_number(*client, kExecutionsShard, [&](uint64_t n) {
-                          return absl::StrCat("execution=", n, " ", ingest::process_name(),
-                                              " started=", started);
-                        }));
+  uint64_t execution = 0;
+  if (options.execution) {
+    execution = *options.execution;
+  } else {
+    WEIR_ASSIGN_OR_RETURN(execution, take_execution(*client, options.processes));
+  }
   if (options.log) {
-    options.log(LogSeverity::kInfo,
-                absl::StrCat("replica execution ", execution, " (", ingest::process_name(), ")"));
+    options.log(
+        LogSeverity::kInfo,
+        options.processes > 1
+            ? absl::StrCat("replica execution ", execution, ", process ", options.process, " of ",
+                           options.processes, " (", ingest::process_name(), ")")
+            : absl::StrCat("replica execution ", execution, " (", ingest::process_name(), ")"));
   }
   if (options.on_execution) options.on_execution(execution);
   auto maintenance = std::make_shared<persist::BackgroundMaintenance>(
@@ -489,28 +560,35 @@ absl::Status run_replica(const ReplicaOptions& options) {
                       absl::StrCat("persist maintenance: ", error.message()));
         }
       });
-  absl::StatusOr<std::shared_ptr<ingest::StatusShard>> health =
-      ingest::StatusShard::open(client, kHealthShard, execution, maintenance);
-  if (!health.ok()) {
-    return absl::Status(
-        health.status().code(),
-        absl::StrCat("replica execution ", execution, ": could not claim the health relation ",
-                     kHealthShard, ": ", health.status().message()));
+  std::shared_ptr<ingest::StatusShard> health;
+  std::unique_ptr<internal::HealthHistory> history;
+  // Process 0 (or a replica alone) claims and writes both health relations; the others forward.
+  if (!options.forward_health) {
+    absl::StatusOr<std::shared_ptr<ingest::StatusShard>> opened =
+        ingest::StatusShard::open(client, kHealthShard, execution, maintenance);
+    if (!opened.ok()) {
+      return absl::Status(
+          opened.status().code(),
+          absl::StrCat("replica execution ", execution, ": could not claim the health relation ",
+                       kHealthShard, ": ", opened.status().message()));
+    }
+    health = *std::move(opened);
+    absl::StatusOr<std::unique_ptr<internal::HealthHistory>> opened_history =
+        internal::HealthHistory::open(client, execution, maintenance, options.persist.clock,
+                                      options.health_retention, options.health_history_per_object);
+    if (!opened_history.ok()) {
+      (void)health->expire();
+      return absl::Status(
+          opened_history.status().code(),
+          absl::StrCat("replica execution ", execution, ": could not claim the health history ",
+                       kHealthHistoryShard, ": ", opened_history.status().message()));
+    }
+    history = *std::move(opened_history);
   }
-  absl::StatusOr<std::unique_ptr<internal::HealthHistory>> history =
-      internal::HealthHistory::open(client, execution, maintenance, options.persist.clock,
-                                    options.health_retention, options.health_history_per_object);
-  if (!history.ok()) {
-    (void)(*health)->expire();
-    return absl::Status(
-        history.status().code(),
-        absl::StrCat("replica execution ", execution, ": could not claim the health history ",
-                     kHealthHistoryShard, ": ", history.status().message()));
-  }
-  Replica replica(options, client, execution, *health, **history);
+  Replica replica(options, client, execution, health, history.get());
   absl::Status ended = replica.run();
-  (void)(*health)->expire();
-  (void)(*history)->expire();
+  if (health) (void)health->expire();
+  if (history) (void)history->expire();
   if (!maintenance->finish_within(std::chrono::seconds(60)) && options.log) {
     options.log(LogSeverity::kWarning, "persist maintenance did not finish within 60 s");
   }

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,11 +18,16 @@
 #include "../ingest/tool_process.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "weir/control/catalog.h"
+#include "weir/control/placement.h"
 #include "weir/persist/client.h"
 #include "weir/sources/loadgen/generator.h"
 
@@ -137,6 +144,54 @@ std::vector<pid_t> replicas_on(const fs::path& dir) {
   return pids;
 }
 
+// The `weir replica` processes on `dir`'s store, by pid: their -p (0 when not given).
+std::map<pid_t, size_t> replica_processes(const fs::path& dir) {
+  std::map<pid_t, size_t> processes;
+  for (const pid_t pid : replicas_on(dir)) {
+    std::ifstream in(absl::StrCat("/proc/", pid, "/cmdline"));
+    std::vector<std::string> args;
+    for (std::string arg; std::getline(in, arg, '\0');) args.push_back(arg);
+    size_t process = 0;
+    for (size_t i = 0; i + 1 < args.size(); ++i) {
+      if (args[i] == "-p") process = std::stoul(args[i + 1]);
+    }
+    processes[pid] = process;
+  }
+  return processes;
+}
+
+// A loopback port nothing listens on now.
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+// `weir ctl create hold NAME --shard auction.bids --reader NAME`.
+int create_hold(const fs::path& dir, const std::string& name) {
+  return run_tool({WEIR_TOOL_PATH, "ctl", "--persist", (dir / "store").string(), "create", "hold",
+                   name, "--shard", "auction.bids", "--reader", name},
+                  dir / "ctl.log");
+}
+
+// The lines of a weir-launch log that process `process` wrote and that contain `text`.
+size_t lines_of(const std::string& log, size_t process, const std::string& text) {
+  size_t count = 0;
+  std::istringstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with(absl::StrCat("[", process, "] ")) && absl::StrContains(line, text)) {
+      ++count;
+    }
+  }
+  return count;
+}
+
 // A controller commits and exits; the replica ingests with no controller alive; everything is
 // killed mid-way, and a replica started alone reconstructs the object from the catalog and
 // finishes it exactly once.
@@ -243,6 +298,137 @@ TEST(AcceptanceTest, ASecondReplicaFencesTheFirstWhichExitsNamingIt) {
   kill(second, SIGTERM);
   status = wait_exit(second, std::chrono::seconds(60));
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_file(dir / "second.log");
+  expect_exactly_once(*client);
+  fs::remove_all(dir);
+}
+
+// A replica of two processes under `weir-launch --restart`: every object runs on the process
+// placement() names, and on it alone (its health row and the processes' logs say so); a SIGKILL
+// of the process that ingests restarts the whole cluster as a new execution, and the ingestion
+// ends exactly as an uninterrupted run.
+TEST(AcceptanceTest, AClusterOfTwoRunsEachObjectOnOneProcessAndSurvivesAKill) {
+  const fs::path dir = fresh_dir("cluster");
+  ASSERT_EQ(create_source(dir, "400"), 0) << read_file(dir / "ctl.log");
+  auto client = client_of(dir);
+  // Holds until both processes have objects (ids are random: placement decides).
+  std::set<size_t> used;
+  for (int i = 0; i < 20 && (used.size() < 2 || i < 3); ++i) {
+    ASSERT_EQ(create_hold(dir, absl::StrCat("hold", i)), 0) << read_file(dir / "ctl.log");
+    used.clear();
+    const CatalogSnapshot now = read(*client).value();
+    for (const auto& [name, object] : now.objects) {
+      used.insert(placement(object.object_id, 2));
+    }
+  }
+  ASSERT_EQ(used.size(), 2u);
+  const CatalogSnapshot catalog = read(*client).value();
+  const pid_t launch =
+      spawn_tool({WEIR_LAUNCH_PATH, "--restart", "--backoff", "0.05:0.2", "--restart-log",
+                  (dir / "restarts.jsonl").string(), "-n", "2", "-w", "1", "--", WEIR_TOOL_PATH,
+                  "replica", "--persist", (dir / "store").string(), "--poll-ms", "20"},
+                 dir / "launch.log");
+  // Every object reports from its process, in the first execution.
+  const auto reported = [&](const std::string& execution) {
+    for (const auto& [name, object] : catalog.objects) {
+      const std::string row = health_of(*client, name);
+      if (!absl::StrContains(row, absl::StrCat(execution, " object=", object.object_id)) ||
+          !absl::StrContains(row, absl::StrCat(" process=", placement(object.object_id, 2))) ||
+          !(row.starts_with(name + " running") || row.starts_with(name + " completed"))) {
+        return false;
+      }
+    }
+    return true;
+  };
+  ASSERT_TRUE(eventually([&] { return reported("execution=0"); }, std::chrono::seconds(60)))
+      << read_file(dir / "launch.log");
+  const std::string log = read_file(dir / "launch.log");
+  for (const auto& [name, object] : catalog.objects) {
+    const size_t p = placement(object.object_id, 2);
+    const std::string started = name + ": starting (object";
+    EXPECT_EQ(lines_of(log, p, started), 1u) << name << "\n" << log;
+    EXPECT_EQ(lines_of(log, 1 - p, started), 0u) << name << " runs on one process\n" << log;
+  }
+
+  // SIGKILL the process that ingests, mid-way.
+  const size_t ingesting = placement(catalog.find("auction")->object_id, 2);
+  ASSERT_TRUE(eventually([&] { return upper_of(*client, "auction.bids") > kUntil / 4; },
+                         std::chrono::seconds(60)))
+      << read_file(dir / "launch.log");
+  bool killed = false;
+  for (const auto& [pid, process] : replica_processes(dir)) {
+    if (process == ingesting) killed = kill(pid, SIGKILL) == 0;
+  }
+  ASSERT_TRUE(killed) << read_file(dir / "launch.log");
+  ASSERT_LT(upper_of(*client, "auction.bids"), kUntil) << "killed too late to test a resume";
+  ASSERT_TRUE(
+      eventually([&] { return absl::StrContains(health_of(*client, "auction"), "completed"); },
+                 std::chrono::seconds(180)))
+      << health_of(*client, "auction") << "\n"
+      << read_file(dir / "launch.log");
+  // The restarted cluster is a later execution, and every object is on its process again.
+  EXPECT_FALSE(absl::StrContains(health_of(*client, "auction"), "execution=0 "))
+      << health_of(*client, "auction");
+  for (const auto& [name, object] : catalog.objects) {
+    EXPECT_TRUE(absl::StrContains(health_of(*client, name),
+                                  absl::StrCat(" process=", placement(object.object_id, 2))))
+        << health_of(*client, name);
+  }
+  EXPECT_TRUE(absl::StrContains(read_file(dir / "restarts.jsonl"),
+                                absl::StrCat("\"process\": ", ingesting)))
+      << read_file(dir / "restarts.jsonl");
+  kill(launch, SIGTERM);
+  wait_exit(launch, std::chrono::seconds(60));
+  expect_exactly_once(*client);
+  fs::remove_all(dir);
+}
+
+// Split brain between clusters: a cluster of two processes, started by hand, is fenced by a
+// second cluster (of three: the objects move) on the same catalog; every process of the first
+// exits 3 naming the second's execution, and the shards are exactly once.
+TEST(AcceptanceTest, ASecondClusterFencesEveryProcessOfTheFirst) {
+  const fs::path dir = fresh_dir("clusters");
+  ASSERT_EQ(create_source(dir, "1000"), 0) << read_file(dir / "ctl.log");
+  ASSERT_EQ(create_hold(dir, "audit"), 0) << read_file(dir / "ctl.log");
+  {
+    std::ofstream hosts(dir / "hosts.txt");
+    hosts << "127.0.0.1:" << free_port() << "\n127.0.0.1:" << free_port() << "\n";
+  }
+  std::vector<pid_t> first;
+  for (const std::string p : {"0", "1"}) {
+    first.push_back(
+        spawn_tool({WEIR_TOOL_PATH, "replica", "--persist", (dir / "store").string(), "--poll-ms",
+                    "20", "-n", "2", "-p", p, "-h", (dir / "hosts.txt").string()},
+                   dir / ("first-" + p + ".log")));
+  }
+  auto client = client_of(dir);
+  ASSERT_TRUE(
+      eventually([&] { return upper_of(*client, "auction.bids") > 500; }, std::chrono::seconds(60)))
+      << read_file(dir / "first-0.log") << read_file(dir / "first-1.log");
+  const pid_t second =
+      spawn_tool({WEIR_LAUNCH_PATH, "-n", "3", "-w", "1", "--", WEIR_TOOL_PATH, "replica",
+                  "--persist", (dir / "store").string(), "--poll-ms", "20"},
+                 dir / "second.log");
+  for (size_t p = 0; p < first.size(); ++p) {
+    const fs::path log = dir / absl::StrCat("first-", p, ".log");
+    const int status = wait_exit(first[p], std::chrono::seconds(60));
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 3) << p << "\n" << read_file(log);
+    EXPECT_TRUE(absl::StrContains(read_file(log), "replica execution 0 is fenced by execution 1"))
+        << read_file(log);
+  }
+  ASSERT_TRUE(eventually(
+      [&] { return absl::StrContains(health_of(*client, "auction"), "completed execution=1"); },
+      std::chrono::seconds(120)))
+      << health_of(*client, "auction") << "\n"
+      << read_file(dir / "second.log");
+  const CatalogSnapshot catalog = read(*client).value();
+  for (const auto& [name, object] : catalog.objects) {
+    const std::string row = health_of(*client, name);
+    EXPECT_TRUE(absl::StrContains(row, absl::StrCat("execution=1 object=", object.object_id)) &&
+                absl::StrContains(row, absl::StrCat(" process=", placement(object.object_id, 3))))
+        << row;
+  }
+  kill(second, SIGTERM);
+  wait_exit(second, std::chrono::seconds(60));
   expect_exactly_once(*client);
   fs::remove_all(dir);
 }

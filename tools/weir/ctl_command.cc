@@ -200,7 +200,8 @@ void print_history(const CtlFlags& flags) {
   }
 }
 
-// A row of weir.health: "NAME STATE execution=E object=ID restarts=N [error=...]" (replica.h).
+// A row of weir.health: "NAME STATE execution=E object=ID restarts=N [process=P] [error=...]"
+// (replica.h).
 struct HealthRow {
   std::string name;
   std::string state;
@@ -278,6 +279,7 @@ void print_health_history(const CtlFlags& flags, PersistClient& client,
   }
   for (const control::HealthTransition& t : transitions) {
     std::string details = absl::StrCat("execution=", t.execution, " restarts=", t.restarts);
+    if (t.process) absl::StrAppend(&details, " process=", *t.process);
     if (!t.error.empty()) absl::StrAppend(&details, " error=", t.error);
     const std::string at = absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixMillis(t.at_ms),
                                             absl::UTCTimeZone());

@@ -4,15 +4,17 @@
 // weir.health holds each object's current state (one row per object); weir.health_history holds
 // one row per transition:
 //
-//   NAME STATE execution=E object=ID restarts=N seq=S at=MS [error=CODE: message]
+//   NAME STATE execution=E object=ID restarts=N seq=S at=MS [process=P] [error=CODE: message]
 //
 // `seq` counts the transitions of execution E from 0 and `at` is the replica's clock
-// (PersistConfig::clock) in milliseconds since the Unix epoch. Executions fence each other (a
-// later one claims the shard before it writes, and an earlier one's appends are refused from then
-// on), so (execution, seq) is the order in which the transitions were recorded, whatever the
-// clocks said. The replica retracts a row once it is older than ReplicaOptions::health_retention,
-// or once its name has more than ReplicaOptions::health_history_per_object newer rows, and moves
-// the shard's since along so that compaction consolidates the retracted rows away.
+// (PersistConfig::clock) in milliseconds since the Unix epoch; `process` is there in a replica of
+// several processes (the process that runs the object; process 0 records every transition).
+// Executions fence each other (a later one claims the shard before it writes, and an earlier one's
+// appends are refused from then on), so (execution, seq) is the order in which the transitions were
+// recorded, whatever the clocks said. The replica retracts a row once it is older than
+// ReplicaOptions::health_retention, or once its name has more than
+// ReplicaOptions::health_history_per_object newer rows, and moves the shard's since along so that
+// compaction consolidates the retracted rows away.
 //
 //   WEIR_ASSIGN_OR_RETURN(std::vector<HealthTransition> audit, read_health_history(client,
 //   "audit"));
@@ -47,6 +49,9 @@ struct HealthTransition {
   uint64_t seq = 0;   // The transition's number within its execution.
   int64_t at_ms = 0;  // The replica's clock, in milliseconds since the Unix epoch.
   std::string error;  // "CODE: message" when stalled by an error, else empty.
+  // The process of a replica of several processes that runs the object ("process=P" in the
+  // rows); unset for a replica of one process.
+  std::optional<uint64_t> process;
 
   friend bool operator==(const HealthTransition&, const HealthTransition&) = default;
 };

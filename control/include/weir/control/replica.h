@@ -28,6 +28,11 @@
 //   (RunContext::check_current), so a superseded replica never fences its successor's writers:
 //   no shard gets an append from an older execution once a newer one has fenced it.
 //
+// A replica of several processes (run_replica_cluster, weir/control/replica_cluster.h) runs this
+// in each process with the execution process 0 took (ReplicaOptions::execution), and each
+// process runs only the objects placed on it (weir/control/placement.h); process 0 alone writes
+// the health relations, the others forward their transitions to it.
+//
 // A catalog that does not decode (hostile bytes: DataLoss naming the version) is reported on the
 // row of `weir.catalog` in weir.health and the objects keep running as they were; nothing is
 // dropped because of it.
@@ -42,6 +47,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -132,7 +138,30 @@ struct ReplicaOptions {
   // many per object name (the newest). Both must be positive.
   std::chrono::milliseconds health_retention = std::chrono::hours(24 * 7);
   size_t health_history_per_object = 1000;
+
+  // A replica of several processes (run_replica_cluster, weir/control/replica_cluster.h, fills
+  // these): this process runs only the objects placed on it (weir/control/placement.h), reports
+  // the catalog's own row and releases orphaned holds only on process 0, and adds "process=I" to
+  // its health rows. With processes > 1, `execution` is required.
+  size_t processes = 1;
+  size_t process = 0;
+  // The execution id the cluster's process 0 took (take_execution); unset: run_replica takes one.
+  std::optional<uint64_t> execution;
+  // Processes other than 0 set this: each health transition goes to it (on to process 0, the one
+  // writer of weir.health and weir.health_history for the execution) instead of to the shards.
+  std::function<void(const HealthTransition&)> forward_health;
+  // Process 0 of a cluster sets this: the transitions the other processes forwarded since the
+  // last call, which it records as its own (fenced the same way).
+  std::function<std::vector<HealthTransition>()> take_forwarded_health;
 };
+
+// Takes the next replica execution id: appends "execution=E host:pid started=TIME" (and
+// " processes=N" when processes > 1) to weir.executions with compare-and-set.
+absl::StatusOr<uint64_t> take_execution(persist::PersistClient& client, size_t processes = 1);
+
+// OK while `execution` is the latest replica execution; FailedPrecondition "replica execution E
+// is fenced by execution E2 (host:pid started=TIME)" once a later one exists.
+absl::Status check_latest_execution(persist::PersistClient& client, uint64_t execution);
 
 // Runs the replica (see above). OK when stopped; FailedPrecondition when a later execution has
 // fenced it; another error if it could not start (the stores, the health shard).
