@@ -433,5 +433,92 @@ TEST(AcceptanceTest, ASecondClusterFencesEveryProcessOfTheFirst) {
   fs::remove_all(dir);
 }
 
+// `weir pubsub` carries news between processes: `weir ctl` commits and the replica acts on it.
+// SIGKILLed, it costs only latency: a change committed while it is down is picked up by the
+// replica's poll, ingestion goes on; started again on its port, the relay reconnects. The shards
+// end exactly once.
+TEST(AcceptanceTest, WithPubSubKilledAndRestartedNothingIsMissed) {
+  const fs::path dir = fresh_dir("pubsub");
+  const std::string address = "127.0.0.1:" + std::to_string(free_port());
+  const std::vector<std::string> pubsub = {WEIR_TOOL_PATH, "pubsub", "--listen", address};
+  pid_t server = spawn_tool(pubsub, dir / "pubsub-0.log");
+  const pid_t replica =
+      spawn_tool({WEIR_TOOL_PATH, "replica", "--persist", (dir / "store").string(), "--poll-ms",
+                  "200", "--pubsub", address},
+                 dir / "replica.log");
+  const auto ctl = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {WEIR_TOOL_PATH,           "ctl",      "--persist",
+                                     (dir / "store").string(), "--pubsub", address};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run_tool(argv, dir / "ctl.log");
+  };
+  auto client = client_of(dir);
+  ASSERT_TRUE(eventually(
+      [&] {
+        return absl::StrContains(read_file(dir / "replica.log"),
+                                 "pubsub " + address + ": connected");
+      },
+      std::chrono::seconds(60)))
+      << read_file(dir / "replica.log");
+  ASSERT_EQ(ctl({"create", "source", "auction", "--source", "loadgen:auction", "--scale",
+                 std::to_string(kScale), "--until", std::to_string(kUntil), "--rate", "1500",
+                 "--compaction-window", "18446744073709551615"}),
+            0)
+      << read_file(dir / "ctl.log");
+  ASSERT_TRUE(eventually([&] { return upper_of(*client, "auction.bids") > kUntil / 4; },
+                         std::chrono::seconds(60)))
+      << read_file(dir / "replica.log");
+
+  ASSERT_EQ(kill(server, SIGKILL), 0);
+  wait_exit(server, std::chrono::seconds(10));
+  ASSERT_TRUE(eventually(
+      [&] {
+        return absl::StrContains(read_file(dir / "replica.log"), "pubsub " + address + ": lost");
+      },
+      std::chrono::seconds(60)))
+      << read_file(dir / "replica.log");
+  ASSERT_EQ(ctl({"create", "hold", "while-down", "--shard", "auction.bids", "--reader", "a"}), 0)
+      << read_file(dir / "ctl.log");
+  ASSERT_TRUE(eventually(
+      [&] { return absl::StrContains(health_of(*client, "while-down"), "while-down running"); },
+      std::chrono::seconds(60)))
+      << "a change committed while the relay is down is picked up by the poll\n"
+      << read_file(dir / "replica.log");
+  ASSERT_LT(upper_of(*client, "auction.bids"), kUntil) << "the source ended too early to test";
+
+  server = spawn_tool(pubsub, dir / "pubsub-1.log");
+  const auto connections = [&] {
+    const std::string log = read_file(dir / "replica.log");
+    size_t count = 0;
+    for (size_t at = log.find(": connected"); at != std::string::npos;
+         at = log.find(": connected", at + 1)) {
+      ++count;
+    }
+    return count;
+  };
+  ASSERT_TRUE(eventually([&] { return connections() >= 2; }, std::chrono::seconds(60)))
+      << "the relay reconnects\n"
+      << read_file(dir / "replica.log");
+  ASSERT_EQ(ctl({"create", "hold", "when-back", "--shard", "auction.bids", "--reader", "b"}), 0)
+      << read_file(dir / "ctl.log");
+  ASSERT_TRUE(eventually(
+      [&] { return absl::StrContains(health_of(*client, "when-back"), "when-back running"); },
+      std::chrono::seconds(60)))
+      << read_file(dir / "replica.log");
+  ASSERT_TRUE(eventually(
+      [&] { return absl::StrContains(health_of(*client, "auction"), "auction completed"); },
+      std::chrono::seconds(120)))
+      << health_of(*client, "auction") << "\n"
+      << read_file(dir / "replica.log");
+
+  kill(replica, SIGTERM);
+  const int status = wait_exit(replica, std::chrono::seconds(60));
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_file(dir / "replica.log");
+  kill(server, SIGTERM);
+  wait_exit(server, std::chrono::seconds(10));
+  expect_exactly_once(*client);
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace weir::control
