@@ -384,9 +384,14 @@ void Replica::run_object(Slot& slot) {
       continue;
     }
     report(slot.object, "starting", slot.restarts);
-    auto reported_running = std::make_shared<std::atomic<bool>>(false);
-    ctx.running = [this, &slot, reported_running] {
-      if (!reported_running->exchange(true)) report(slot.object, "running", slot.restarts);
+    // What the runner told last: reported on a change only.
+    enum Told { kStarting, kRunning, kStalled };
+    auto told = std::make_shared<std::atomic<Told>>(kStarting);
+    ctx.running = [this, &slot, told] {
+      if (told->exchange(kRunning) != kRunning) report(slot.object, "running", slot.restarts);
+    };
+    ctx.stalled = [this, &slot, told](const absl::Status& why) {
+      if (told->exchange(kStalled) != kStalled) report(slot.object, "stalled", slot.restarts, why);
     };
     const auto began = Clock::now();
     absl::StatusOr<Runner> runner = runners_(slot.object);

@@ -100,6 +100,12 @@ Runner source_runner(const SourceSpec& spec) {
         ingest::to_ingest_options(source, {ctx.location, location_key(ctx), ctx.workers}));
     take_run_context(ctx, options);
     options.on_worker = [running = ctx.running](Worker&) { running(); };
+    // Health while run_ingest retries by itself: stalled while it backs off, running once it
+    // progresses again.
+    options.on_backoff = [stalled = ctx.stalled](const std::string& reason) {
+      stalled(absl::UnavailableError(reason));
+    };
+    options.on_progress = ctx.running;
     return ingest::run_ingest(options).status();
   };
 }

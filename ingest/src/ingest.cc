@@ -510,6 +510,14 @@ absl::StatusOr<Plan> Ingestion::make_plan(uint64_t epoch) {
   return plan;
 }
 
+// Whether some shard's upper moved past where the epoch resumed it.
+bool made_progress(const Plan& plan) {
+  for (size_t e = 0; e < plan.exports.size(); ++e) {
+    if (plan.sink_stats[e]->persisted_upper.load() > plan.exports[e].resume_upper) return true;
+  }
+  return false;
+}
+
 bool Ingestion::back_off(const std::string& reason) {
   ++failed_attempts;
   ++backoffs;
@@ -520,6 +528,7 @@ bool Ingestion::back_off(const std::string& reason) {
   // Jitter: a random delay in [ceiling/2, ceiling], so that drivers failing together spread out.
   const auto delay = std::chrono::milliseconds(
       static_cast<int64_t>(std::uniform_real_distribution<double>(ceiling / 2, ceiling)(jitter)));
+  if (options.on_backoff) options.on_backoff(reason);
   log(absl::StrCat("backing off: attempt ", failed_attempts, " failed (", reason, "); retrying in ",
                    delay.count(), " ms"),
       LogSeverity::kWarning);
@@ -752,11 +761,19 @@ absl::Status run_epochs(Ingestion& in) {
         return std::find(all.begin(), all.end(), index) != all.end();
       };
       auto stopping = [&] { return in.stopping(); };
+      // Told once per epoch, on the leader (a bool test per step once told).
+      bool progress_told = !leader || !options.on_progress;
+      const auto epoch_started = Clock::now();
       while (installed() && !control.restart_requested(epoch) && !worker.failed() && !stopping()) {
         try {
           worker.step_or_park(std::chrono::milliseconds(10));
         } catch (const weir::ExecutionFailed&) {
           break;  // Failed since the check above: aborted below, so no worker waits for this one.
+        }
+        if (!progress_told &&
+            (made_progress(plan) || Clock::now() - epoch_started >= IngestOptions::kSteadyEpoch)) {
+          progress_told = true;
+          options.on_progress();
         }
         if (leader && !in.added && Clock::now() - in.started >= options.add_after) {
           in.log(absl::StrCat("adding table ", options.add_table));
@@ -772,10 +789,7 @@ absl::Status run_epochs(Ingestion& in) {
         // The last worker to arrive plans the next epoch.
         in.collect(plan);
         const EpochErrors errors = control.take_errors();
-        bool progressed = false;
-        for (size_t e = 0; e < plan.exports.size(); ++e) {
-          progressed |= plan.sink_stats[e]->persisted_upper.load() > plan.exports[e].resume_upper;
-        }
+        const bool progressed = made_progress(plan);
         if (!in.added && Clock::now() - in.started >= options.add_after) {
           in.tables.push_back(options.add_table);
           in.added = true;

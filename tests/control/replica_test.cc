@@ -254,6 +254,44 @@ TEST(ReplicaTest, AHoldOnAMissingShardStallsAndCreatesNothing) {
   EXPECT_EQ(catalog_holds_on(*client, "nowhere"), 1u);
 }
 
+// A runner that keeps trying by itself (an ingestion backing off) says so: the object shows
+// stalled with the reason while it does, and running again after, with no restart counted.
+TEST(ReplicaTest, ARunnerThatBacksOffByItselfShowsStalledThenRunning) {
+  const Store store = Store::fresh("backoff");
+  std::unique_ptr<PersistClient> client = store.client();
+  make_shard(*client, "bids");
+  auto phase = std::make_shared<std::atomic<int>>(0);  // The test moves it on.
+  RunnerFactory runners = [phase](const CatalogObject&) -> absl::StatusOr<Runner> {
+    return Runner([phase](const RunContext& ctx) -> absl::Status {
+      ctx.running();
+      while (phase->load() < 1 && !ctx.stop->load()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      ctx.stalled(absl::UnavailableError("upstream down"));
+      ctx.stalled(absl::UnavailableError("upstream still down"));  // Told once.
+      while (phase->load() < 2 && !ctx.stop->load()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      ctx.running();
+      while (!ctx.stop->load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      return absl::OkStatus();
+    });
+  };
+  RunningReplica replica(store, runners);
+  ASSERT_TRUE(commit(*client, Change::create("audit", HoldSpec{"bids", "auditor"})).ok());
+  ASSERT_TRUE(eventually([&] { return row_says(*client, "audit", "audit running"); }));
+  phase->store(1);
+  ASSERT_TRUE(eventually([&] {
+    return row_says(*client, "audit", "audit stalled") &&
+           row_says(*client, "audit", "UNAVAILABLE: upstream down");
+  })) << health(*client)["audit"];
+  EXPECT_TRUE(row_says(*client, "audit", "restarts=0"));
+  phase->store(2);
+  ASSERT_TRUE(eventually([&] { return row_says(*client, "audit", "audit running"); }))
+      << health(*client)["audit"];
+  EXPECT_TRUE(replica.stop().ok());
+}
+
 TEST(ReplicaTest, AFailingRunnerStallsThenRestartsAfterABackoff) {
   const Store store = Store::fresh("restart");
   std::unique_ptr<PersistClient> client = store.client();

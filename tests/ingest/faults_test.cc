@@ -3,11 +3,13 @@
 
 #include "weir/persist/faults.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -149,6 +151,17 @@ TEST(IngestFaultTest, TransientErrorsBackOffExponentially) {
     consensus->configure(persist::FaultConfig{.fail_rate = 1});
     down = true;
   };
+  // Health: each backoff is told, and once consensus is back the run tells of progress.
+  std::mutex health_mu;
+  std::vector<std::string> health;
+  options.on_backoff = [&](const std::string&) {
+    const std::lock_guard<std::mutex> lock(health_mu);
+    health.push_back("backoff");
+  };
+  options.on_progress = [&] {
+    const std::lock_guard<std::mutex> lock(health_mu);
+    health.push_back("progress");
+  };
   std::atomic<bool> done{false};
   std::thread restorer([&] {
     while (!down.load() && !done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -170,6 +183,10 @@ TEST(IngestFaultTest, TransientErrorsBackOffExponentially) {
   EXPECT_LE(report->epochs, report->backoffs + 2) << log.all();
   EXPECT_EQ(log.count("backing off: attempt "), report->backoffs) << log.all();
   EXPECT_EQ(log.count("backing off: attempt 3 failed"), 1u) << log.all();
+  EXPECT_EQ(static_cast<size_t>(std::count(health.begin(), health.end(), "backoff")),
+            report->backoffs);
+  ASSERT_FALSE(health.empty());
+  EXPECT_EQ(health.back(), "progress") << "the run progressed after its last backoff";
   expect_matches_generator(options, 0, until);
   fs::remove_all(dir);
 }

@@ -75,8 +75,11 @@ struct RunContext {
   std::shared_ptr<std::atomic<bool>> stop;
   // Set (before stop) when the object was dropped from the catalog: a declared hold lets go.
   std::shared_ptr<std::atomic<bool>> dropped;
-  // Call once the object runs (its health goes from starting to running).
+  // Call once the object runs (its health goes from starting, or stalled, to running).
   std::function<void()> running;
+  // Call when the object cannot go on now but its runner keeps trying (an ingestion backing off
+  // after a transient error): its health goes to stalled with `why` until running() again.
+  std::function<void(const absl::Status& why)> stalled;
   // OK while this replica is the latest execution, else FailedPrecondition naming its successor.
   // Call it before fencing anything (IngestOptions::check_before_fencing).
   std::function<absl::Status()> check_current;

@@ -119,6 +119,13 @@ struct IngestOptions {
   std::chrono::milliseconds backoff_initial{100};
   double backoff_multiplier = 2;
   std::chrono::milliseconds backoff_max{10000};
+  // Optional, for health (a replica shows the object stalled meanwhile): on_backoff is called
+  // with the reason (as logged) each time the run waits before another attempt; on_progress once
+  // per epoch, on the leader's thread, when a shard's upper moved or the epoch has run
+  // kSteadyEpoch without an error.
+  std::function<void(const std::string& reason)> on_backoff;
+  std::function<void()> on_progress;
+  static constexpr std::chrono::seconds kSteadyEpoch{5};
   // The compaction window, in offsets: each shard's since is held at upper - 1 - compaction_window
   // (0 while that is negative) by a critical since hold of the driver's, moved as maintenance
   // becomes due and once more at the end of a run, so that compaction consolidates the history
