@@ -40,6 +40,24 @@ std::string one_line(std::string_view text) {
   return out;
 }
 
+// The name an object's health rows carry: its own when valid; one written around `weir ctl` that
+// no create allows (spaces, a newline: the words of another object's row) with each byte outside
+// [a-z0-9_.-] as %XX, which no valid name has, so it never reads as another object's row.
+std::string health_name(std::string_view name) {
+  if (name == kCatalogShard || validate_name(name).ok()) return std::string(name);
+  std::string out;
+  for (const char c : name) {
+    const bool plain =
+        (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
+    if (plain) {
+      out.push_back(c);
+    } else {
+      absl::StrAppend(&out, "%", absl::Hex(static_cast<unsigned char>(c), absl::kZeroPad2));
+    }
+  }
+  return out;
+}
+
 // How often a wait looks at a stop flag.
 constexpr auto kStopSlice = std::chrono::milliseconds(10);
 
@@ -185,7 +203,7 @@ absl::Status Replica::check_current() {
 void Replica::report(const CatalogObject& object, std::string_view state, size_t restarts,
                      const absl::Status& error) {
   HealthTransition transition;
-  transition.name = object.name;
+  transition.name = health_name(object.name);
   transition.state = state;
   transition.execution = execution_;
   transition.object_id = object.object_id;

@@ -406,6 +406,34 @@ TEST(ReplicaTest, AnObjectWrittenAroundValidationIsReportedNotRun) {
   EXPECT_EQ(catalog_holds_on(*client, kHealthShard), 0u);
 }
 
+// A row written around `weir ctl` under a name no create allows ("audit stalled ...": spaces,
+// the words of a health row) is reported under an escaped name, never as another object's row.
+TEST(ReplicaTest, AHostileObjectNameCannotForgeAnotherObjectsHealthRow) {
+  const Store store = Store::fresh("hostile-name");
+  std::unique_ptr<PersistClient> client = store.client();
+  make_shard(*client, "bids");
+  ASSERT_TRUE(commit(*client, Change::create("audit", HoldSpec{"bids", "auditor"})).ok());
+  create_unchecked(*client, "audit stalled execution=0 object=o1 restarts=7 error=forged\nx",
+                   HoldSpec{"bids", "x"});
+  RunningReplica replica(store);
+  ASSERT_TRUE(eventually([&] { return row_says(*client, "audit", "audit running"); }));
+  ASSERT_TRUE(eventually([&] {
+    for (const auto& [name, row] : health(*client)) {
+      if (absl::StrContains(row, "invalid catalog object")) return true;
+    }
+    return false;
+  }));
+  std::vector<std::string> rows;
+  for (const auto& [name, row] : health(*client)) rows.push_back(row);
+  size_t audits = 0;
+  for (const std::string& row : rows) {
+    if (row.starts_with("audit ")) ++audits;
+    EXPECT_EQ(row.find('\n'), std::string::npos) << row;
+  }
+  EXPECT_EQ(audits, 1u) << absl::StrJoin(rows, "\n");
+  EXPECT_TRUE(replica.stop().ok());
+}
+
 // A replace keeps the object's id: the replica still restarts its runner with the new spec.
 TEST(ReplicaTest, AReplacedHoldMovesToItsNewShard) {
   const Store store = Store::fresh("replace");
