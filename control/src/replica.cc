@@ -40,6 +40,24 @@ std::string one_line(std::string_view text) {
   return out;
 }
 
+// The name an object's health rows carry: its own when valid; one written around `weir ctl` that
+// no create allows (spaces, a newline: the words of another object's row) with each byte outside
+// [a-z0-9_.-] as %XX, which no valid name has, so it never reads as another object's row.
+std::string health_name(std::string_view name) {
+  if (name == kCatalogShard || validate_name(name).ok()) return std::string(name);
+  std::string out;
+  for (const char c : name) {
+    const bool plain =
+        (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
+    if (plain) {
+      out.push_back(c);
+    } else {
+      absl::StrAppend(&out, "%", absl::Hex(static_cast<unsigned char>(c), absl::kZeroPad2));
+    }
+  }
+  return out;
+}
+
 // How often a wait looks at a stop flag.
 constexpr auto kStopSlice = std::chrono::milliseconds(10);
 
@@ -129,6 +147,9 @@ class Replica {
   std::map<std::string, std::string> invalid_;  // Objects not run: name -> the row reported.
   weir::Mutex mu_;
   absl::Status fenced_ ABSL_GUARDED_BY(mu_);
+  // The object whose row weir.health holds, by name: (created version, object id).
+  weir::Mutex rows_mu_;
+  std::map<std::string, std::pair<uint64_t, std::string>> newest_object_ ABSL_GUARDED_BY(rows_mu_);
   // News of the catalog's and the executions' uppers (persist/relay.h) wakes the follower. The
   // watches call into news_mu_ and news_: declared after them, destroyed before.
   weir::Mutex news_mu_;
@@ -182,11 +203,12 @@ absl::Status Replica::check_current() {
 void Replica::report(const CatalogObject& object, std::string_view state, size_t restarts,
                      const absl::Status& error) {
   HealthTransition transition;
-  transition.name = object.name;
+  transition.name = health_name(object.name);
   transition.state = state;
   transition.execution = execution_;
   transition.object_id = object.object_id;
   transition.restarts = restarts;
+  transition.created_version = object.created_version;
   if (!error.ok()) {
     transition.error = absl::StrCat(absl::StatusCodeToString(error.code()), ": ",
                                     one_line(std::string(error.message())));
@@ -207,11 +229,26 @@ void Replica::record(HealthTransition transition, bool own) {
                    " object=", transition.object_id, " restarts=", transition.restarts);
   if (transition.process) absl::StrAppend(&row, " process=", *transition.process);
   if (!transition.error.empty()) absl::StrAppend(&row, " error=", transition.error);
-  absl::Status written = health_->update({{transition.name, row}});
-  if (persist::is_writer_expired(written)) {
-    // Its lease ran out (a long quiet spell and someone else's GC): not a fence. Reopen, retry.
-    written = health_->reopen_if_expired();
-    if (written.ok()) written = health_->update({{transition.name, std::move(row)}});
+  absl::Status written;
+  {
+    // Transitions of one name from two processes (a drop on one, a create that moved the name
+    // to another) arrive in any order: the row stays the newer object's. Held across the write,
+    // so that the check and the write of two transitions do not interleave.
+    weir::MutexLock lock(rows_mu_);
+    auto [newest, first] = newest_object_.try_emplace(transition.name, transition.created_version,
+                                                      transition.object_id);
+    const bool stale = !first && newest->second.second != transition.object_id &&
+                       newest->second.first > transition.created_version;
+    if (!stale) {
+      newest->second = {transition.created_version, transition.object_id};
+      written = health_->update({{transition.name, row}});
+      if (persist::is_writer_expired(written)) {
+        // Its lease ran out (a long quiet spell and someone else's GC): not a fence. Reopen,
+        // retry.
+        written = health_->reopen_if_expired();
+        if (written.ok()) written = health_->update({{transition.name, std::move(row)}});
+      }
+    }
   }
   const std::string what =
       absl::StrCat(transition.name, ": could not record its health (", transition.state, ")");

@@ -1,6 +1,7 @@
 #include "weir/control/replica_cluster.h"
 
 #include <atomic>
+#include <charconv>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -18,8 +19,8 @@
 namespace weir::control {
 namespace {
 
-// The other processes' health transitions, on their way to process 0 (as weir.health_history
-// rows: the codec of a transition, and what process 0 parses back).
+// The other processes' health transitions, on their way to process 0 (as "CREATED_VERSION ROW",
+// ROW a weir.health_history row: the codec of a transition, and what process 0 parses back).
 struct HealthMail {
   weir::Mutex mu;
   std::vector<std::string> outgoing ABSL_GUARDED_BY(mu);  // This process's, to send.
@@ -111,7 +112,7 @@ absl::Status run_replica_cluster(ReplicaOptions options, const Config& config) {
     if (process > 0) {
       run.forward_health = [&mail](const HealthTransition& t) {
         weir::MutexLock lock(mail.mu);
-        mail.outgoing.push_back(health_history_row(t));
+        mail.outgoing.push_back(absl::StrCat(t.created_version, " ", health_history_row(t)));
       };
     } else {
       run.take_forwarded_health = [&mail] {
@@ -121,8 +122,19 @@ absl::Status run_replica_cluster(ReplicaOptions options, const Config& config) {
           rows.swap(mail.incoming);
         }
         std::vector<HealthTransition> transitions;
-        for (const std::string& row : rows) {
-          if (auto t = parse_health_history_row(row)) transitions.push_back(*std::move(t));
+        for (const std::string& mailed : rows) {
+          // "CREATED_VERSION ROW": the row does not hold the object's created version.
+          const size_t space = mailed.find(' ');
+          uint64_t created = 0;
+          if (space == std::string::npos ||
+              std::from_chars(mailed.data(), mailed.data() + space, created).ptr !=
+                  mailed.data() + space) {
+            continue;
+          }
+          if (auto t = parse_health_history_row(std::string_view(mailed).substr(space + 1))) {
+            t->created_version = created;
+            transitions.push_back(*std::move(t));
+          }
         }
         return transitions;
       };

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -22,6 +23,7 @@
 #include <gtest/gtest.h>
 
 #include "weir/control/catalog.h"
+#include "weir/control/placement.h"
 #include "weir/control/v1/catalog.pb.h"
 #include "weir/mutex.h"
 #include "weir/sources/loadgen/generator.h"
@@ -442,6 +444,34 @@ TEST(ReplicaTest, AnObjectWrittenAroundValidationIsReportedNotRun) {
   EXPECT_EQ(catalog_holds_on(*client, kHealthShard), 0u);
 }
 
+// A row written around `weir ctl` under a name no create allows ("audit stalled ...": spaces,
+// the words of a health row) is reported under an escaped name, never as another object's row.
+TEST(ReplicaTest, AHostileObjectNameCannotForgeAnotherObjectsHealthRow) {
+  const Store store = Store::fresh("hostile-name");
+  std::unique_ptr<PersistClient> client = store.client();
+  make_shard(*client, "bids");
+  ASSERT_TRUE(commit(*client, Change::create("audit", HoldSpec{"bids", "auditor"})).ok());
+  create_unchecked(*client, "audit stalled execution=0 object=o1 restarts=7 error=forged\nx",
+                   HoldSpec{"bids", "x"});
+  RunningReplica replica(store);
+  ASSERT_TRUE(eventually([&] { return row_says(*client, "audit", "audit running"); }));
+  ASSERT_TRUE(eventually([&] {
+    for (const auto& [name, row] : health(*client)) {
+      if (absl::StrContains(row, "invalid catalog object")) return true;
+    }
+    return false;
+  }));
+  std::vector<std::string> rows;
+  for (const auto& [name, row] : health(*client)) rows.push_back(row);
+  size_t audits = 0;
+  for (const std::string& row : rows) {
+    if (row.starts_with("audit ")) ++audits;
+    EXPECT_EQ(row.find('\n'), std::string::npos) << row;
+  }
+  EXPECT_EQ(audits, 1u) << absl::StrJoin(rows, "\n");
+  EXPECT_TRUE(replica.stop().ok());
+}
+
 // A replace keeps the object's id: the replica still restarts its runner with the new spec.
 TEST(ReplicaTest, AReplacedHoldMovesToItsNewShard) {
   const Store store = Store::fresh("replace");
@@ -717,6 +747,91 @@ TEST(ReplicaTest, AHealthRetentionOfZeroIsRefused) {
   EXPECT_EQ(run_replica(options).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(store.client()->find_shard(kExecutionsShard).value().has_value())
       << "a refused start takes no execution";
+}
+
+// Two processes of one execution, in-process, the way run_replica_cluster wires them: process 1
+// forwards its health transitions to process 0, which records them.
+struct HealthMailbox {
+  weir::Mutex mu;
+  std::vector<HealthTransition> rows ABSL_GUARDED_BY(mu);
+};
+
+std::function<void(ReplicaOptions&)> as_process(size_t process, uint64_t execution,
+                                                std::shared_ptr<HealthMailbox> mail) {
+  return [=](ReplicaOptions& options) {
+    options.processes = 2;
+    options.process = process;
+    options.execution = execution;
+    if (process > 0) {
+      options.forward_health = [mail](const HealthTransition& t) {
+        weir::MutexLock lock(mail->mu);
+        mail->rows.push_back(t);
+      };
+    } else {
+      options.take_forwarded_health = [mail] {
+        weir::MutexLock lock(mail->mu);
+        return std::exchange(mail->rows, {});
+      };
+    }
+  };
+}
+
+// An object dropped and created again under its name gets a new id, so in a cluster it may move
+// to another process. The old process's "dropped" reaches process 0 late (forwarded, after its
+// runner stopped): it must not overwrite the new object's row in weir.health.
+TEST(ReplicaTest, AClusterProcesssLateDroppedDoesNotOverwriteTheRecreatedObjectsRow) {
+  const Store store = Store::fresh("cluster-recreate");
+  std::unique_ptr<PersistClient> client = store.client();
+  make_shard(*client, "bids");
+  // "x" on process 1.
+  std::string old_id;
+  for (int i = 0; i < 64 && old_id.empty(); ++i) {
+    const CommittedChange made =
+        commit(*client, Change::create("x", HoldSpec{"bids", "r"})).value();
+    if (placement(made.object.object_id, 2) == 1) {
+      old_id = made.object.object_id;
+    } else {
+      ASSERT_TRUE(commit(*client, Change::drop("x")).ok());
+    }
+  }
+  ASSERT_FALSE(old_id.empty());
+  // The old object's runner takes a while to stop.
+  RunnerFactory runners = [old_id](const CatalogObject& object) -> absl::StatusOr<Runner> {
+    const bool slow = object.object_id == old_id;
+    return Runner([slow](const RunContext& ctx) -> absl::Status {
+      ctx.running();
+      while (!ctx.stop->load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      if (slow) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      return absl::OkStatus();
+    });
+  };
+  const uint64_t execution = take_execution(*client, 2).value();
+  auto mail = std::make_shared<HealthMailbox>();
+  RunningReplica zero(store, runners, {}, as_process(0, execution, mail));
+  RunningReplica one(store, runners, {}, as_process(1, execution, mail));
+  ASSERT_TRUE(eventually([&] { return row_says(*client, "x", "object=" + old_id); }));
+  ASSERT_TRUE(eventually([&] { return row_says(*client, "x", "x running"); }))
+      << health(*client)["x"];
+  // Created again until it lands on process 0.
+  std::string new_id;
+  for (int i = 0; i < 64 && new_id.empty(); ++i) {
+    ASSERT_TRUE(commit(*client, Change::drop("x")).ok());
+    const CommittedChange made =
+        commit(*client, Change::create("x", HoldSpec{"bids", "r"})).value();
+    if (placement(made.object.object_id, 2) == 0) new_id = made.object.object_id;
+  }
+  ASSERT_FALSE(new_id.empty());
+  ASSERT_TRUE(eventually([&] {
+    return row_says(*client, "x",
+                    "x running execution=" + std::to_string(execution) + " object=" + new_id);
+  })) << health(*client)["x"];
+  // Every late transition of the old object has had time to arrive.
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  EXPECT_TRUE(row_says(*client, "x",
+                       "x running execution=" + std::to_string(execution) + " object=" + new_id))
+      << health(*client)["x"];
+  EXPECT_TRUE(one.stop().ok());
+  EXPECT_TRUE(zero.stop().ok());
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -348,6 +349,26 @@ TEST_F(CtlTest, HoldAdvanceMovesAHoldForwardAndNeverBack) {
   refused({"hold", "advance", "audit", "--to", "6"}, "at since 7");
   r = ctl({"hold", "advance", "audit", "--to", "8"});
   EXPECT_EQ(r.exit_code, 0) << r.out;
+}
+
+// Process I of a cluster serves --http PORT on PORT + I: one past 65535 is refused as a usage
+// error (2) naming the flag before anything starts, not an unavailable server (1), which a
+// supervisor would restart forever.
+TEST_F(CtlTest, ReplicaHttpPortPlusProcessPast65535IsAUsageError) {
+  const fs::path hosts = base_ / "hosts";
+  {
+    std::ofstream out(hosts);
+    out << "127.0.0.1:1\n127.0.0.1:2\n";
+  }
+  const fs::path log = base_ / "replica.log";
+  const int code = run_tool({WEIR_TOOL_PATH, "replica", "--persist", dir_, "--http", "65535", "-n",
+                             "2", "-p", "1", "-h", hosts.string()},
+                            log);
+  const std::string out = read_file(log);
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("65536"), std::string::npos) << out;
+  EXPECT_NE(out.find("--http"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(dir_)) << "a refused start touches no store";
 }
 
 // Two processes create one name at once, ten times: one wins, the other is refused (2: it read the

@@ -14,7 +14,8 @@
 // fail-stop, one execution id per start (process 0's), each object run by the process
 // control::placement names; `weir-launch --restart -n N -- weir replica ...` supervises it. The
 // cluster's environment ($WEIR_CLUSTER_ID, $WEIR_INCARNATION, the cluster secret) is read as
-// weir::Config reads it. With N > 1, --http PORT serves process I on PORT + I.
+// weir::Config reads it. With N > 1, --http PORT serves process I on PORT + I (one past
+// 65535 is a usage error, exit 2).
 
 #include <atomic>
 #include <iostream>
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "checks.h"
 #include "commands.h"
@@ -81,10 +83,16 @@ Config cluster_config(const ReplicaFlags& flags) {
 }
 
 // --http PORT or HOST:PORT: process I of a cluster serves on PORT + I (0 stays 0: any port).
-std::string http_address_of(const std::string& address, size_t process) {
+// A port past 65535 is refused (InvalidArgument) before anything starts.
+absl::StatusOr<std::string> http_address_of(const std::string& address, size_t process) {
   const size_t colon = address.rfind(':');
   const uint64_t port = std::stoull(address.substr(colon + 1));
   if (port == 0 || process == 0) return address;
+  if (port + process > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("--http ", port, ": process ", process,
+                                                   " would serve on port ", port + process,
+                                                   " (PORT + I), past 65535; give a lower PORT"));
+  }
   return absl::StrCat(address.substr(0, colon), ":", port + process);
 }
 
@@ -109,7 +117,12 @@ void run_replica(const ReplicaFlags& flags) {
   if (!flags.http.empty()) {
     absl::StatusOr<std::string> address = observe::parse_http_address(flags.http);
     if (!address.ok()) fail(address.status());
-    *address = http_address_of(*address, flags.process);
+    address = http_address_of(*address, flags.process);
+    if (!address.ok()) {
+      // A usage error, as a bad --process is (a supervisor restarting it would never help).
+      std::cerr << "weir replica: " << address.status().message() << "\n";
+      throw CLI::RuntimeError(2);
+    }
     absl::StatusOr<std::unique_ptr<persist::PersistClient>> client =
         persist::PersistClient::open(options.location, options.persist);
     if (!client.ok()) fail(client.status());

@@ -52,6 +52,10 @@ struct HealthTransition {
   // The process of a replica of several processes that runs the object ("process=P" in the
   // rows); unset for a replica of one process.
   std::optional<uint64_t> process;
+  // The catalog version that created the object (CatalogObject::created_version); not in the
+  // rows. Process 0 of a cluster orders by it the transitions of two objects of one name (a drop
+  // and a create that moved the name to another process): weir.health keeps the newer object's.
+  uint64_t created_version = 0;
 
   friend bool operator==(const HealthTransition&, const HealthTransition&) = default;
 };
