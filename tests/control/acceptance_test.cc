@@ -18,11 +18,9 @@
 #include "../ingest/tool_process.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include <arpa/inet.h>
+#include "testing/ports.h"
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -158,19 +156,6 @@ std::map<pid_t, size_t> replica_processes(const fs::path& dir) {
     processes[pid] = process;
   }
   return processes;
-}
-
-// A loopback port nothing listens on now.
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
-  close(fd);
-  return ntohs(address.sin_port);
 }
 
 // `weir ctl create hold NAME --shard auction.bids --reader NAME`.
@@ -391,7 +376,8 @@ TEST(AcceptanceTest, ASecondClusterFencesEveryProcessOfTheFirst) {
   ASSERT_EQ(create_hold(dir, "audit"), 0) << read_file(dir / "ctl.log");
   {
     std::ofstream hosts(dir / "hosts.txt");
-    hosts << "127.0.0.1:" << free_port() << "\n127.0.0.1:" << free_port() << "\n";
+    const std::vector<int> ports = weir::testing::free_ports(2);  // Distinct: bound together.
+    hosts << "127.0.0.1:" << ports[0] << "\n127.0.0.1:" << ports[1] << "\n";
   }
   std::vector<pid_t> first;
   for (const std::string p : {"0", "1"}) {
@@ -439,7 +425,7 @@ TEST(AcceptanceTest, ASecondClusterFencesEveryProcessOfTheFirst) {
 // end exactly once.
 TEST(AcceptanceTest, WithPubSubKilledAndRestartedNothingIsMissed) {
   const fs::path dir = fresh_dir("pubsub");
-  const std::string address = "127.0.0.1:" + std::to_string(free_port());
+  const std::string address = "127.0.0.1:" + std::to_string(weir::testing::free_ports(1)[0]);
   const std::vector<std::string> pubsub = {WEIR_TOOL_PATH, "pubsub", "--listen", address};
   pid_t server = spawn_tool(pubsub, dir / "pubsub-0.log");
   const pid_t replica =
