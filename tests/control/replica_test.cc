@@ -583,7 +583,9 @@ TEST(ReplicaTest, EachHealthTransitionIsRecordedOnceInTheHistory) {
 // Updates in the shard now (after a full compaction: the consolidated rows).
 uint64_t updates_in(PersistClient& client, const std::string& shard) {
   uint64_t updates = 0;
-  for (const auto& batch : client.describe(shard).value().batches) updates += batch.num_updates;
+  // Held in a local: a range-for over a temporary's member dangles (the StatusOr dies first).
+  const persist::ShardDescription described = client.describe(shard).value();
+  for (const auto& batch : described.batches) updates += batch.num_updates;
   return updates;
 }
 
