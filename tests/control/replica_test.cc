@@ -635,7 +635,9 @@ TEST(ReplicaTest, HistoryRowsPastRetentionAreRetractedAndCompactedAway) {
     return history_of(*client, "flaky") ==
            std::vector<std::string>{"starting@0", "stalled@0", "starting@0", "running@0"};
   })) << absl::StrJoin(history_of(*client, "flaky"), " ");
-  EXPECT_EQ(history_of(*client, "audit"), (std::vector<std::string>{"starting@0", "running@0"}));
+  EXPECT_TRUE(eventually([&] {
+    return history_of(*client, "audit") == std::vector<std::string>{"starting@0", "running@0"};
+  })) << absl::StrJoin(history_of(*client, "audit"), " ");
   EXPECT_FALSE(contents(*client, kHealthHistoryShard,
                         client->describe(kHealthHistoryShard).value().upper.time() - 1)
                    .contains("\xff garbage"));
@@ -680,9 +682,11 @@ TEST(ReplicaTest, AStaleExecutionsLateTransitionChangesNeitherHealthNorHistory) 
   RunningReplica first(store, runners);
   ASSERT_TRUE(eventually([&] { return row_says(*client, "audit", "starting execution=0"); }));
   RunningReplica second(store, runners);
-  ASSERT_TRUE(eventually([&] { return row_says(*client, "audit", "running execution=1"); }));
-  const std::vector<std::string> before = history_of(*client, "audit");
-  EXPECT_EQ(before, (std::vector<std::string>{"starting@0", "starting@1", "running@1"}));
+  // weir.health is written before weir.health_history: wait for the history to catch up.
+  const std::vector<std::string> before{"starting@0", "starting@1", "running@1"};
+  ASSERT_TRUE(eventually([&] { return history_of(*client, "audit") == before; }))
+      << absl::StrJoin(history_of(*client, "audit"), " ");
+  ASSERT_TRUE(row_says(*client, "audit", "running execution=1"));
   release->store(true);
   const absl::Status ended = first.stop();
   EXPECT_EQ(ended.code(), absl::StatusCode::kFailedPrecondition) << ended;
