@@ -83,12 +83,16 @@ void HealthHistory::retain(std::vector<std::pair<std::string, int64_t>>& changes
   // leaves rows out of time order).
   const int64_t cutoff = cutoff_ms();
   if (!times_.empty() && *times_.begin() < cutoff) {
+    // A loop, not erase_if: clang's thread-safety analysis does not see a lambda run under mu_.
     for (auto& [name, entries] : by_name_) {
-      std::erase_if(entries, [&](const Entry& entry) {
-        if (entry.at_ms >= cutoff) return false;
-        retract(entry, changes);
-        return true;
-      });
+      for (auto it = entries.begin(); it != entries.end();) {
+        if (it->at_ms >= cutoff) {
+          ++it;
+          continue;
+        }
+        retract(*it, changes);
+        it = entries.erase(it);
+      }
     }
   }
   std::erase_if(by_name_, [](const auto& name) { return name.second.empty(); });
