@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <string>
 
+#include "support/sanitizers.h"
 #include "testing/harness.h"
 #include "testing/random_dataflow.h"
 #include <gtest/gtest.h>
@@ -23,7 +24,7 @@ class AsyncPropertyTest : public ::testing::TestWithParam<size_t> {};
 TEST_P(AsyncPropertyTest, AsyncHeavyRandomDataflowsMatchReference) {
   const size_t workers = GetParam();
   size_t async_nodes = 0;
-  for (uint64_t seed = 1; seed <= 100; ++seed) {
+  for (uint64_t seed = 1; seed <= testing::property_seeds(100); ++seed) {
     Spec spec = generate(seed, workers);
     for (Node& n : spec.nodes) {
       if (n.kind == Kind::kDelay) n = {Kind::kAsync, n.a, 0, n.p, 1};

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "support/sanitizers.h"
 #include <gtest/gtest.h>
 
 #include "weir/progress/antichain.h"
@@ -107,21 +108,21 @@ void check_change_batch(uint64_t seed) {
 }
 
 TEST(ChangeBatchModelTest, MatchesAMapForTotallyOrderedTimes) {
-  for (uint64_t seed = 0; seed < 300; ++seed) {
+  for (uint64_t seed = 0; seed < testing::property_seeds(300); ++seed) {
     check_change_batch<uint64_t>(seed);
     if (HasFatalFailure()) return;
   }
 }
 
 TEST(ChangeBatchModelTest, MatchesAMapForProductTimes) {
-  for (uint64_t seed = 0; seed < 300; ++seed) {
+  for (uint64_t seed = 0; seed < testing::property_seeds(300); ++seed) {
     check_change_batch<P>(seed);
     if (HasFatalFailure()) return;
   }
 }
 
 TEST(ChangeBatchModelTest, MatchesAMapForPointstamps) {
-  for (uint64_t seed = 0; seed < 200; ++seed) {
+  for (uint64_t seed = 0; seed < testing::property_seeds(200); ++seed) {
     check_change_batch<std::pair<Location, uint64_t>>(seed);
     if (HasFatalFailure()) return;
   }
@@ -211,14 +212,14 @@ void check_mutable_antichain(uint64_t seed) {
 }
 
 TEST(MutableAntichainModelTest, MatchesNaiveFrontierForTotallyOrderedTimes) {
-  for (uint64_t seed = 0; seed < 300; ++seed) {
+  for (uint64_t seed = 0; seed < testing::property_seeds(300); ++seed) {
     check_mutable_antichain<uint64_t>(seed);
     if (HasFatalFailure()) return;
   }
 }
 
 TEST(MutableAntichainModelTest, MatchesNaiveFrontierForProductTimes) {
-  for (uint64_t seed = 0; seed < 300; ++seed) {
+  for (uint64_t seed = 0; seed < testing::property_seeds(300); ++seed) {
     check_mutable_antichain<P>(seed);
     if (HasFatalFailure()) return;
   }

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "support/sanitizers.h"
 #include "testing/harness.h"
 #include "testing/random_dataflow.h"
 #include <gtest/gtest.h>
@@ -35,7 +36,7 @@ class PropertyTest : public ::testing::TestWithParam<std::pair<size_t, uint64_t>
 // WEIR_PROPERTY_SEED=N runs only case N (WEIR_PROPERTY_REPEAT times), to chase a failure.
 TEST_P(PropertyTest, RandomDataflowsMatchReference) {
   const auto [workers, window] = GetParam();
-  uint64_t first = 1, last = 200, repeat = 1;
+  uint64_t first = 1, last = testing::property_seeds(200), repeat = 1;
   if (const char* only = std::getenv("WEIR_PROPERTY_SEED"))
     first = last = std::strtoull(only, nullptr, 10);
   if (const char* r = std::getenv("WEIR_PROPERTY_REPEAT")) repeat = std::strtoull(r, nullptr, 10);
