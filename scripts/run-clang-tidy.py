@@ -8,7 +8,8 @@ include. Exits non-zero on any finding, printing each once.
 A file found clean is remembered in WEIR_TIDY_CACHE (default ~/.cache/weir-clang-tidy) under a
 key made of everything clang-tidy's answer depends on: its version, every .clang-tidy of the
 project, the file's compile command and the file preprocessed (so a change to any header it
-includes, ours or a system one, checks it again). Only clean results are kept: a finding is
+includes, ours or a system one, checks it again), with the checkout's own path left out (a clean
+clone elsewhere finds the same keys). Only clean results are kept: a finding is
 reported on every run until it is fixed.
 
 BUILD_DIR must have been built (or at least have its protobuf headers generated): CI uses
@@ -85,8 +86,11 @@ def main():
         source = preprocessed(entry)
         key = None
         if source is not None:
+            # The checkout's path left out, so that a clone elsewhere (CI's) finds what this one
+            # found clean: it is in the command and in the source (__FILE__, include paths).
             h = common.copy()
-            h.update(json.dumps(command_of(entry)).encode() + b"\0" + source)
+            command = json.dumps(command_of(entry)).replace(ROOT, "@ROOT@")
+            h.update(command.encode() + b"\0" + source.replace(ROOT.encode(), b"@ROOT@"))
             key = os.path.join(cache, h.hexdigest())
             if os.path.exists(key):
                 return entry["file"], None, True
