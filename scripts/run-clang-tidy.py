@@ -26,7 +26,7 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DIRS = "(runtime|operators|collections|protocol|sinks|sources|tools|persist|ingest|control|async|base|tests|bench|examples)"
+DIRS = "(runtime|operators|collections|protocol|sinks|sources|tools|persist|ingest|control|observe|pubsub|async|base|tests|bench|examples)"
 TIDY = "clang-tidy-16"
 
 

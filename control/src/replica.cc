@@ -193,7 +193,7 @@ absl::Status Replica::check_current() {
                         client_->describe(kExecutionsShard));
   watch(executions_watch_, executions);
   if (executions.upper == persist::Frontier(execution_ + 1)) return absl::OkStatus();
-  const absl::Status latest = check_latest_execution(*client_, execution_);
+  absl::Status latest = check_latest_execution(*client_, execution_);
   if (latest.code() != absl::StatusCode::kFailedPrecondition) return latest;
   weir::MutexLock lock(mu_);
   if (fenced_.ok()) fenced_ = latest;

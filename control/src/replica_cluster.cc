@@ -96,7 +96,7 @@ absl::Status run_replica_cluster(ReplicaOptions options, const Config& config) {
     ProbeHandle<uint64_t> delivered;
     auto health = worker.dataflow_named<uint64_t>("ReplicaHealth", [&](Scope<uint64_t>& scope) {
       auto [input, stream] = new_input<std::string>(scope);
-      std::move(stream) | exchange([](const std::string&) { return uint64_t{0}; }) |
+      stream | exchange([](const std::string&) { return uint64_t{0}; }) |
           inspect([&mail](const std::string& row) {
             weir::MutexLock lock(mail.mu);
             mail.incoming.push_back(row);

@@ -21,6 +21,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "weir/errno_message.h"
+
 namespace weir::observe {
 namespace {
 
@@ -123,7 +125,7 @@ absl::StatusOr<std::string> http_get(std::string_view address, std::string_view 
       }
     }
     if (error != 0) {
-      connect_error = std::strerror(error);
+      connect_error = weir::errno_message(error);
       close(fd);
       fd = -1;
     }
@@ -142,7 +144,7 @@ absl::StatusOr<std::string> http_get(std::string_view address, std::string_view 
     if (poll(&p, 1, left()) <= 0) return late();
     const ssize_t n = send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-    if (n <= 0) return absl::UnavailableError(absl::StrCat(url, ": ", std::strerror(errno)));
+    if (n <= 0) return absl::UnavailableError(absl::StrCat(url, ": ", weir::errno_message(errno)));
     sent += static_cast<size_t>(n);
   }
 
@@ -156,7 +158,7 @@ absl::StatusOr<std::string> http_get(std::string_view address, std::string_view 
     if (poll(&p, 1, left()) <= 0) return late();
     const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-    if (n < 0) return absl::UnavailableError(absl::StrCat(url, ": ", std::strerror(errno)));
+    if (n < 0) return absl::UnavailableError(absl::StrCat(url, ": ", weir::errno_message(errno)));
     if (n == 0) break;  // Closed: the answer is what came.
     answer.append(buffer, static_cast<size_t>(n));
     if (answer.size() > kMaxHttpAnswerBytes) {

@@ -401,7 +401,7 @@ absl::Status run_compaction(const Shard& shard, ReaderCore& reader, WriterCore& 
 }  // namespace internal
 
 absl::StatusOr<CompactionResult> PersistClient::compact(std::string_view name,
-                                                        CompactionOptions options) {
+                                                        const CompactionOptions& options) {
   WEIR_ASSIGN_OR_RETURN(std::optional<ShardId> id, core_->find_shard(name));
   if (!id) {
     return absl::NotFoundError(internal::str_cat("no shard named \"", name, "\""));

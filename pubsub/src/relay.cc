@@ -154,14 +154,16 @@ class GrpcUpperRelay::Impl {
         } else {
           message.set_unsubscribe(shard);
         }
-        if (!(open = stream->Write(message))) break;
+        open = stream->Write(message);
+        if (!open) break;
       }
       ops.clear();
       for (auto it = pushes.begin(); open && it != pushes.end();) {
         v1::Upper* push = message.mutable_push();
         push->set_shard_id(it->first);
         push->set_upper(it->second);
-        if ((open = stream->Write(message))) pushes.erase(it++);
+        open = stream->Write(message);
+        if (open) pushes.erase(it++);
       }
       weir::MutexLock lock(mu_);
       // What this session could not send goes with the next one.

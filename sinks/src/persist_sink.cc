@@ -362,7 +362,7 @@ void render_append(const Stream<Time, std::string>& batches, const PersistSinkCo
               pending[it->description.lower.time()].push_back(std::move(*it));
             }
             expected = current.time();
-            const absl::Status discarded = discard_batch(
+            absl::Status discarded = discard_batch(
                 ctx, config.writer, std::make_shared<const Batch>(*std::move(covered)));
             if (!discarded.ok()) return discarded;
             continue;

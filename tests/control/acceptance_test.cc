@@ -42,7 +42,7 @@ constexpr uint64_t kScale = 5;
 constexpr uint64_t kUntil = 6000;
 
 fs::path fresh_dir(const std::string& name) {
-  const fs::path dir =
+  fs::path dir =
       fs::temp_directory_path() / absl::StrCat("weir-acceptance-", name, "-", ::getpid());
   fs::remove_all(dir);
   fs::create_directories(dir);

@@ -70,9 +70,9 @@ bool row_says(PersistClient& client, const std::string& name, const std::string&
 // A replica on its own thread.
 class RunningReplica {
  public:
-  RunningReplica(const Store& store, RunnerFactory runners = nullptr,
-                 persist::PersistConfig persist = {},
-                 const std::function<void(ReplicaOptions&)>& adjust = nullptr) {
+  explicit RunningReplica(const Store& store, RunnerFactory runners = nullptr,
+                          persist::PersistConfig persist = {},
+                          const std::function<void(ReplicaOptions&)>& adjust = nullptr) {
     options_.persist = std::move(persist);
     options_.blob = store.blob;
     options_.consensus = store.consensus;

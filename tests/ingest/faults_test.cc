@@ -156,11 +156,11 @@ TEST(IngestFaultTest, TransientErrorsBackOffExponentially) {
   std::vector<std::string> health;
   options.on_backoff = [&](const std::string&) {
     const std::lock_guard<std::mutex> lock(health_mu);
-    health.push_back("backoff");
+    health.emplace_back("backoff");
   };
   options.on_progress = [&] {
     const std::lock_guard<std::mutex> lock(health_mu);
-    health.push_back("progress");
+    health.emplace_back("progress");
   };
   std::atomic<bool> done{false};
   std::thread restorer([&] {

@@ -317,10 +317,11 @@ TEST(SequenceTest, RacingTakersGetDistinctIncreasingNumbers) {
   for (auto& thread : threads) thread.join();
   std::set<uint64_t> all;
   for (const auto& numbers : taken) all.insert(numbers.begin(), numbers.end());
-  ASSERT_EQ(all.size(), size_t{kThreads * kEach});
-  EXPECT_EQ(*all.rbegin(), uint64_t{kThreads * kEach - 1});
+  constexpr uint64_t kTotal = uint64_t{kThreads} * kEach;
+  ASSERT_EQ(all.size(), kTotal);
+  EXPECT_EQ(*all.rbegin(), kTotal - 1);
   const persist::ShardDescription d = client->describe("x.executions").value();
-  EXPECT_EQ(d.upper, persist::Frontier(kThreads * kEach));
+  EXPECT_EQ(d.upper, persist::Frontier(kTotal));
   EXPECT_TRUE(d.writers.empty()) << "every taker let go of its writer";
   EXPECT_FALSE(process_name().empty());
   EXPECT_NE(process_name().find(':'), std::string::npos);

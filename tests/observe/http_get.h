@@ -113,7 +113,7 @@ inline std::optional<std::vector<Sample>> parse_prometheus(const std::string& te
     for (const char* suffix : {"_bucket", "_sum", "_count"}) {
       const std::string s = suffix;
       if (name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0) {
-        const std::string base = name.substr(0, name.size() - s.size());
+        std::string base = name.substr(0, name.size() - s.size());
         if (types.count(base) && types[base] == "histogram") return base;
       }
     }

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "http_get.h"
 #include "tool_process.h"
 #include <gtest/gtest.h>
@@ -347,8 +348,7 @@ TEST(WeirTopTest, SurvivesWhateverTheServerAnswers) {
   };
   int n = 0;
   for (const auto& [status_body, graph_body] : cases) {
-    SCOPED_TRACE("case " + std::to_string(n) + ": /status " + status_body + ", /graph " +
-                 graph_body);
+    SCOPED_TRACE(absl::StrCat("case ", n, ": /status ", status_body, ", /graph ", graph_body));
     RawServer server([&](const std::string& path, int fd, RawServer& self) {
       const std::string& body = path.rfind("/status", 0) == 0 ? status_body : graph_body;
       if (body.empty()) {

@@ -76,7 +76,7 @@ TEST(HttpServerTest, KeepsServingAfterGarbageHugeHeadersAndSlowClients) {
   const int port = server->port();
   // Garbage, binary and truncated requests.
   for (const std::string& junk :
-       {std::string("\x00\xff\xfe garbage\r\n\r\n", 16), std::string("GET\r\n\r\n"),
+       {std::string("\x00\xff\xfe garbage\r\n\r\n", 15), std::string("GET\r\n\r\n"),
         std::string("GET / HTTP/9.9\r\n\r\n"), std::string("GET /hello HTTP/1.1\r\nHost"),
         std::string(5000, 'A') + "\r\n\r\n"}) {
     raw_exchange(port, junk, std::chrono::milliseconds(3000));

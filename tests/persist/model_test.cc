@@ -36,6 +36,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "persist_test_util.h"
 #include "test_stores.h"
@@ -896,10 +897,10 @@ void ModelRun::fencing_thread() {
     ++stats_.writer_fences;
     // The previous incarnation resumes.
     if (stale) {
-      if (unresolved && append(*stale, *unresolved, true, false) == Outcome::kUnknown) {
-        unknown(*std::move(unresolved));
+      if (std::optional<Pending> last = std::exchange(unresolved, std::nullopt);
+          last && append(*stale, *last, true, false) == Outcome::kUnknown) {
+        unknown(*std::move(last));
       }
-      unresolved.reset();
       if (std::optional<Pending> p = build(*stale); p) {
         if (append(*stale, *p, true, false) == Outcome::kUnknown) {
           unknown(*std::move(p));
@@ -909,7 +910,7 @@ void ModelRun::fencing_thread() {
         if (is_fenced(status)) {
           ++stats_.fenced_refused;
         } else if (status.ok() || !is_transient(status)) {
-          fail(who + " (fenced out): " + what + " not refused: " + status.ToString());
+          fail(absl::StrCat(who, " (fenced out): ", what, " not refused: ", status.ToString()));
         }
       };
       refused(status_of(stale_reader->snapshot(stale_reader->since().time())), "a snapshot");

@@ -189,7 +189,8 @@ class PersistClient {
       absl::FunctionRef<void(std::string_view data, uint64_t time, int64_t diff)> each);
 
   // Merges batches, advancing times to the since, so that reads touch few runs.
-  absl::StatusOr<CompactionResult> compact(std::string_view name, CompactionOptions options = {});
+  absl::StatusOr<CompactionResult> compact(std::string_view name,
+                                           const CompactionOptions& options = {});
   // Expires writers and leased readers whose lease ran out, removes every blob of the shard that
   // no retained state references (unless its writer is alive), and truncates consensus versions
   // no reader holds.
