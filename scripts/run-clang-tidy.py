@@ -6,11 +6,12 @@ Runs clang-tidy 16 (.clang-tidy) over the project's .cc files in BUILD_DIR/compi
 include. Exits non-zero on any finding, printing each once.
 
 A file found clean is remembered in WEIR_TIDY_CACHE (default ~/.cache/weir-clang-tidy) under a
-key made of everything clang-tidy's answer depends on: its version, every .clang-tidy of the
-project, the file's compile command and the file preprocessed (so a change to any header it
-includes, ours or a system one, checks it again), with the checkout's own path left out (a clean
-clone elsewhere finds the same keys). Only clean results are kept: a finding is
-reported on every run until it is fixed.
+key made of everything clang-tidy's answer depends on: its version, this script, every
+.clang-tidy of the project, the header filter, the file's compile command and the file
+preprocessed with its comments and line markers (so a change to any header it includes, ours or a
+system one, a NOLINT taken out, or a header moved, checks it again), with the checkout's own path
+left out (a clean clone elsewhere finds the same keys). Only clean results are kept: a finding is
+reported on every run until it is fixed. A run that selects no file fails.
 
 BUILD_DIR must have been built (or at least have its protobuf headers generated): CI uses
 build/tsan, the clang build.
@@ -55,7 +56,8 @@ def preprocessed(entry):
         if a in ("-c", "-MD", "-MMD"):
             continue
         out.append(a)
-    result = subprocess.run(out + ["-E", "-P"], cwd=entry["directory"], capture_output=True)
+    # -C: comments stay (a NOLINT is one); the line markers name every header it came from.
+    result = subprocess.run(out + ["-E", "-C"], cwd=entry["directory"], capture_output=True)
     return result.stdout if result.returncode == 0 else None
 
 
@@ -69,17 +71,23 @@ def main():
     os.makedirs(cache, exist_ok=True)
 
     with open(os.path.join(build, "compile_commands.json")) as f:
-        entries = [e for e in json.load(f) if pattern.search(e["file"]) and "/build/" not in e["file"]]
+        # Generated code (protobuf) is under the build folder: not ours to check.
+        entries = [e for e in json.load(f)
+                   if pattern.search(e["file"]) and not os.path.abspath(e["file"]).startswith(build + os.sep)]
+    if not entries:
+        sys.exit(f"clang-tidy: no file of {build}/compile_commands.json matches {pattern.pattern}")
 
     version = subprocess.run([TIDY, "--version"], capture_output=True, text=True, check=True).stdout
     configs = subprocess.run(["git", "ls-files", "*.clang-tidy", ".clang-tidy"], cwd=ROOT,
                              capture_output=True, text=True, check=True).stdout.split()
+    header_filter = f"^{ROOT}/{DIRS}/"
     common = hashlib.sha256(version.encode())
+    with open(os.path.abspath(__file__), "rb") as f:
+        common.update(f.read() + b"\0")
+    common.update(header_filter.replace(ROOT, "@ROOT@").encode() + b"\0")
     for path in sorted(configs):
         with open(os.path.join(ROOT, path), "rb") as f:
             common.update(path.encode() + b"\0" + f.read() + b"\0")
-
-    header_filter = f"^{ROOT}/{DIRS}/"
 
     def check(entry):
         """(file, findings or None when clean, whether the cache answered)."""

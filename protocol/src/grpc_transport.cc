@@ -31,6 +31,17 @@
 #include "weir/protocol/v1/link.grpc.pb.h"
 #include "weir/status.h"
 
+#if defined(__SANITIZE_THREAD__)
+#define WEIR_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define WEIR_TSAN 1
+#endif
+#endif
+#if defined(WEIR_TSAN)
+#include <sanitizer/tsan_interface.h>
+#endif
+
 namespace weir::protocol {
 namespace {
 
@@ -170,6 +181,21 @@ struct Tag {
   Handler handler;
 };
 
+// The completion queue orders what a thread did before it started an operation before what the
+// poller does once the operation's tag comes back; Debian's gRPC is not built for
+// ThreadSanitizer, which cannot see that order unless it is told (a release on the tag when the
+// operation starts, an acquire when the poller takes it).
+void handed_to_queue([[maybe_unused]] const Tag* tag) {
+#if defined(WEIR_TSAN)
+  __tsan_release(const_cast<Tag*>(tag));
+#endif
+}
+void taken_from_queue([[maybe_unused]] const Tag* tag) {
+#if defined(WEIR_TSAN)
+  __tsan_acquire(const_cast<Tag*>(tag));
+#endif
+}
+
 // One gRPC call: a link to a peer once both Hellos went through, before that a handshake.
 struct Connection {
   enum class Side { kDialer, kAcceptor };
@@ -307,9 +333,9 @@ class GrpcTransport final : public Transport {
   };
 
   Connection* add_connection(Connection::Side side, uint32_t peer, std::string address);
-  // Starts an operation on `c` unless the completion queue is shutting down.
+  // Starts an operation on `c` that ends with `tag`, unless the completion queue is shutting down.
   template <class F>
-  bool issue(Connection* c, F&& start);
+  bool issue(Connection* c, const Tag& tag, F&& start);
   void accept_next();
   void dial(uint32_t peer);
   void start_read(Connection* c);
@@ -540,11 +566,12 @@ Connection* GrpcTransport::add_connection(Connection::Side side, uint32_t peer,
 }
 
 template <class F>
-bool GrpcTransport::issue(Connection* c, F&& start) {
+bool GrpcTransport::issue(Connection* c, const Tag& tag, F&& start) {
   std::shared_lock lock(cq_mu_);
   if (!cq_open_) return false;
   // Relaxed: the poller's decrement (acq_rel) follows the completion of this very operation.
   c->ops.fetch_add(1, std::memory_order_relaxed);
+  handed_to_queue(&tag);
   start();
   return true;
 }
@@ -552,7 +579,7 @@ bool GrpcTransport::issue(Connection* c, F&& start) {
 void GrpcTransport::accept_next() {
   Connection* c = add_connection(Connection::Side::kAcceptor, kUnknownPeer, "");
   if (c == nullptr) return;
-  issue(c, [&] {
+  issue(c, c->accept_tag, [&] {
     service_.RequestConnect(&c->server_context, &c->server_stream, cq_.get(), cq_.get(),
                             &c->accept_tag);
   });
@@ -567,11 +594,11 @@ void GrpcTransport::dial(uint32_t peer) {
   }
   c->client_context = std::make_unique<grpc::ClientContext>();
   c->client_stream = stubs_[peer]->PrepareCall(c->client_context.get(), kConnectMethod, cq_.get());
-  issue(c, [&] { c->client_stream->StartCall(&c->start_tag); });
+  issue(c, c->start_tag, [&] { c->client_stream->StartCall(&c->start_tag); });
 }
 
 void GrpcTransport::start_read(Connection* c) {
-  issue(c, [&] {
+  issue(c, c->read_tag, [&] {
     if (c->side == Connection::Side::kDialer) {
       c->client_stream->Read(&c->read_buffer, &c->read_tag);
     } else {
@@ -621,7 +648,7 @@ void GrpcTransport::write(Connection* c, std::string bytes) {
   grpc::Slice slice(
       owned->data(), owned->size(), [](void* p) { delete static_cast<std::string*>(p); }, owned);
   grpc::ByteBuffer buffer(&slice, 1);
-  const bool started = issue(c, [&] {
+  const bool started = issue(c, c->write_tag, [&] {
     if (c->side == Connection::Side::kDialer) {
       c->client_stream->Write(buffer, &c->write_tag);
     } else {
@@ -982,7 +1009,7 @@ void GrpcTransport::refuse(Connection* c, const absl::Status& local, absl::strin
     c->phase = Connection::Phase::kEnding;
     c->finish_sent = true;
   }
-  issue(c, [&] {
+  issue(c, c->finish_tag, [&] {
     c->server_stream.Finish(grpc::Status(code, std::string(for_peer)), &c->finish_tag);
   });
 }
@@ -1035,13 +1062,13 @@ void GrpcTransport::maybe_finish(Connection* c) {
     case kNothing:
       return;
     case kWritesDone:
-      issue(c, [&] { c->client_stream->WritesDone(&c->writes_done_tag); });
+      issue(c, c->writes_done_tag, [&] { c->client_stream->WritesDone(&c->writes_done_tag); });
       return;
     case kClientFinish:
-      issue(c, [&] { c->client_stream->Finish(&c->finish_status, &c->finish_tag); });
+      issue(c, c->finish_tag, [&] { c->client_stream->Finish(&c->finish_status, &c->finish_tag); });
       return;
     case kServerFinish:
-      issue(c, [&] { c->server_stream.Finish(grpc::Status::OK, &c->finish_tag); });
+      issue(c, c->finish_tag, [&] { c->server_stream.Finish(grpc::Status::OK, &c->finish_tag); });
       return;
   }
 }
@@ -1135,6 +1162,7 @@ void GrpcTransport::poll() {
   bool ok = false;
   while (cq_->Next(&tag, &ok)) {
     auto* t = static_cast<Tag*>(tag);
+    taken_from_queue(t);
     Connection* c = t->connection;
     (this->*(t->handler))(c, ok);
     // The last operation of a handshake that went nowhere: forget the connection.
