@@ -36,22 +36,7 @@
 
 #include "weir/check.h"
 #include "weir/errno_message.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define WEIR_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define WEIR_ASAN 1
-#endif
-#endif
-
-#if defined(__SANITIZE_THREAD__)
-#define WEIR_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define WEIR_TSAN 1
-#endif
-#endif
+#include "weir/sanitizers.h"
 
 #if defined(WEIR_ASAN)
 #include <sanitizer/asan_interface.h>

@@ -29,15 +29,9 @@
 #include "weir/communication/allocator.h"
 #include "weir/mutex.h"
 #include "weir/protocol/v1/link.grpc.pb.h"
+#include "weir/sanitizers.h"
 #include "weir/status.h"
 
-#if defined(__SANITIZE_THREAD__)
-#define WEIR_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define WEIR_TSAN 1
-#endif
-#endif
 #if defined(WEIR_TSAN)
 #include <sanitizer/tsan_interface.h>
 #endif
