@@ -200,8 +200,8 @@ absl::Status PersistClient::maintain(std::string_view name) {
 }
 
 PersistClient::MaintainTurn PersistClient::maintain_turn(std::string_view name,
-                                                         CompactionOptions compaction) {
-  const absl::StatusOr<CompactionResult> compacted = compact(name, std::move(compaction));
+                                                         const CompactionOptions& compaction) {
+  const absl::StatusOr<CompactionResult> compacted = compact(name, compaction);
   // GC even when the compaction failed: what it truncates and removes does not depend on it.
   const absl::StatusOr<GcResult> gc_result = gc(name);
   MaintainTurn turn;

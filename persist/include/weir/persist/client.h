@@ -209,7 +209,7 @@ class PersistClient {
     bool more = false;
     absl::Status status;  // The compaction's error, else GC's (as maintain reports it).
   };
-  MaintainTurn maintain_turn(std::string_view name, CompactionOptions compaction);
+  MaintainTurn maintain_turn(std::string_view name, const CompactionOptions& compaction);
 
   // The relay this client publishes to (PersistConfig::relay; may be null): readers that follow
   // a shard watch it (UpperWatch).
