@@ -327,9 +327,10 @@ class GrpcTransport final : public Transport {
   };
 
   Connection* add_connection(Connection::Side side, uint32_t peer, std::string address);
-  // Starts an operation on `c` that ends with `tag`, unless the completion queue is shutting down.
+  // Starts an operation on `c` that ends with `tag` (`start(&tag)`), unless the completion queue is
+  // shutting down.
   template <class F>
-  bool issue(Connection* c, const Tag& tag, F&& start);
+  bool issue(Connection* c, Tag& tag, F&& start);
   void accept_next();
   void dial(uint32_t peer);
   void start_read(Connection* c);
@@ -560,22 +561,21 @@ Connection* GrpcTransport::add_connection(Connection::Side side, uint32_t peer,
 }
 
 template <class F>
-bool GrpcTransport::issue(Connection* c, const Tag& tag, F&& start) {
+bool GrpcTransport::issue(Connection* c, Tag& tag, F&& start) {
   std::shared_lock lock(cq_mu_);
   if (!cq_open_) return false;
   // Relaxed: the poller's decrement (acq_rel) follows the completion of this very operation.
   c->ops.fetch_add(1, std::memory_order_relaxed);
   handed_to_queue(&tag);
-  start();
+  start(&tag);
   return true;
 }
 
 void GrpcTransport::accept_next() {
   Connection* c = add_connection(Connection::Side::kAcceptor, kUnknownPeer, "");
   if (c == nullptr) return;
-  issue(c, c->accept_tag, [&] {
-    service_.RequestConnect(&c->server_context, &c->server_stream, cq_.get(), cq_.get(),
-                            &c->accept_tag);
+  issue(c, c->accept_tag, [&](Tag* tag) {
+    service_.RequestConnect(&c->server_context, &c->server_stream, cq_.get(), cq_.get(), tag);
   });
 }
 
@@ -588,15 +588,15 @@ void GrpcTransport::dial(uint32_t peer) {
   }
   c->client_context = std::make_unique<grpc::ClientContext>();
   c->client_stream = stubs_[peer]->PrepareCall(c->client_context.get(), kConnectMethod, cq_.get());
-  issue(c, c->start_tag, [&] { c->client_stream->StartCall(&c->start_tag); });
+  issue(c, c->start_tag, [&](Tag* tag) { c->client_stream->StartCall(tag); });
 }
 
 void GrpcTransport::start_read(Connection* c) {
-  issue(c, c->read_tag, [&] {
+  issue(c, c->read_tag, [&](Tag* tag) {
     if (c->side == Connection::Side::kDialer) {
-      c->client_stream->Read(&c->read_buffer, &c->read_tag);
+      c->client_stream->Read(&c->read_buffer, tag);
     } else {
-      c->server_stream.Read(&c->read_buffer, &c->read_tag);
+      c->server_stream.Read(&c->read_buffer, tag);
     }
   });
 }
@@ -642,11 +642,11 @@ void GrpcTransport::write(Connection* c, std::string bytes) {
   grpc::Slice slice(
       owned->data(), owned->size(), [](void* p) { delete static_cast<std::string*>(p); }, owned);
   grpc::ByteBuffer buffer(&slice, 1);
-  const bool started = issue(c, c->write_tag, [&] {
+  const bool started = issue(c, c->write_tag, [&](Tag* tag) {
     if (c->side == Connection::Side::kDialer) {
-      c->client_stream->Write(buffer, &c->write_tag);
+      c->client_stream->Write(buffer, tag);
     } else {
-      c->server_stream.Write(buffer, &c->write_tag);
+      c->server_stream.Write(buffer, tag);
     }
   });
   if (!started) {
@@ -1003,9 +1003,8 @@ void GrpcTransport::refuse(Connection* c, const absl::Status& local, absl::strin
     c->phase = Connection::Phase::kEnding;
     c->finish_sent = true;
   }
-  issue(c, c->finish_tag, [&] {
-    c->server_stream.Finish(grpc::Status(code, std::string(for_peer)), &c->finish_tag);
-  });
+  issue(c, c->finish_tag,
+        [&](Tag* tag) { c->server_stream.Finish(grpc::Status(code, std::string(for_peer)), tag); });
 }
 
 void GrpcTransport::on_read_ended(Connection* c) {
@@ -1056,13 +1055,13 @@ void GrpcTransport::maybe_finish(Connection* c) {
     case kNothing:
       return;
     case kWritesDone:
-      issue(c, c->writes_done_tag, [&] { c->client_stream->WritesDone(&c->writes_done_tag); });
+      issue(c, c->writes_done_tag, [&](Tag* tag) { c->client_stream->WritesDone(tag); });
       return;
     case kClientFinish:
-      issue(c, c->finish_tag, [&] { c->client_stream->Finish(&c->finish_status, &c->finish_tag); });
+      issue(c, c->finish_tag, [&](Tag* tag) { c->client_stream->Finish(&c->finish_status, tag); });
       return;
     case kServerFinish:
-      issue(c, c->finish_tag, [&] { c->server_stream.Finish(grpc::Status::OK, &c->finish_tag); });
+      issue(c, c->finish_tag, [&](Tag* tag) { c->server_stream.Finish(grpc::Status::OK, tag); });
       return;
   }
 }
