@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "../support/mariadb/mariadb_conn.h"
+#include "absl/strings/escaping.h"
 #include "mysql/binlog_dump.h"
 #include "mysql/catalog.h"
 #include "mysql/connection.h"
@@ -22,6 +23,7 @@
 #include <mariadb_rpl.h>
 
 #include "weir/sources/mysql/binlog.h"
+#include "weir/sources/mysql/types.h"
 
 namespace weir::sources::mysql {
 namespace {
@@ -33,6 +35,9 @@ std::string_view keep(std::string packet) {
   return packets.emplace_back(std::move(packet));
 }
 
+using postgres::ColumnType;
+using postgres::RelationDesc;
+using postgres::RowEncoder;
 using postgres::TextField;
 
 // ---------------------------------------------------------------------------------------------
@@ -172,10 +177,43 @@ absl::StatusOr<std::string> decode_value(FieldType type, std::string_view metada
         ++count;
         return absl::OkStatus();
       });
+  // The same value straight into the row encoding: the bytes RowEncoder makes of its text, or
+  // an error where the text is refused (the encoder's fast paths are checked against the text).
+  auto weir = weir_column(c);
+  std::string encoded;
+  absl::Status direct = absl::OkStatus();
+  if (weir.ok()) {
+    const ColumnType types[] = {weir->type};
+    direct =
+        row_decoder.encode(std::get<TableMapEvent>(map->body), std::get<RowsEvent>(rows->body),
+                           columns, types, [&](std::string_view before, std::string_view after) {
+                             EXPECT_TRUE(before.empty());
+                             encoded = std::string(after);
+                             return absl::OkStatus();
+                           });
+  }
   if (!status.ok()) {
+    if (weir.ok()) {
+      EXPECT_FALSE(direct.ok()) << "encode() took what decode() refuses: " << status;
+      EXPECT_EQ(direct.code(), status.code()) << direct << " vs " << status;
+    }
     return status;
   }
   EXPECT_EQ(count, 1);
+  if (weir.ok()) {
+    RelationDesc desc;
+    desc.columns.push_back(*weir);
+    RowEncoder encoder(desc);
+    std::string expected;
+    const TextField field{text, false};
+    absl::Status from_text = encoder.encode(std::span<const TextField>(&field, 1), expected);
+    EXPECT_EQ(direct.ok(), from_text.ok())
+        << "text " << text << ": " << direct << " vs " << from_text;
+    if (direct.ok() && from_text.ok()) {
+      EXPECT_EQ(absl::BytesToHexString(encoded), absl::BytesToHexString(expected))
+          << "the encoding of " << text;
+    }
+  }
   return text;
 }
 
@@ -481,6 +519,15 @@ TEST(BinlogRowTest, Floats) {
   d = 1e300;
   std::memcpy(&dbits, &d, 8);
   EXPECT_EQ(ok_value(FieldType::kDouble, "\x08", column("double"), le(dbits, 8)), "1e+300");
+  // What no server writes still decodes, and encodes as its text does: -0, a subnormal, the
+  // infinities, NaN.
+  EXPECT_EQ(ok_value(FieldType::kFloat, "\x04", column("float"), le(0x80000000u, 4)), "-0");
+  EXPECT_EQ(ok_value(FieldType::kFloat, "\x04", column("float"), le(1, 4)), "1e-45");
+  EXPECT_EQ(ok_value(FieldType::kFloat, "\x04", column("float"), le(0xff800000u, 4)), "-inf");
+  EXPECT_EQ(ok_value(FieldType::kFloat, "\x04", column("float"), le(0x7fc00001u, 4)), "nan");
+  EXPECT_EQ(ok_value(FieldType::kDouble, "\x08", column("double"), le(1, 8)), "5e-324");
+  EXPECT_EQ(ok_value(FieldType::kDouble, "\x08", column("double"), le(0x7ff0000000000000u, 8)),
+            "inf");
 }
 
 TEST(BinlogRowTest, Bits) {
@@ -587,6 +634,14 @@ TEST(BinlogRowTest, DatesAndTimes) {
   EXPECT_FALSE(
       decode_value(FieldType::kDatetime2, kZero, column("datetime"), datetime(0, 0, 0, 0, 0, 0))
           .ok());
+  // A fraction finer than the column's precision (not written by a server; 1239 for .123 with
+  // 3 digits) is cut to it, in the text and in the encoding alike.
+  EXPECT_EQ(ok_value(FieldType::kDatetime2, "\x03", column("datetime"),
+                     datetime(2024, 1, 1, 0, 0, 0) + be(1239, 2)),
+            "2024-01-01 00:00:00.123");
+  EXPECT_EQ(ok_value(FieldType::kDatetime2, "\x01", column("datetime"),
+                     datetime(0, 2, 29, 0, 0, 0) + be(7, 1)),
+            "0001-02-29 00:00:00.0 BC");
 
   // TIMESTAMP2: seconds since the epoch, big-endian, then the fraction; printed in UTC.
   EXPECT_EQ(ok_value(FieldType::kTimestamp2, kZero, column("timestamp"), be(1, 4)),
@@ -598,6 +653,9 @@ TEST(BinlogRowTest, DatesAndTimes) {
       ok_value(FieldType::kTimestamp2, "\x02", column("timestamp"), be(1700000000, 4) + "\x07"),
       "2023-11-14 22:13:20.07+00");
   EXPECT_FALSE(decode_value(FieldType::kTimestamp2, kZero, column("timestamp"), be(0, 4)).ok());
+  EXPECT_EQ(ok_value(FieldType::kTimestamp2, "\x05", column("timestamp"),
+                     be(1700000000, 4) + be(99999, 3)),
+            "2023-11-14 22:13:20.09999+00");
 
   // TIME2: (hour << 12 | min << 6 | sec) + 0x800000 in 3 bytes, then the fraction; negative
   // values are the two's complement of the whole packed value.
@@ -870,6 +928,43 @@ class MariadbBinlogTest : public ::testing::Test {
             });
         if (!status.ok()) {
           out.errors.push_back(std::string(status.message()));
+        }
+        // The row encoding straight from the images is the one RowEncoder makes of the text.
+        auto desc = relation_desc(table.database, table.table, columns->second);
+        if (!desc.ok()) {
+          continue;
+        }
+        RowEncoder encoder(*desc);
+        std::vector<postgres::ColumnType> types;
+        for (const auto& column : desc->columns) {
+          types.push_back(column.type);
+        }
+        std::vector<std::string> from_text;
+        std::vector<std::string> direct;
+        auto encode_text = [&](std::span<const TextField> image) {
+          if (!image.empty()) {
+            std::string row;
+            const absl::Status encoded = encoder.encode(image, row);
+            from_text.push_back(encoded.ok() ? row : "error");
+          }
+        };
+        (void)rows.decode(table, *change, columns->second,
+                          [&](std::span<const TextField> before, std::span<const TextField> after) {
+                            encode_text(before);
+                            encode_text(after);
+                            return absl::OkStatus();
+                          });
+        const absl::Status encoded =
+            RowDecoder().encode(table, *change, columns->second, types,
+                                [&](std::string_view before, std::string_view after) {
+                                  for (std::string_view image : {before, after}) {
+                                    if (!image.empty()) direct.emplace_back(image);
+                                  }
+                                  return absl::OkStatus();
+                                });
+        EXPECT_EQ(encoded.ok(), status.ok()) << encoded << " vs " << status;
+        if (encoded.ok() && status.ok()) {
+          EXPECT_EQ(direct, from_text) << "rows of " << table.table;
         }
       }
     }

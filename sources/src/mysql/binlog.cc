@@ -1041,6 +1041,33 @@ constexpr uint64_t kPow10[] = {1,      10,      100,      1000,      10000,
 
 // One row image's values. Errors name the event, the table, the row and the column.
 class ValueDecoder {
+  // A date and time of day as the binlog has them (not yet checked).
+  struct Civil {
+    int64_t year = 0;
+    int64_t month = 0;
+    int64_t day = 0;
+    int64_t hour = 0;
+    int64_t minute = 0;
+    int64_t second = 0;
+    int64_t micros = 0;
+  };
+
+  // MySQL's packed decimal: groups of 9 digits in 4 bytes (big-endian), a leading and a trailing
+  // partial group in fewer; the sign bit flipped, negative numbers with every bit inverted.
+  struct Decimal {
+    bool negative = false;  // And not zero.
+    char digits[80];
+    size_t first = 0;    // The first integer digit written (leading zeros skipped).
+    size_t int_end = 0;  // Where the fraction's digits begin.
+    size_t end = 0;
+    // "0" when there are no integer digits.
+    std::string_view integer() const {
+      return int_end == 0 ? std::string_view("0")
+                          : std::string_view(digits + first, int_end - first);
+    }
+    std::string_view fraction() const { return {digits + int_end, end - int_end}; }
+  };
+
  public:
   ValueDecoder(Reader& r, std::string& out) : r_(r), out_(out) {}
 
@@ -1111,6 +1138,183 @@ class ValueDecoder {
                     absl::StatusCode::kUnimplemented);
   }
 
+  // The value in weir's row encoding of `target` (weir_column's type of `column`: types.h),
+  // appended to `row`: the bytes postgres::encode_text_value makes of value()'s text, or an error
+  // where it refuses the text. The common types are encoded from the binary image, the others
+  // through their text (written to this decoder's `out`, cleared first).
+  absl::Status encode(FieldType type, uint16_t meta, const MysqlColumn& column,
+                      const postgres::ColumnType& target, std::string& row) {
+    using postgres::TypeKind;
+    const TypeKind kind = target.kind;
+    if (!target.is_array) {
+      switch (type) {
+        case FieldType::kTiny:
+        case FieldType::kShort:
+        case FieldType::kInt24:
+        case FieldType::kLong:
+        case FieldType::kLongLong:
+          if (kind == TypeKind::kInt2 || kind == TypeKind::kInt4 || kind == TypeKind::kInt8) {
+            return encode_integer(type, column.is_unsigned, target, row);
+          }
+          break;
+        case FieldType::kFloat:
+        case FieldType::kDouble:
+          if (kind == (type == FieldType::kFloat ? TypeKind::kFloat4 : TypeKind::kFloat8)) {
+            return encode_floating(meta, type == FieldType::kFloat ? 4 : 8, row);
+          }
+          break;
+        case FieldType::kNewDecimal:
+          if (kind == TypeKind::kNumeric) {
+            Decimal d;
+            WEIR_RETURN_IF_ERROR(read_decimal(meta >> 8, meta & 0xff, d));
+            return encoded(
+                target, postgres::encode_numeric_value(d.negative, d.integer(), d.fraction(), row));
+          }
+          break;
+        case FieldType::kDate:
+        case FieldType::kNewDate:
+          if (kind == TypeKind::kDate) {
+            uint64_t v = 0;
+            WEIR_RETURN_IF_ERROR(r_.le(v, 3, "value"));
+            const auto year = static_cast<int64_t>(v >> 9);
+            const auto month = static_cast<int64_t>(v >> 5 & 15);
+            const auto day = static_cast<int64_t>(v & 31);
+            WEIR_RETURN_IF_ERROR(check_date(year, month, day));
+            return encoded(target, postgres::encode_date_value(year, month, day, row));
+          }
+          break;
+        case FieldType::kDatetime2:
+          if (kind == TypeKind::kTimestamp) {
+            Civil c;
+            WEIR_RETURN_IF_ERROR(read_datetime2(meta, c));
+            return encode_civil(c, meta, target, row);
+          }
+          break;
+        case FieldType::kTimestamp2:
+          if (kind == TypeKind::kTimestampTz) {
+            uint64_t seconds = 0;
+            uint64_t micros = 0;
+            Civil c;
+            WEIR_RETURN_IF_ERROR(read_timestamp2(meta, seconds, micros));
+            WEIR_RETURN_IF_ERROR(epoch_civil(seconds, micros, c));
+            return encode_civil(c, meta, target, row);
+          }
+          break;
+        case FieldType::kVarchar:
+        case FieldType::kVarString:
+        case FieldType::kTinyBlob:
+        case FieldType::kMediumBlob:
+        case FieldType::kLongBlob:
+        case FieldType::kBlob: {
+          const Charset charset = charset_of(column);
+          if ((kind != TypeKind::kText && kind != TypeKind::kJson) ||
+              (charset != Charset::kUtf8 && charset != Charset::kAscii)) {
+            break;
+          }
+          size_t prefix = meta < 256 ? 1 : 2;
+          if (type != FieldType::kVarchar && type != FieldType::kVarString) {
+            if (meta < 1 || meta > 4) {
+              break;  // value() says what is wrong.
+            }
+            prefix = meta;
+          }
+          std::string_view bytes;
+          WEIR_RETURN_IF_ERROR(prefixed(prefix, bytes));
+          WEIR_RETURN_IF_ERROR(check_text(bytes, column, charset));
+          postgres::encode_text_bytes(bytes, row);
+          return absl::OkStatus();
+        }
+        default:
+          break;
+      }
+    }
+    out_.clear();
+    WEIR_RETURN_IF_ERROR(value(type, meta, column));
+    return encoded(target, postgres::encode_text_value(target, out_, row));
+  }
+
+ private:
+  // What an encoder of the postgres module said, as an error of this value.
+  absl::Status encoded(const postgres::ColumnType& target, const absl::Status& status) const {
+    if (status.ok()) {
+      return status;
+    }
+    return r_.error(absl::StrCat("no weir ", av(postgres::type_kind_name(target.kind)),
+                                 target.is_array ? "[]" : "", " value: ", status.message()));
+  }
+
+  absl::Status encode_integer(FieldType type, bool is_unsigned, const postgres::ColumnType& target,
+                              std::string& row) {
+    size_t size = 8;
+    switch (type) {
+      case FieldType::kTiny:
+        size = 1;
+        break;
+      case FieldType::kShort:
+        size = 2;
+        break;
+      case FieldType::kInt24:
+        size = 3;
+        break;
+      case FieldType::kLong:
+        size = 4;
+        break;
+      default:
+        break;
+    }
+    uint64_t raw = 0;
+    WEIR_RETURN_IF_ERROR(r_.le(raw, size, "value"));
+    const int shift = static_cast<int>(64 - 8 * size);
+    const int64_t v =
+        is_unsigned ? static_cast<int64_t>(raw) : static_cast<int64_t>(raw << shift) >> shift;
+    const int bits = target.kind == postgres::TypeKind::kInt2   ? 16
+                     : target.kind == postgres::TypeKind::kInt4 ? 32
+                                                                : 64;
+    bool fits = true;
+    if (is_unsigned && raw > uint64_t{INT64_MAX}) {
+      fits = false;
+    } else if (bits < 64) {
+      fits = v >= -(int64_t{1} << (bits - 1)) && v < (int64_t{1} << (bits - 1));
+    }
+    if (fits) {
+      postgres::encode_int_value(v, row);
+      return absl::OkStatus();
+    }
+    out_.clear();  // Refused the same way as its text.
+    if (is_unsigned) {
+      append_uint(raw, out_);
+    } else {
+      append_int(v, out_);
+    }
+    return encoded(target, postgres::encode_text_value(target, out_, row));
+  }
+
+  absl::Status encode_floating(uint16_t meta, size_t size, std::string& row) {
+    if (meta != 0 && meta != size) {
+      return r_.error(absl::StrCat("metadata says ", meta, " bytes for a ", size, "-byte float"));
+    }
+    uint64_t raw = 0;
+    WEIR_RETURN_IF_ERROR(r_.le(raw, size, "value"));
+    if (size == 4) {
+      postgres::encode_float4_value(std::bit_cast<float>(static_cast<uint32_t>(raw)), row);
+    } else {
+      postgres::encode_float8_value(std::bit_cast<double>(raw), row);
+    }
+    return absl::OkStatus();
+  }
+
+  // A DATETIME2 or TIMESTAMP2 (in UTC) with `digits` fraction digits, as value() would print it.
+  absl::Status encode_civil(const Civil& c, uint16_t digits, const postgres::ColumnType& target,
+                            std::string& row) {
+    WEIR_RETURN_IF_ERROR(check_date(c.year, c.month, c.day));
+    WEIR_RETURN_IF_ERROR(check_clock(c.hour, c.minute, c.second, c.micros, false));
+    const int64_t unit = kPow10[6 - digits];  // Digits past `digits` are not printed.
+    const int64_t micros_of_day =
+        ((c.hour * 60 + c.minute) * 60 + c.second) * 1000000 + c.micros / unit * unit;
+    return encoded(target,
+                   postgres::encode_timestamp_value(c.year, c.month, c.day, micros_of_day, row));
+  }
+
  private:
   absl::Status integer(size_t size, bool is_unsigned) {
     uint64_t raw = 0;
@@ -1146,9 +1350,7 @@ class ValueDecoder {
     return absl::OkStatus();
   }
 
-  // MySQL's packed decimal: groups of 9 digits in 4 bytes (big-endian), a leading and a trailing
-  // partial group in fewer; the sign bit flipped, negative numbers with every bit inverted.
-  absl::Status decimal(int precision, int scale) {
+  absl::Status read_decimal(int precision, int scale, Decimal& d) {
     if (precision < 1 || precision > 65 || scale > precision || scale > 38) {
       return r_.error(absl::StrCat("decimal precision ", precision, " and scale ", scale));
     }
@@ -1167,7 +1369,6 @@ class ValueDecoder {
         b[i] = static_cast<unsigned char>(~b[i]);
       }
     }
-    char digits[80];
     size_t n = 0;
     size_t pos = 0;
     auto group = [&](int count) -> bool {
@@ -1179,7 +1380,7 @@ class ValueDecoder {
       }
       uint64_t rest = v;
       for (int i = count; i-- > 0;) {
-        digits[n + i] = static_cast<char>('0' + rest % 10);
+        d.digits[n + i] = static_cast<char>('0' + rest % 10);
         rest /= 10;
       }
       n += count;
@@ -1192,7 +1393,7 @@ class ValueDecoder {
     for (int i = 0; i < integer_digits / 9; ++i) {
       ok = ok && group(9);
     }
-    const size_t int_end = n;
+    d.int_end = n;
     for (int i = 0; i < scale / 9; ++i) {
       ok = ok && group(9);
     }
@@ -1202,25 +1403,29 @@ class ValueDecoder {
     if (!ok) {
       return r_.error("a decimal digit group out of range");
     }
-    size_t first = 0;
-    while (first + 1 < int_end && digits[first] == '0') {
-      ++first;
+    d.end = n;
+    d.first = 0;
+    while (d.first + 1 < d.int_end && d.digits[d.first] == '0') {
+      ++d.first;
     }
     bool zero = true;
     for (size_t i = 0; i < n; ++i) {
-      zero = zero && digits[i] == '0';
+      zero = zero && d.digits[i] == '0';
     }
-    if (negative && !zero) {
+    d.negative = negative && !zero;
+    return absl::OkStatus();
+  }
+
+  absl::Status decimal(int precision, int scale) {
+    Decimal d;
+    WEIR_RETURN_IF_ERROR(read_decimal(precision, scale, d));
+    if (d.negative) {
       out_.push_back('-');
     }
-    if (int_end == 0) {
-      out_.push_back('0');
-    } else {
-      out_.append(digits + first, int_end - first);
-    }
+    out_.append(d.integer());
     if (scale > 0) {
       out_.push_back('.');
-      out_.append(digits + int_end, n - int_end);
+      out_.append(d.fraction());
     }
     return absl::OkStatus();
   }
@@ -1247,17 +1452,22 @@ class ValueDecoder {
 
   // "YYYY-MM-DD". MySQL's year 0 precedes year 1: PostgreSQL's 1 BC (a leap year there), so
   // it is written as year 1 and `bc` is set: the caller appends " BC" after the whole value.
-  absl::Status append_date(int64_t year, int64_t month, int64_t day, bool& bc) {
+  absl::Status check_date(int64_t year, int64_t month, int64_t day) {
     if (month == 0 || day == 0) {
       return r_.error(
           absl::StrCat("a zero date (", year, "-", month, "-", day, ") has no weir value"));
     }
     static constexpr int kDays[12] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-    bc = year == 0;
     if (year > 9999 || month > 12 || day > kDays[month - 1] ||
-        (month == 2 && day == 29 && !bc && !is_leap(year))) {
+        (month == 2 && day == 29 && year != 0 && !is_leap(year))) {
       return r_.error(absl::StrCat("an invalid date (", year, "-", month, "-", day, ")"));
     }
+    return absl::OkStatus();
+  }
+
+  absl::Status append_date(int64_t year, int64_t month, int64_t day, bool& bc) {
+    WEIR_RETURN_IF_ERROR(check_date(year, month, day));
+    bc = year == 0;
     append_padded(bc ? 1 : year, 4, out_);
     out_.push_back('-');
     append_padded(month, 2, out_);
@@ -1266,12 +1476,18 @@ class ValueDecoder {
     return absl::OkStatus();
   }
 
-  absl::Status append_clock(int64_t hour, int64_t minute, int64_t second, int64_t micros,
-                            int digits, bool wide_hours) {
+  absl::Status check_clock(int64_t hour, int64_t minute, int64_t second, int64_t micros,
+                           bool wide_hours) {
     if (minute > 59 || second > 59 || micros > 999999 || hour > (wide_hours ? 838 : 23)) {
       return r_.error(
           absl::StrCat("an invalid time (", hour, ":", minute, ":", second, ".", micros, ")"));
     }
+    return absl::OkStatus();
+  }
+
+  absl::Status append_clock(int64_t hour, int64_t minute, int64_t second, int64_t micros,
+                            int digits, bool wide_hours) {
+    WEIR_RETURN_IF_ERROR(check_clock(hour, minute, second, micros, wide_hours));
     if (hour >= 100) {  // TIME's hours: at least two digits, as SELECT prints them.
       append_uint(hour, out_);
     } else {
@@ -1349,7 +1565,7 @@ class ValueDecoder {
     return append_clock(hms >> 12 & 1023, hms >> 6 & 63, hms & 63, abs & 0xffffff, digits, true);
   }
 
-  absl::Status datetime2(uint16_t digits) {
+  absl::Status read_datetime2(uint16_t digits, Civil& c) {
     WEIR_RETURN_IF_ERROR(fraction_digits(digits));
     std::string_view bytes;
     WEIR_RETURN_IF_ERROR(r_.bytes(5, bytes, "value"));
@@ -1365,10 +1581,20 @@ class ValueDecoder {
     const uint64_t ymd = ymdhms >> 17;
     const uint64_t ym = ymd >> 5;
     const uint64_t hms = ymdhms & 0x1ffff;
+    c = Civil{static_cast<int64_t>(ym / 13),       static_cast<int64_t>(ym % 13),
+              static_cast<int64_t>(ymd & 31),      static_cast<int64_t>(hms >> 12),
+              static_cast<int64_t>(hms >> 6 & 63), static_cast<int64_t>(hms & 63),
+              static_cast<int64_t>(micros)};
+    return absl::OkStatus();
+  }
+
+  absl::Status datetime2(uint16_t digits) {
+    Civil c;
+    WEIR_RETURN_IF_ERROR(read_datetime2(digits, c));
     bool bc = false;
-    WEIR_RETURN_IF_ERROR(append_date(ym / 13, ym % 13, ymd & 31, bc));
+    WEIR_RETURN_IF_ERROR(append_date(c.year, c.month, c.day, bc));
     out_.push_back(' ');
-    WEIR_RETURN_IF_ERROR(append_clock(hms >> 12, hms >> 6 & 63, hms & 63, micros, digits, false));
+    WEIR_RETURN_IF_ERROR(append_clock(c.hour, c.minute, c.second, c.micros, digits, false));
     if (bc) {
       out_ += " BC";
     }
@@ -1389,32 +1615,47 @@ class ValueDecoder {
     y += m <= 2 ? 1 : 0;
   }
 
-  absl::Status append_epoch(uint64_t seconds, uint64_t micros, int digits) {
+  // Seconds since 1970-01-01 00:00 UTC to a civil time in UTC.
+  absl::Status epoch_civil(uint64_t seconds, uint64_t micros, Civil& c) {
     if (seconds == 0 && micros == 0) {
       return r_.error("a zero timestamp (0000-00-00 00:00:00) has no weir value");
     }
-    int64_t y = 0;
-    int64_t m = 0;
-    int64_t d = 0;
-    civil_from_days(static_cast<int64_t>(seconds / 86400), y, m, d);
-    const uint64_t s = seconds % 86400;
+    civil_from_days(static_cast<int64_t>(seconds / 86400), c.year, c.month, c.day);
+    const auto s = static_cast<int64_t>(seconds % 86400);
+    c.hour = s / 3600;
+    c.minute = s / 60 % 60;
+    c.second = s % 60;
+    c.micros = static_cast<int64_t>(micros);
+    return absl::OkStatus();
+  }
+
+  absl::Status append_epoch(uint64_t seconds, uint64_t micros, int digits) {
+    Civil c;
+    WEIR_RETURN_IF_ERROR(epoch_civil(seconds, micros, c));
     bool bc = false;
-    WEIR_RETURN_IF_ERROR(append_date(y, m, d, bc));
+    WEIR_RETURN_IF_ERROR(append_date(c.year, c.month, c.day, bc));
     out_.push_back(' ');
-    WEIR_RETURN_IF_ERROR(append_clock(s / 3600, s / 60 % 60, s % 60, micros, digits, false));
+    WEIR_RETURN_IF_ERROR(append_clock(c.hour, c.minute, c.second, c.micros, digits, false));
     out_ += "+00";
     return absl::OkStatus();
   }
 
-  absl::Status timestamp2(uint16_t digits) {
+  absl::Status read_timestamp2(uint16_t digits, uint64_t& seconds, uint64_t& micros) {
     WEIR_RETURN_IF_ERROR(fraction_digits(digits));
     std::string_view bytes;
     WEIR_RETURN_IF_ERROR(r_.bytes(4, bytes, "value"));
-    const uint64_t seconds = load_be(bytes.data(), 4);
+    seconds = load_be(bytes.data(), 4);
     uint64_t frac = 0;
     WEIR_RETURN_IF_ERROR(fraction(digits, frac));
     const size_t size = (digits + 1) / 2;
-    const uint64_t micros = size == 1 ? frac * 10000 : size == 2 ? frac * 100 : frac;
+    micros = size == 1 ? frac * 10000 : size == 2 ? frac * 100 : frac;
+    return absl::OkStatus();
+  }
+
+  absl::Status timestamp2(uint16_t digits) {
+    uint64_t seconds = 0;
+    uint64_t micros = 0;
+    WEIR_RETURN_IF_ERROR(read_timestamp2(digits, seconds, micros));
     return append_epoch(seconds, micros, digits);
   }
 
@@ -1518,6 +1759,27 @@ class ValueDecoder {
     }
   }
 
+  // Character data stored as it is (UTF-8 or ASCII): checked.
+  absl::Status check_text(std::string_view bytes, const MysqlColumn& column, Charset charset) {
+    if (charset == Charset::kUtf8) {
+      for (size_t i = 0; i < bytes.size();) {
+        const size_t n = utf8_sequence(bytes.substr(i));
+        if (n == 0) {
+          return r_.error(
+              absl::StrCat("invalid ", column.charset, " at byte ", i, " of the value"));
+        }
+        i += n;
+      }
+      return absl::OkStatus();
+    }
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      if (static_cast<unsigned char>(bytes[i]) >= 0x80) {
+        return r_.error(absl::StrCat("a byte over 0x7f at byte ", i, " of an ascii value"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
   // Character data to UTF-8, binary data to "\x" hex. A fixed-length binary is padded with 0
   // bytes to `pad_to`; CHAR's trailing spaces are removed.
   absl::Status string(std::string_view bytes, const MysqlColumn& column, uint32_t pad_to,
@@ -1542,22 +1804,8 @@ class ValueDecoder {
     }
     switch (charset) {
       case Charset::kUtf8:
-        for (size_t i = 0; i < bytes.size();) {
-          const size_t n = utf8_sequence(bytes.substr(i));
-          if (n == 0) {
-            return r_.error(
-                absl::StrCat("invalid ", column.charset, " at byte ", i, " of the value"));
-          }
-          i += n;
-        }
-        out_.append(bytes);
-        return absl::OkStatus();
       case Charset::kAscii:
-        for (size_t i = 0; i < bytes.size(); ++i) {
-          if (static_cast<unsigned char>(bytes[i]) >= 0x80) {
-            return r_.error(absl::StrCat("a byte over 0x7f at byte ", i, " of an ascii value"));
-          }
-        }
+        WEIR_RETURN_IF_ERROR(check_text(bytes, column, charset));
         out_.append(bytes);
         return absl::OkStatus();
       case Charset::kLatin1:
@@ -1578,8 +1826,14 @@ class ValueDecoder {
 
 }  // namespace
 
-absl::Status RowDecoder::decode(const TableMapEvent& table, const RowsEvent& rows,
-                                std::span<const MysqlColumn> columns, RowCallback on_row) {
+namespace {
+
+// Checks a rows event against its table map and catalog columns, then walks its rows: per row
+// `image(reader, nulls, before)` for its before image (updates and deletes) and its after image
+// (inserts and updates), each positioned after its NULL bitmap (`nulls`), then `row_done()`.
+template <class ImageFn, class RowFn>
+absl::Status walk_rows(const TableMapEvent& table, const RowsEvent& rows,
+                       std::span<const MysqlColumn> columns, ImageFn image, RowFn row_done) {
   const uint8_t type = static_cast<uint8_t>(
       static_cast<uint8_t>(rows.version == 2 ? EventType::kWriteRowsV2 : EventType::kWriteRowsV1) +
       static_cast<uint8_t>(rows.kind));
@@ -1628,49 +1882,91 @@ absl::Status RowDecoder::decode(const TableMapEvent& table, const RowsEvent& row
           absl::StatusCode::kFailedPrecondition);
     }
   }
+  for (size_t row = 0; r.remaining() > 0; ++row) {
+    for (const bool before : {true, false}) {
+      if (before ? !has_before : !has_after) {
+        continue;
+      }
+      std::string_view nulls;
+      r.set_row(before ? "before" : "after", row);
+      WEIR_RETURN_IF_ERROR(r.bytes(bitmap_size, nulls, "null bitmap"));
+      WEIR_RETURN_IF_ERROR(image(r, nulls, before));
+    }
+    r.clear_row();
+    WEIR_RETURN_IF_ERROR(row_done());
+  }
+  return absl::OkStatus();
+}
 
-  size_t row = 0;
-  auto decode_image = [&](Image& image, const char* which) -> absl::Status {
-    image.arena.clear();
-    image.slots.resize(n);
-    std::string_view nulls;
-    r.set_row(which, row);
-    WEIR_RETURN_IF_ERROR(r.bytes(bitmap_size, nulls, "null bitmap"));
+}  // namespace
+
+absl::Status RowDecoder::decode(const TableMapEvent& table, const RowsEvent& rows,
+                                std::span<const MysqlColumn> columns, RowCallback on_row) {
+  const size_t n = table.column_count();
+  const bool has_before = rows.kind != RowsEvent::Kind::kInsert;
+  const bool has_after = rows.kind != RowsEvent::Kind::kDelete;
+  auto image = [&](Reader& r, std::string_view nulls, bool before) -> absl::Status {
+    Image& into = before ? before_ : after_;
+    into.arena.clear();
+    into.slots.resize(n);
     for (size_t i = 0; i < n; ++i) {
-      Slot& slot = image.slots[i];
-      slot.offset = image.arena.size();
+      Slot& slot = into.slots[i];
+      slot.offset = into.arena.size();
       slot.is_null = bit_set(nulls, i);
       if (!slot.is_null) {
         r.set_column(i, columns[i].name, table.types[i]);
-        ValueDecoder values(r, image.arena);
+        ValueDecoder values(r, into.arena);
         WEIR_RETURN_IF_ERROR(values.value(table.types[i], table.metadata[i], columns[i]));
       }
-      slot.size = image.arena.size() - slot.offset;
+      slot.size = into.arena.size() - slot.offset;
     }
-    image.fields.resize(n);
+    into.fields.resize(n);
     for (size_t i = 0; i < n; ++i) {
-      const Slot& slot = image.slots[i];
-      image.fields[i] = postgres::TextField{
-          std::string_view(image.arena).substr(slot.offset, slot.size), slot.is_null};
+      const Slot& slot = into.slots[i];
+      into.fields[i] = postgres::TextField{
+          std::string_view(into.arena).substr(slot.offset, slot.size), slot.is_null};
     }
     return absl::OkStatus();
   };
-  while (r.remaining() > 0) {
-    std::span<const postgres::TextField> before;
-    std::span<const postgres::TextField> after;
-    if (has_before) {
-      WEIR_RETURN_IF_ERROR(decode_image(before_, "before"));
-      before = before_.fields;
-    }
-    if (has_after) {
-      WEIR_RETURN_IF_ERROR(decode_image(after_, "after"));
-      after = after_.fields;
-    }
-    r.clear_row();
-    WEIR_RETURN_IF_ERROR(on_row(before, after));
-    ++row;
+  return walk_rows(table, rows, columns, image, [&] {
+    return on_row(has_before ? std::span<const postgres::TextField>(before_.fields)
+                             : std::span<const postgres::TextField>(),
+                  has_after ? std::span<const postgres::TextField>(after_.fields)
+                            : std::span<const postgres::TextField>());
+  });
+}
+
+absl::Status RowDecoder::encode(const TableMapEvent& table, const RowsEvent& rows,
+                                std::span<const MysqlColumn> columns,
+                                std::span<const postgres::ColumnType> types,
+                                EncodedRowCallback on_row) {
+  const size_t n = table.column_count();
+  if (types.size() != columns.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("binlog rows of `", table.database, "`.`", table.table, "`: ", types.size(),
+                     " column types for ", columns.size(), " columns"));
   }
-  return absl::OkStatus();
+  const bool has_before = rows.kind != RowsEvent::Kind::kInsert;
+  const bool has_after = rows.kind != RowsEvent::Kind::kDelete;
+  auto image = [&](Reader& r, std::string_view nulls, bool before) -> absl::Status {
+    std::string& out = before ? encoded_before_ : encoded_after_;
+    out.assign((n + 7) / 8, '\0');  // weir's NULL bitmap: the binlog's, unused bits zero.
+    for (size_t i = 0; i < n; ++i) {
+      if (bit_set(nulls, i)) {
+        out[i / 8] = static_cast<char>(out[i / 8] | (1 << (i % 8)));
+        continue;
+      }
+      r.set_column(i, columns[i].name, table.types[i]);
+      ValueDecoder values(r, text_);
+      WEIR_RETURN_IF_ERROR(
+          values.encode(table.types[i], table.metadata[i], columns[i], types[i], out));
+    }
+    return absl::OkStatus();
+  };
+  return walk_rows(table, rows, columns, image, [&] {
+    return on_row(has_before ? std::string_view(encoded_before_) : std::string_view(),
+                  has_after ? std::string_view(encoded_after_) : std::string_view());
+  });
 }
 
 }  // namespace weir::sources::mysql

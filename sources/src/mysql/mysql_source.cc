@@ -659,7 +659,8 @@ class Replication {
         start = std::min(start, std::max<Offset>(resume_[e], 1));
       }
       exports_of_[config.tables[e].name].push_back(e);
-      encoders_.emplace_back(config.tables[e].desc);
+      auto& types = types_.emplace_back();
+      for (const auto& column : config.tables[e].desc.columns) types.push_back(column.type);
     }
     start_ = start == std::numeric_limits<Offset>::max() ? 0 : start;
     position_ = start_;
@@ -937,21 +938,13 @@ class Replication {
                            "snapshot it again"));
         continue;
       }
-      absl::Status decoded = row_decoder_.decode(
-          table, rows, export_table.columns,
-          [&](std::span<const TextField> before, std::span<const TextField> after) {
-            if (!before.empty()) {
-              old_row_.clear();
-              WEIR_RETURN_IF_ERROR(encoders_[e].encode(before, old_row_));
-            }
-            if (!after.empty()) {
-              new_row_.clear();
-              WEIR_RETURN_IF_ERROR(encoders_[e].encode(after, new_row_));
-            }
-            if (!before.empty()) give(e, old_row_, -1);
-            if (!after.empty()) give(e, new_row_, 1);
-            return absl::OkStatus();
-          });
+      absl::Status decoded =
+          row_decoder_.encode(table, rows, export_table.columns, types_[e],
+                              [&](std::string_view before, std::string_view after) {
+                                if (!before.empty()) give(e, row_.assign(before), -1);
+                                if (!after.empty()) give(e, row_.assign(after), 1);
+                                return absl::OkStatus();
+                              });
       if (!decoded.ok()) {
         error(e, seq_,
               absl::StrCat("table ", export_table.name, ": a row at GTID ",
@@ -1070,8 +1063,8 @@ class Replication {
   std::optional<BinlogDecoder> decoder_;
   RowDecoder row_decoder_;
   std::map<uint64_t, TableMapEvent> tables_;  // By table id.
-  std::string old_row_, new_row_;
-  std::vector<RowEncoder> encoders_;  // Per export.
+  std::string row_;
+  std::vector<std::vector<postgres::ColumnType>> types_;  // Per export, per column.
 };
 
 void render_replication(Scope<Offset>& scope, const MysqlSourceConfig& config,

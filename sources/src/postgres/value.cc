@@ -293,7 +293,7 @@ absl::Status encode_signed(std::string_view s, std::string& out) {
   if (!parse_integer(s, v)) {
     return bad("not an integer in range");
   }
-  put_varint(out, zigzag(v));
+  encode_int_value(v, out);
   return absl::OkStatus();
 }
 
@@ -366,7 +366,7 @@ absl::Status encode_float4(std::string_view s, std::string& out) {
   if (auto status = parse_float(s, v); !status.ok()) {
     return status;
   }
-  put_fixed32(out, std::isnan(v) ? 0x7fc00000u : std::bit_cast<uint32_t>(v));
+  encode_float4_value(v, out);
   return absl::OkStatus();
 }
 
@@ -375,7 +375,7 @@ absl::Status encode_float8(std::string_view s, std::string& out) {
   if (auto status = parse_float(s, v); !status.ok()) {
     return status;
   }
-  put_fixed64(out, std::isnan(v) ? 0x7ff8000000000000ull : std::bit_cast<uint64_t>(v));
+  encode_float8_value(v, out);
   return absl::OkStatus();
 }
 
@@ -391,6 +391,10 @@ enum NumericTag : uint8_t {
   kNumericPosInf = 3,
   kNumericNegInf = 4,
 };
+
+absl::Status encode_numeric_digits(bool negative, std::string_view int_digits,
+                                   std::string_view frac_digits, int64_t exponent,
+                                   std::string& out);
 
 absl::Status encode_numeric(std::string_view s, std::string& out) {
   s = trim(s);
@@ -453,12 +457,18 @@ absl::Status encode_numeric(std::string_view s, std::string& out) {
   if (i != n) {
     return bad("not a number");
   }
-  const auto n_int = static_cast<int64_t>(int_end - int_begin);
-  const auto n_frac = static_cast<int64_t>(frac_end - frac_begin);
+  return encode_numeric_digits(negative, s.substr(int_begin, int_end - int_begin),
+                               s.substr(frac_begin, frac_end - frac_begin), exponent, out);
+}
+
+// The value [-]int_digits[.frac_digits] x 10^exponent (digits only).
+absl::Status encode_numeric_digits(bool negative, std::string_view int_digits,
+                                   std::string_view frac_digits, int64_t exponent,
+                                   std::string& out) {
+  const auto n_int = static_cast<int64_t>(int_digits.size());
+  const auto n_frac = static_cast<int64_t>(frac_digits.size());
   const int64_t total = n_int + n_frac;
-  auto digit_at = [&](int64_t k) {
-    return k < n_int ? s[int_begin + k] : s[frac_begin + (k - n_int)];
-  };
+  auto digit_at = [&](int64_t k) { return k < n_int ? int_digits[k] : frac_digits[k - n_int]; };
   const int64_t dscale = std::max<int64_t>(0, n_frac - exponent);
   if (dscale > kNumericMaxDscale) {
     return bad("too many digits after the decimal point");
@@ -498,8 +508,7 @@ absl::Status encode_numeric(std::string_view s, std::string& out) {
 }
 
 absl::Status encode_varlena(std::string_view s, std::string& out) {
-  put_varint(out, s.size());
-  out.append(s);
+  encode_text_bytes(s, out);
   return absl::OkStatus();
 }
 
@@ -674,6 +683,14 @@ bool read_ymd(std::string_view s, size_t& i, int64_t& year, int64_t& month, int6
          read_number(s, i, 2, month) && i < s.size() && s[i++] == '-' && read_number(s, i, 2, day);
 }
 
+// Checks a day of an astronomical year.
+absl::Status check_month_day(int64_t year, int64_t month, int64_t day) {
+  if (month < 1 || month > 12 || day < 1 || day > days_in_month(year, month)) {
+    return bad("date field out of range");
+  }
+  return absl::OkStatus();
+}
+
 // Turns a written year (and BC) into PostgreSQL's astronomical year and checks the day.
 absl::Status check_date(int64_t& year, int64_t month, int64_t day, bool bc) {
   if (year == 0) {
@@ -682,10 +699,7 @@ absl::Status check_date(int64_t& year, int64_t month, int64_t day, bool bc) {
   if (bc) {
     year = 1 - year;
   }
-  if (month < 1 || month > 12 || day < 1 || day > days_in_month(year, month)) {
-    return bad("date field out of range");
-  }
-  return absl::OkStatus();
+  return check_month_day(year, month, day);
 }
 
 // Skips " BC" at s[i] (with any run of spaces before it).
@@ -778,6 +792,16 @@ absl::Status read_zone(std::string_view s, size_t& i, int64_t& east) {
   return absl::OkStatus();
 }
 
+// A day already checked (check_month_day), in range or not.
+absl::Status encode_checked_date(int64_t year, int64_t month, int64_t day, std::string& out) {
+  const int64_t j = date2j(year, month, day);
+  if (j < 0 || j >= kDateEndJulian) {
+    return bad("date out of range");
+  }
+  put_varint(out, zigzag(j - kEpochJulian));
+  return absl::OkStatus();
+}
+
 absl::Status encode_date(std::string_view s, std::string& out) {
   s = trim(s);
   if (iequals(s, "infinity") || iequals(s, "+infinity")) {
@@ -802,12 +826,7 @@ absl::Status encode_date(std::string_view s, std::string& out) {
   if (auto status = check_date(y, m, d, bc); !status.ok()) {
     return status;
   }
-  const int64_t j = date2j(y, m, d);
-  if (j < 0 || j >= kDateEndJulian) {
-    return bad("date out of range");
-  }
-  put_varint(out, zigzag(j - kEpochJulian));
-  return absl::OkStatus();
+  return encode_checked_date(y, m, d, out);
 }
 
 absl::Status check_time(int64_t micros) {
@@ -856,6 +875,26 @@ absl::Status encode_timetz(std::string_view s, std::string& out) {
   return absl::OkStatus();
 }
 
+// A day already checked (check_month_day), the time of day and the zone (seconds east of UTC).
+absl::Status encode_checked_timestamp(int64_t year, int64_t month, int64_t day, int64_t tod,
+                                      int64_t east, std::string& out) {
+  if (auto status = check_time(tod); !status.ok()) {
+    return status;
+  }
+  // The local day may be the one after the last UTC day (a negative offset); beyond it the
+  // arithmetic below could overflow.
+  const int64_t j = date2j(year, month, day);
+  if (j < 0 || j > kTimestampEndJulian) {
+    return bad("timestamp out of range");
+  }
+  const int64_t t = (j - kEpochJulian) * kUsecsPerDay + tod - east * kUsecsPerSec;
+  if (t < kMinTimestamp || t >= kEndTimestamp) {
+    return bad("timestamp out of range");
+  }
+  put_fixed64(out, static_cast<uint64_t>(t));
+  return absl::OkStatus();
+}
+
 absl::Status encode_timestamp(std::string_view s, bool with_zone, std::string& out) {
   s = trim(s);
   int64_t t;
@@ -890,19 +929,7 @@ absl::Status encode_timestamp(std::string_view s, bool with_zone, std::string& o
     if (auto status = check_date(y, m, d, bc); !status.ok()) {
       return status;
     }
-    if (auto status = check_time(tod); !status.ok()) {
-      return status;
-    }
-    // The local day may be the one after the last UTC day (a negative offset); beyond it the
-    // arithmetic below could overflow.
-    const int64_t j = date2j(y, m, d);
-    if (j < 0 || j > kTimestampEndJulian) {
-      return bad("timestamp out of range");
-    }
-    t = (j - kEpochJulian) * kUsecsPerDay + tod - east * kUsecsPerSec;
-    if (t < kMinTimestamp || t >= kEndTimestamp) {
-      return bad("timestamp out of range");
-    }
+    return encode_checked_timestamp(y, m, d, tod, east, out);
   }
   put_fixed64(out, static_cast<uint64_t>(t));
   return absl::OkStatus();
@@ -3098,6 +3125,41 @@ absl::Status parse_copy_text_line(std::string_view line, std::string& scratch,
     begin = end + 1;
   }
   return absl::OkStatus();
+}
+
+void encode_int_value(int64_t v, std::string& out) { put_varint(out, zigzag(v)); }
+
+void encode_float4_value(float v, std::string& out) {
+  put_fixed32(out, std::isnan(v) ? 0x7fc00000u : std::bit_cast<uint32_t>(v));
+}
+
+void encode_float8_value(double v, std::string& out) {
+  put_fixed64(out, std::isnan(v) ? 0x7ff8000000000000ull : std::bit_cast<uint64_t>(v));
+}
+
+void encode_text_bytes(std::string_view text, std::string& out) {
+  put_varint(out, text.size());
+  out.append(text);
+}
+
+absl::Status encode_numeric_value(bool negative, std::string_view int_digits,
+                                  std::string_view frac_digits, std::string& out) {
+  return encode_numeric_digits(negative, int_digits, frac_digits, 0, out);
+}
+
+absl::Status encode_date_value(int64_t year, int64_t month, int64_t day, std::string& out) {
+  if (auto status = check_month_day(year, month, day); !status.ok()) {
+    return status;
+  }
+  return encode_checked_date(year, month, day, out);
+}
+
+absl::Status encode_timestamp_value(int64_t year, int64_t month, int64_t day, int64_t micros_of_day,
+                                    std::string& out) {
+  if (auto status = check_month_day(year, month, day); !status.ok()) {
+    return status;
+  }
+  return encode_checked_timestamp(year, month, day, micros_of_day, 0, out);
 }
 
 absl::Status encode_text_value(const ColumnType& type, std::string_view text, std::string& out) {

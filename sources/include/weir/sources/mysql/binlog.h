@@ -283,8 +283,8 @@ class BinlogDecoder {
   std::string post_header_lengths_;  // From the last FORMAT_DESCRIPTION; empty before one.
 };
 
-// Turns row images into canonical text. Reuses its buffers: steady-state decoding allocates
-// nothing once they have grown to the largest row.
+// Turns row images into canonical text, or straight into weir's row encoding. Reuses its buffers:
+// steady-state decoding allocates nothing once they have grown to the largest row.
 class RowDecoder {
  public:
   // One row: per column (of the table, in order) its canonical text or NULL. `before` is empty
@@ -299,6 +299,18 @@ class RowDecoder {
   absl::Status decode(const TableMapEvent& table, const RowsEvent& rows,
                       std::span<const MysqlColumn> columns, RowCallback on_row);
 
+  // One row in weir's row encoding (postgres/value.h); `before` is empty for an insert, `after`
+  // for a delete. Views the decoder's buffers, valid during the call.
+  using EncodedRowCallback =
+      absl::FunctionRef<absl::Status(std::string_view before, std::string_view after)>;
+
+  // Like decode, with each image encoded as a row of `types` (per column, weir_column's type of
+  // it: types.h): the bytes postgres::RowEncoder makes of decode's text, or an error where it
+  // refuses it. The common types are encoded straight from their binary image, without the text.
+  absl::Status encode(const TableMapEvent& table, const RowsEvent& rows,
+                      std::span<const MysqlColumn> columns,
+                      std::span<const postgres::ColumnType> types, EncodedRowCallback on_row);
+
  private:
   struct Slot {
     size_t offset = 0;
@@ -312,6 +324,9 @@ class RowDecoder {
   };
   Image before_;
   Image after_;
+  std::string encoded_before_;
+  std::string encoded_after_;
+  std::string text_;  // A value encode() takes through its text.
 };
 
 }  // namespace weir::sources::mysql

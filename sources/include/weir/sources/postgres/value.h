@@ -160,6 +160,28 @@ absl::Status parse_copy_text_line(std::string_view line, std::string& scratch,
 // `out` is unchanged and the message quotes the value (at most 64 bytes of it).
 absl::Status encode_text_value(const ColumnType& type, std::string_view text, std::string& out);
 
+// Values a source has decoded itself (the MySQL binlog's binary row images), appended without
+// going through their text: each appends exactly what encode_text_value appends for the value's
+// text in `kind`, and refuses what it refuses (then `out` is unchanged).
+//
+// int2, int4, int8: `v` must be in the kind's range (the caller checks).
+void encode_int_value(int64_t v, std::string& out);
+// float4, float8 (NaN is stored as the one NaN).
+void encode_float4_value(float v, std::string& out);
+void encode_float8_value(double v, std::string& out);
+// text, json, jsonb: the bytes as they are (the caller checks the encoding).
+void encode_text_bytes(std::string_view text, std::string& out);
+// numeric: the value written [-]int_digits[.frac_digits] (digits only; int_digits may be empty or
+// have leading zeros; dscale is frac_digits' length).
+absl::Status encode_numeric_value(bool negative, std::string_view int_digits,
+                                  std::string_view frac_digits, std::string& out);
+// date: a day of the proleptic Gregorian calendar; `year` is astronomical (0 is 1 BC).
+absl::Status encode_date_value(int64_t year, int64_t month, int64_t day, std::string& out);
+// timestamp (and timestamptz, for a time in UTC): a day as encode_date_value's and the
+// microseconds since its midnight (0 to 24 hours).
+absl::Status encode_timestamp_value(int64_t year, int64_t month, int64_t day, int64_t micros_of_day,
+                                    std::string& out);
+
 // Whether a column's values can be decoded from PostgreSQL's binary format: built-in scalar types
 // of every TypeKind except kText, plus text (25), varchar (1043), bpchar (1042), name (19), and
 // one-dimensional-or-more arrays of those (by Column::type_oid: the built-in array OIDs).
