@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # sources/fuzz/binlog/run.sh [SECONDS] [LIBFUZZER_FLAGS...]: builds binlog_fuzz with clang in
 # build/fuzz-binlog (libFuzzer + AddressSanitizer + UndefinedBehaviorSanitizer; a standalone
-# build of this folder: two files) and fuzzes it for SECONDS (default 60).
+# build of this folder: four files) and fuzzes it for SECONDS (default 60).
 #
 # First every input in regressions/ (inputs that once found a defect, see regressions/README.md)
 # is replayed on its own; then the fuzzer starts from seeds/ (events captured from MariaDB 10.11
