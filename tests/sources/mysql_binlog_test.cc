@@ -183,14 +183,14 @@ absl::StatusOr<std::string> decode_value(FieldType type, std::string_view metada
   std::string encoded;
   absl::Status direct = absl::OkStatus();
   if (weir.ok()) {
-    const ColumnType types[] = {weir->type};
-    direct =
-        row_decoder.encode(std::get<TableMapEvent>(map->body), std::get<RowsEvent>(rows->body),
-                           columns, types, [&](std::string_view before, std::string_view after) {
-                             EXPECT_TRUE(before.empty());
-                             encoded = std::string(after);
-                             return absl::OkStatus();
-                           });
+    const ColumnType column_types[] = {weir->type};
+    direct = row_decoder.encode(std::get<TableMapEvent>(map->body), std::get<RowsEvent>(rows->body),
+                                columns, column_types,
+                                [&](std::string_view before, std::string_view after) {
+                                  EXPECT_TRUE(before.empty());
+                                  encoded = std::string(after);
+                                  return absl::OkStatus();
+                                });
   }
   if (!status.ok()) {
     if (weir.ok()) {
