@@ -549,6 +549,18 @@ TEST(BinlogRowTest, Strings) {
   EXPECT_NE(invalid.status().message().find("column 0 `c` (VARCHAR): invalid utf8mb4"),
             std::string::npos)
       << invalid.status();
+  // Checked eight ASCII bytes at a time, then byte by byte: the offset named is exact.
+  const std::string long_text =
+      "0123456789ab\xc3\xa9"
+      "cdefghij\xff"
+      "klm";
+  EXPECT_EQ(ok_value(FieldType::kVarchar, le(40, 2), utf8, "\x14" + long_text.substr(0, 20)),
+            long_text.substr(0, 20));
+  auto late = decode_value(FieldType::kVarchar, le(40, 2), utf8, "\x1a" + long_text);
+  ASSERT_FALSE(late.ok());
+  EXPECT_NE(late.status().message().find("invalid utf8mb4 at byte 22 of the value"),
+            std::string::npos)
+      << late.status();
   // latin1 is Windows-1252.
   EXPECT_EQ(
       ok_value(FieldType::kVarchar, le(10, 2), column("varchar", "latin1"), "\x03\x80\xe9\x81"),

@@ -1763,6 +1763,14 @@ class ValueDecoder {
   absl::Status check_text(std::string_view bytes, const MysqlColumn& column, Charset charset) {
     if (charset == Charset::kUtf8) {
       for (size_t i = 0; i < bytes.size();) {
+        if (i + 8 <= bytes.size()) {  // Eight ASCII bytes at a time.
+          uint64_t word = 0;
+          std::memcpy(&word, bytes.data() + i, 8);
+          if ((word & 0x8080808080808080ull) == 0) {
+            i += 8;
+            continue;
+          }
+        }
         const size_t n = utf8_sequence(bytes.substr(i));
         if (n == 0) {
           return r_.error(
