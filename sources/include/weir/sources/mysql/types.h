@@ -3,9 +3,12 @@
 // A MySQL column maps to a weir column (postgres::Column: a PostgreSQL type whose text format
 // and row encoding weir already has, value.h), so that shards of either source are printed,
 // compared and read back alike. Every value, whether it comes from the snapshot's SELECT (the
-// text protocol) or from a binlog row image (binary), is first turned into its *canonical text*,
-// the text below, and then encoded with postgres::encode_text_value for the mapped type. Both
-// paths give the same bytes for the same value.
+// text protocol) or from a binlog row image (binary), is defined by its *canonical text*, the
+// text below, encoded with postgres::encode_text_value for the mapped type. The snapshot's values
+// go through that text; the binlog's common types (integers, floats, decimal, date, datetime,
+// timestamp, UTF-8 and ASCII strings) are encoded straight from their image to the same bytes
+// (RowDecoder::encode, binlog.h), the others through the text. Both paths give the same bytes
+// for the same value.
 //
 //   MySQL type                    weir type (OID)                canonical text
 //   tinyint, smallint, year       int2 (21)                      decimal ("-12"; year 0 is "0")
