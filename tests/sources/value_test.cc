@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -160,6 +161,66 @@ TEST(ValueTest, DatesAndTimesUseIsoStyle) {
   EXPECT_FALSE(
       encode_text_value(scalar(TypeKind::kTimestampTz), "294576-12-31 23:56-12", out).ok());
   EXPECT_FALSE(encode_text_value(scalar(TypeKind::kTimestamp), "5874897-12-31 00:00", out).ok());
+}
+
+// The encoders of values a source decoded itself (the MySQL binlog's) append what
+// encode_text_value appends for the value's text, and refuse what it refuses; days past any
+// text's are refused too (without overflowing).
+TEST(ValueTest, DecodedDatesAndTimestampsEncodeAsTheirText) {
+  auto written = [](int64_t year, int64_t month, int64_t day) {
+    const int64_t shown = year > 0 ? year : 1 - year;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%04lld-%02lld-%02lld%s", static_cast<long long>(shown),
+                  static_cast<long long>(month), static_cast<long long>(day),
+                  year > 0 ? "" : " BC");
+    return std::string(buf);
+  };
+  for (int64_t year : {-999999998, -4714, -4713, -1, 0, 1, 1999, 2000, 2100, 9999, 294276, 294277,
+                       5874897, 5874898, 999999999}) {
+    for (int64_t month : {0, 1, 2, 11, 12, 13}) {
+      for (int64_t day : {0, 1, 23, 24, 28, 29, 30, 31, 32}) {
+        const std::string date = written(year, month, day);
+        std::string text_out;
+        std::string direct_out = "x";
+        const absl::Status text = encode_text_value(scalar(TypeKind::kDate), date, text_out);
+        const absl::Status direct = encode_date_value(year, month, day, direct_out);
+        EXPECT_EQ(direct.ok(), text.ok()) << date << ": " << direct << " vs " << text;
+        EXPECT_EQ(direct_out, text.ok() ? "x" + text_out : "x") << date;
+        for (int64_t micros : {int64_t{0}, int64_t{1}, int64_t{86399999999}, int64_t{86400000000},
+                               int64_t{86400000001}}) {
+          char clock[64];
+          std::snprintf(clock, sizeof clock, "%02lld:%02lld:%02lld.%06lld",
+                        static_cast<long long>(micros / 3600000000),
+                        static_cast<long long>(micros / 60000000 % 60),
+                        static_cast<long long>(micros / 1000000 % 60),
+                        static_cast<long long>(micros % 1000000));
+          const std::string ymd = date.substr(0, date.find(' '));
+          for (const bool zone : {false, true}) {
+            const std::string full =
+                ymd + " " + clock + (zone ? "+00" : "") + (year > 0 ? "" : " BC");
+            text_out.clear();
+            direct_out = "x";
+            const absl::Status t = encode_text_value(
+                scalar(zone ? TypeKind::kTimestampTz : TypeKind::kTimestamp), full, text_out);
+            const absl::Status d = encode_timestamp_value(year, month, day, micros, direct_out);
+            EXPECT_EQ(d.ok(), t.ok()) << full << ": " << d << " vs " << t;
+            EXPECT_EQ(direct_out, t.ok() ? "x" + text_out : "x") << full;
+          }
+        }
+      }
+    }
+  }
+  // Years no text has: refused, not wrapped into range.
+  for (int64_t year :
+       {std::numeric_limits<int64_t>::min(), int64_t{-9090984573995959655}, int64_t{-1000000000000},
+        int64_t{1000000000000}, std::numeric_limits<int64_t>::max()}) {
+    std::string out;
+    EXPECT_FALSE(encode_date_value(year, 1, 1, out).ok()) << year;
+    EXPECT_FALSE(encode_timestamp_value(year, 1, 1, 0, out).ok()) << year;
+    EXPECT_EQ(out, "");
+  }
+  std::string out;
+  EXPECT_FALSE(encode_timestamp_value(2000, 1, 1, -1, out).ok());
 }
 
 TEST(ValueTest, ArraysKeepShapeBoundsAndNulls) {

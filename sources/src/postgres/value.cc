@@ -792,6 +792,10 @@ absl::Status read_zone(std::string_view s, size_t& i, int64_t& east) {
   return absl::OkStatus();
 }
 
+// Years no date has (4714 BC, astronomical -4713, to 5874898): date2j could overflow on them; a
+// written year (at most 9 digits) never is one.
+bool beyond_dates(int64_t year) { return year < -4713 || year > 5874898; }
+
 // A day already checked (check_month_day), in range or not.
 absl::Status encode_checked_date(int64_t year, int64_t month, int64_t day, std::string& out) {
   const int64_t j = date2j(year, month, day);
@@ -3151,6 +3155,9 @@ absl::Status encode_date_value(int64_t year, int64_t month, int64_t day, std::st
   if (auto status = check_month_day(year, month, day); !status.ok()) {
     return status;
   }
+  if (beyond_dates(year)) {
+    return bad("date out of range");
+  }
   return encode_checked_date(year, month, day, out);
 }
 
@@ -3158,6 +3165,12 @@ absl::Status encode_timestamp_value(int64_t year, int64_t month, int64_t day, in
                                     std::string& out) {
   if (auto status = check_month_day(year, month, day); !status.ok()) {
     return status;
+  }
+  if (auto status = check_time(micros_of_day); !status.ok()) {
+    return status;
+  }
+  if (beyond_dates(year)) {
+    return bad("timestamp out of range");
   }
   return encode_checked_timestamp(year, month, day, micros_of_day, 0, out);
 }
