@@ -1890,6 +1890,9 @@ absl::Status walk_rows(const TableMapEvent& table, const RowsEvent& rows,
           absl::StatusCode::kFailedPrecondition);
     }
   }
+  if (n == 0 && r.remaining() > 0) {  // Its rows would take no bytes: rows without end.
+    return r.error(absl::StrCat(r.remaining(), " bytes of rows of a table without columns"));
+  }
   for (size_t row = 0; r.remaining() > 0; ++row) {
     for (const bool before : {true, false}) {
       if (before ? !has_before : !has_after) {
