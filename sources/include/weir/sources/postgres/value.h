@@ -171,8 +171,8 @@ void encode_float4_value(float v, std::string& out);
 void encode_float8_value(double v, std::string& out);
 // text, json, jsonb: the bytes as they are (the caller checks the encoding).
 void encode_text_bytes(std::string_view text, std::string& out);
-// numeric: the value written [-]int_digits[.frac_digits] (digits only; int_digits may be empty or
-// have leading zeros; dscale is frac_digits' length).
+// numeric: the value written [-]int_digits[.frac_digits] (digits only, at least one in all;
+// int_digits may be empty or have leading zeros; dscale is frac_digits' length).
 absl::Status encode_numeric_value(bool negative, std::string_view int_digits,
                                   std::string_view frac_digits, std::string& out);
 // date: a day of the proleptic Gregorian calendar; `year` is astronomical (0 is 1 BC).
