@@ -10,16 +10,9 @@
 #include <gtest/gtest.h>
 
 #include "weir/async/fiber.h"
+#include "weir/sanitizers.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define WEIR_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define WEIR_TEST_ASAN 1
-#endif
-#endif
-
-#if defined(WEIR_TEST_ASAN)
+#if defined(WEIR_ASAN)
 // Fake stacks on; a small quarantine, so that freed heap memory does not hide what leaks.
 extern "C" const char* __asan_default_options() {
   return "detect_stack_use_after_return=1:quarantine_size_mb=8";

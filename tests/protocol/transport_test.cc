@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "weir/communication/allocator.h"
+#include "weir/sanitizers.h"
 
 namespace weir::protocol {
 namespace {
@@ -544,16 +545,10 @@ TEST(TransportTest, FloodsKeepMemoryBounded) {
   // AddressSanitizer keeps up to 256 MiB of freed memory in its quarantine, resident, and pads
   // every allocation (389 MiB seen in a full asan-all run).
   size_t bound = size_t{256} << 20;
-#if defined(__SANITIZE_THREAD__)
+#if defined(WEIR_TSAN)
   bound = size_t{1024} << 20;
-#elif defined(__SANITIZE_ADDRESS__)
+#elif defined(WEIR_ASAN)
   bound = size_t{768} << 20;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-  bound = size_t{1024} << 20;
-#elif __has_feature(address_sanitizer)
-  bound = size_t{768} << 20;
-#endif
 #endif
   EXPECT_LT(grown, bound) << "RSS grew by " << (grown >> 20) << " MiB";
   // And the cluster still runs.

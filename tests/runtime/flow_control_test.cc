@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/sanitizers.h"
 #include "testing/harness.h"
 #include "testing/loopback_hub.h"
 #include <gtest/gtest.h>
@@ -30,18 +31,8 @@ using std::chrono::milliseconds;
 
 // Under a sanitizer the producers run several times slower than the consumer's sleeps assume, so
 // whether a backlog grows without flow control is timing, not a property: there the comparison
-// with flow control off is printed, not checked (the bounds with it on are checked everywhere).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+// with flow control off is printed, not checked (the bounds with it on are checked everywhere;
+// testing::kSanitized).
 
 // ---- the gate itself ----
 
@@ -190,7 +181,7 @@ void expect_held_back(F&& worst_backlog, uint64_t bound, const char* where) {
   const uint64_t ungated = worst_backlog(0);
   std::printf("worst backlog %s: %llu records gated, %llu without flow control\n", where,
               static_cast<unsigned long long>(gated), static_cast<unsigned long long>(ungated));
-  if (!kSanitized) {
+  if (!testing::kSanitized) {
     EXPECT_GT(ungated, 4 * gated) << "without flow control the backlog should grow";
   }
 }

@@ -53,6 +53,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "weir/sanitizers.h"
 #include "weir/worker/config.h"
 
 namespace weir {
@@ -359,16 +360,10 @@ TEST(ClusterTest, ASlowWorkerKeepsEveryProcessWithinItsMemoryBound) {
   // every byte touched. Under ASan (GCC) one run measured 472 MiB with flow control and reached
   // only 896 MiB in the minute without (the build is slower): the bound sits between them.
   std::string limit_mib = "512";
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(WEIR_ASAN)
   limit_mib = "768";
-#elif defined(__SANITIZE_THREAD__)
+#elif defined(WEIR_TSAN)
   limit_mib = "1024";
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-  limit_mib = "768";
-#elif __has_feature(thread_sanitizer)
-  limit_mib = "1024";
-#endif
 #endif
   const char* seconds_text = std::getenv("WEIR_SLOW_WORKER_SECONDS");  // For shorter local runs.
   const std::string run_for = seconds_text != nullptr ? seconds_text : "60";
