@@ -431,6 +431,7 @@ struct Ingestion {
   std::shared_ptr<LastHealth> health;
   std::map<std::string, uint64_t> updates, batches;   // By table, over every epoch.
   std::map<std::string, double> snapshot_seconds;     // By table: see ExportReport.
+  std::optional<double> complete_seconds;             // See IngestReport.
   std::map<std::string, std::string> planned_errors;  // By table: the last plan's (or "").
   // By table: the definite error (or "") its shard holds below the upper, as of the last epoch.
   std::map<std::string, std::pair<Offset, std::string>> known_errors;
@@ -825,6 +826,7 @@ IngestReport make_report(Ingestion& in) {
   report.epochs = in.epochs;
   report.backoffs = in.backoffs;
   report.seconds = std::chrono::duration<double>(Clock::now() - in.started).count();
+  report.complete_seconds = in.complete_seconds;
   for (size_t e = 0; e < in.tables.size(); ++e) {
     const std::string& table = in.tables[e];
     ExportReport r;
@@ -883,6 +885,8 @@ absl::StatusOr<IngestReport> run_ingest(const IngestOptions& options, IngestMoni
   // A run that reached its end leaves its shards maintained, however far the maintenance thread
   // had fallen behind the appends; a stop asked for (Ctrl-C) does not wait for it.
   if (!(options.stop && options.stop->load())) {
+    ingestion.complete_seconds =
+        std::chrono::duration<double>(Clock::now() - ingestion.started).count();
     // The since follows the final uppers, and the last maintenance compacts up to it.
     for (const auto& table : ingestion.tables) {
       const std::string shard = shard_name(ingestion.kind, table);

@@ -56,6 +56,10 @@ TEST_P(IngestTest, ShardsEqualTheGeneratorAtEveryOffset) {
     EXPECT_EQ(e.health, sources::Health::kCeased) << e.shard;
     EXPECT_GT(e.updates, 0u);
   }
+  // It reached its end, and says when, before its final maintenance.
+  ASSERT_TRUE(report->complete_seconds.has_value());
+  EXPECT_GT(*report->complete_seconds, 0);
+  EXPECT_LE(*report->complete_seconds, report->seconds);
   expect_matches_generator(options, until, {"users", "auctions", "bids"});
   // A second run resumes from the uppers and adds nothing when already complete.
   auto again = run_ingest(options);
@@ -276,6 +280,7 @@ TEST(IngestWorkersTest, ResumingWithOtherWorkerCountsEqualsTheGenerator) {
   ASSERT_TRUE(stopped.ok()) << stopped.status();
   // Paced at 10,000 offsets a second, 6,000 take longer than the 250 ms before the stop.
   for (const auto& e : stopped->exports) EXPECT_LT(e.upper, 6001u) << e.shard;
+  EXPECT_FALSE(stopped->complete_seconds.has_value()) << "stopped before its end";
 
   IngestOptions three = options_for(dir, 3, 6000);
   auto resumed = run_ingest(three);

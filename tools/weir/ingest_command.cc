@@ -225,11 +225,15 @@ void run(const ingest::SourceSpec& spec, const IngestFlags& flags) {
   if (!report.ok()) fail(report.status());
   uint64_t total = 0;
   for (const auto& e : report->exports) total += e.updates;
+  const std::string complete =
+      report->complete_seconds
+          ? absl::StrFormat("; complete and durable after %.2f s", *report->complete_seconds)
+          : "";
   std::printf(
-      "ingested %s updates in %.2f s (%s updates/s), incarnation %llu, %zu epoch%s, %zu "
+      "ingested %s updates in %.2f s (%s updates/s%s), incarnation %llu, %zu epoch%s, %zu "
       "backoff%s\n",
       human(total).c_str(), report->seconds, human(total / std::max(report->seconds, 1e-9)).c_str(),
-      static_cast<unsigned long long>(report->incarnation), report->epochs,
+      complete.c_str(), static_cast<unsigned long long>(report->incarnation), report->epochs,
       report->epochs == 1 ? "" : "s", report->backoffs, report->backoffs == 1 ? "" : "s");
   if (faulty_blob) {
     std::printf(

@@ -187,7 +187,10 @@ struct IngestReport {
   uint64_t incarnation = 0;
   size_t epochs = 0;    // 1 + restarts.
   size_t backoffs = 0;  // Waits after a failed attempt (an epoch or a plan).
-  double seconds = 0;
+  double seconds = 0;   // The whole run, its final maintenance included.
+  // Seconds from the run's start until every table was durable up to the source's end (a run
+  // with an end that reached it), before the final maintenance of the shards.
+  std::optional<double> complete_seconds;
   std::vector<ExportReport> exports;
 };
 
