@@ -1041,6 +1041,13 @@ constexpr uint64_t kPow10[] = {1,      10,      100,      1000,      10000,
 
 // One row image's values. Errors name the event, the table, the row and the column.
 class ValueDecoder {
+  // An integer of TINY to LONGLONG: its bytes, and its value sign-extended unless unsigned.
+  struct Integer {
+    uint64_t raw = 0;
+    int64_t value = 0;
+    bool is_unsigned = false;
+  };
+
   // A date and time of day as the binlog has them (not yet checked).
   struct Civil {
     int64_t year = 0;
@@ -1074,15 +1081,15 @@ class ValueDecoder {
   absl::Status value(FieldType type, uint16_t meta, const MysqlColumn& column) {
     switch (type) {
       case FieldType::kTiny:
-        return integer(1, column.is_unsigned);
       case FieldType::kShort:
-        return integer(2, column.is_unsigned);
       case FieldType::kInt24:
-        return integer(3, column.is_unsigned);
       case FieldType::kLong:
-        return integer(4, column.is_unsigned);
-      case FieldType::kLongLong:
-        return integer(8, column.is_unsigned);
+      case FieldType::kLongLong: {
+        Integer v;
+        WEIR_RETURN_IF_ERROR(read_integer(type, column.is_unsigned, v));
+        append_integer(v);
+        return absl::OkStatus();
+      }
       case FieldType::kFloat:
         return floating(meta, 4);
       case FieldType::kDouble:
@@ -1111,26 +1118,19 @@ class ValueDecoder {
       case FieldType::kTimestamp:
         return old_temporal(type, column);
       case FieldType::kVarchar:
-      case FieldType::kVarString: {
+      case FieldType::kVarString:
+      case FieldType::kTinyBlob:
+      case FieldType::kMediumBlob:
+      case FieldType::kLongBlob:
+      case FieldType::kBlob: {
         std::string_view bytes;
-        WEIR_RETURN_IF_ERROR(prefixed(meta < 256 ? 1 : 2, bytes));
+        WEIR_RETURN_IF_ERROR(read_string(type, meta, bytes));
         return string(bytes, column, /*pad_to=*/0, /*strip_spaces=*/false);
       }
       case FieldType::kString:
       case FieldType::kEnum:
       case FieldType::kSet:
         return string_type(meta, column);
-      case FieldType::kTinyBlob:
-      case FieldType::kMediumBlob:
-      case FieldType::kLongBlob:
-      case FieldType::kBlob: {
-        if (meta < 1 || meta > 4) {
-          return r_.error(absl::StrCat("a blob length prefix of ", meta, " bytes (1 to 4)"));
-        }
-        std::string_view bytes;
-        WEIR_RETURN_IF_ERROR(prefixed(meta, bytes));
-        return string(bytes, column, 0, false);
-      }
       default:
         break;
     }
@@ -1154,13 +1154,22 @@ class ValueDecoder {
         case FieldType::kLong:
         case FieldType::kLongLong:
           if (kind == TypeKind::kInt2 || kind == TypeKind::kInt4 || kind == TypeKind::kInt8) {
-            return encode_integer(type, column.is_unsigned, target, row);
+            Integer v;
+            WEIR_RETURN_IF_ERROR(read_integer(type, column.is_unsigned, v));
+            return encode_integer(v, target, row);
           }
           break;
         case FieldType::kFloat:
         case FieldType::kDouble:
           if (kind == (type == FieldType::kFloat ? TypeKind::kFloat4 : TypeKind::kFloat8)) {
-            return encode_floating(meta, type == FieldType::kFloat ? 4 : 8, row);
+            uint64_t raw = 0;
+            WEIR_RETURN_IF_ERROR(read_float(meta, type == FieldType::kFloat ? 4 : 8, raw));
+            if (type == FieldType::kFloat) {
+              postgres::encode_float4_value(std::bit_cast<float>(static_cast<uint32_t>(raw)), row);
+            } else {
+              postgres::encode_float8_value(std::bit_cast<double>(raw), row);
+            }
+            return absl::OkStatus();
           }
           break;
         case FieldType::kNewDecimal:
@@ -1174,13 +1183,10 @@ class ValueDecoder {
         case FieldType::kDate:
         case FieldType::kNewDate:
           if (kind == TypeKind::kDate) {
-            uint64_t v = 0;
-            WEIR_RETURN_IF_ERROR(r_.le(v, 3, "value"));
-            const auto year = static_cast<int64_t>(v >> 9);
-            const auto month = static_cast<int64_t>(v >> 5 & 15);
-            const auto day = static_cast<int64_t>(v & 31);
-            WEIR_RETURN_IF_ERROR(check_date(year, month, day));
-            return encoded(target, postgres::encode_date_value(year, month, day, row));
+            Civil c;
+            WEIR_RETURN_IF_ERROR(read_date(c));
+            WEIR_RETURN_IF_ERROR(check_date(c.year, c.month, c.day));
+            return encoded(target, postgres::encode_date_value(c.year, c.month, c.day, row));
           }
           break;
         case FieldType::kDatetime2:
@@ -1211,15 +1217,8 @@ class ValueDecoder {
               (charset != Charset::kUtf8 && charset != Charset::kAscii)) {
             break;
           }
-          size_t prefix = meta < 256 ? 1 : 2;
-          if (type != FieldType::kVarchar && type != FieldType::kVarString) {
-            if (meta < 1 || meta > 4) {
-              break;  // value() says what is wrong.
-            }
-            prefix = meta;
-          }
           std::string_view bytes;
-          WEIR_RETURN_IF_ERROR(prefixed(prefix, bytes));
+          WEIR_RETURN_IF_ERROR(read_string(type, meta, bytes));
           WEIR_RETURN_IF_ERROR(check_text(bytes, column, charset));
           postgres::encode_text_bytes(bytes, row);
           return absl::OkStatus();
@@ -1243,8 +1242,39 @@ class ValueDecoder {
                                  target.is_array ? "[]" : "", " value: ", status.message()));
   }
 
-  absl::Status encode_integer(FieldType type, bool is_unsigned, const postgres::ColumnType& target,
+  absl::Status encode_integer(const Integer& v, const postgres::ColumnType& target,
                               std::string& row) {
+    const int bits = target.kind == postgres::TypeKind::kInt2   ? 16
+                     : target.kind == postgres::TypeKind::kInt4 ? 32
+                                                                : 64;
+    bool fits = true;
+    if (v.is_unsigned && v.raw > uint64_t{INT64_MAX}) {
+      fits = false;
+    } else if (bits < 64) {
+      fits = v.value >= -(int64_t{1} << (bits - 1)) && v.value < (int64_t{1} << (bits - 1));
+    }
+    if (fits) {
+      postgres::encode_int_value(v.value, row);
+      return absl::OkStatus();
+    }
+    out_.clear();  // Refused the same way as its text.
+    append_integer(v);
+    return encoded(target, postgres::encode_text_value(target, out_, row));
+  }
+
+  // A DATETIME2 or TIMESTAMP2 (in UTC) with `digits` fraction digits, as value() would print it.
+  absl::Status encode_civil(const Civil& c, uint16_t digits, const postgres::ColumnType& target,
+                            std::string& row) {
+    WEIR_RETURN_IF_ERROR(check_date(c.year, c.month, c.day));
+    WEIR_RETURN_IF_ERROR(check_clock(c.hour, c.minute, c.second, c.micros, false));
+    const int64_t unit = kPow10[6 - digits];  // Digits past `digits` are not printed.
+    const int64_t micros_of_day =
+        ((c.hour * 60 + c.minute) * 60 + c.second) * 1000000 + c.micros / unit * unit;
+    return encoded(target,
+                   postgres::encode_timestamp_value(c.year, c.month, c.day, micros_of_day, row));
+  }
+
+  absl::Status read_integer(FieldType type, bool is_unsigned, Integer& v) {
     size_t size = 8;
     switch (type) {
       case FieldType::kTiny:
@@ -1262,78 +1292,32 @@ class ValueDecoder {
       default:
         break;
     }
-    uint64_t raw = 0;
-    WEIR_RETURN_IF_ERROR(r_.le(raw, size, "value"));
+    WEIR_RETURN_IF_ERROR(r_.le(v.raw, size, "value"));
     const int shift = static_cast<int>(64 - 8 * size);
-    const int64_t v =
-        is_unsigned ? static_cast<int64_t>(raw) : static_cast<int64_t>(raw << shift) >> shift;
-    const int bits = target.kind == postgres::TypeKind::kInt2   ? 16
-                     : target.kind == postgres::TypeKind::kInt4 ? 32
-                                                                : 64;
-    bool fits = true;
-    if (is_unsigned && raw > uint64_t{INT64_MAX}) {
-      fits = false;
-    } else if (bits < 64) {
-      fits = v >= -(int64_t{1} << (bits - 1)) && v < (int64_t{1} << (bits - 1));
-    }
-    if (fits) {
-      postgres::encode_int_value(v, row);
-      return absl::OkStatus();
-    }
-    out_.clear();  // Refused the same way as its text.
-    if (is_unsigned) {
-      append_uint(raw, out_);
-    } else {
-      append_int(v, out_);
-    }
-    return encoded(target, postgres::encode_text_value(target, out_, row));
+    v.value =
+        is_unsigned ? static_cast<int64_t>(v.raw) : static_cast<int64_t>(v.raw << shift) >> shift;
+    v.is_unsigned = is_unsigned;
+    return absl::OkStatus();
   }
 
-  absl::Status encode_floating(uint16_t meta, size_t size, std::string& row) {
+  void append_integer(const Integer& v) {
+    if (v.is_unsigned) {
+      append_uint(v.raw, out_);
+    } else {
+      append_int(v.value, out_);
+    }
+  }
+
+  absl::Status read_float(uint16_t meta, size_t size, uint64_t& raw) {
     if (meta != 0 && meta != size) {
       return r_.error(absl::StrCat("metadata says ", meta, " bytes for a ", size, "-byte float"));
     }
-    uint64_t raw = 0;
-    WEIR_RETURN_IF_ERROR(r_.le(raw, size, "value"));
-    if (size == 4) {
-      postgres::encode_float4_value(std::bit_cast<float>(static_cast<uint32_t>(raw)), row);
-    } else {
-      postgres::encode_float8_value(std::bit_cast<double>(raw), row);
-    }
-    return absl::OkStatus();
-  }
-
-  // A DATETIME2 or TIMESTAMP2 (in UTC) with `digits` fraction digits, as value() would print it.
-  absl::Status encode_civil(const Civil& c, uint16_t digits, const postgres::ColumnType& target,
-                            std::string& row) {
-    WEIR_RETURN_IF_ERROR(check_date(c.year, c.month, c.day));
-    WEIR_RETURN_IF_ERROR(check_clock(c.hour, c.minute, c.second, c.micros, false));
-    const int64_t unit = kPow10[6 - digits];  // Digits past `digits` are not printed.
-    const int64_t micros_of_day =
-        ((c.hour * 60 + c.minute) * 60 + c.second) * 1000000 + c.micros / unit * unit;
-    return encoded(target,
-                   postgres::encode_timestamp_value(c.year, c.month, c.day, micros_of_day, row));
-  }
-
- private:
-  absl::Status integer(size_t size, bool is_unsigned) {
-    uint64_t raw = 0;
-    WEIR_RETURN_IF_ERROR(r_.le(raw, size, "value"));
-    if (is_unsigned) {
-      append_uint(raw, out_);
-    } else {
-      const int shift = static_cast<int>(64 - 8 * size);
-      append_int(static_cast<int64_t>(raw << shift) >> shift, out_);
-    }
-    return absl::OkStatus();
+    return r_.le(raw, size, "value");
   }
 
   absl::Status floating(uint16_t meta, size_t size) {
-    if (meta != 0 && meta != size) {
-      return r_.error(absl::StrCat("metadata says ", meta, " bytes for a ", size, "-byte float"));
-    }
     uint64_t raw = 0;
-    WEIR_RETURN_IF_ERROR(r_.le(raw, size, "value"));
+    WEIR_RETURN_IF_ERROR(read_float(meta, size, raw));
     char buf[64];
     std::to_chars_result result;
     if (size == 4) {
@@ -1511,11 +1495,20 @@ class ValueDecoder {
     return absl::OkStatus();
   }
 
-  absl::Status date() {
+  absl::Status read_date(Civil& c) {
     uint64_t v = 0;
     WEIR_RETURN_IF_ERROR(r_.le(v, 3, "value"));
+    c.year = static_cast<int64_t>(v >> 9);
+    c.month = static_cast<int64_t>(v >> 5 & 15);
+    c.day = static_cast<int64_t>(v & 31);
+    return absl::OkStatus();
+  }
+
+  absl::Status date() {
+    Civil c;
+    WEIR_RETURN_IF_ERROR(read_date(c));
     bool bc = false;
-    WEIR_RETURN_IF_ERROR(append_date(v >> 9, v >> 5 & 15, v & 31, bc));
+    WEIR_RETURN_IF_ERROR(append_date(c.year, c.month, c.day, bc));
     if (bc) {
       out_ += " BC";
     }
@@ -1701,6 +1694,18 @@ class ValueDecoder {
     uint64_t length = 0;
     WEIR_RETURN_IF_ERROR(r_.le(length, prefix, "length"));
     return r_.bytes(length, bytes, "value");
+  }
+
+  // The bytes of a VARCHAR, VAR_STRING or blob (text too): a length prefix of 1 or 2 bytes (by
+  // the column's maximum length), or of `meta` bytes for a blob.
+  absl::Status read_string(FieldType type, uint16_t meta, std::string_view& bytes) {
+    if (type == FieldType::kVarchar || type == FieldType::kVarString) {
+      return prefixed(meta < 256 ? 1 : 2, bytes);
+    }
+    if (meta < 1 || meta > 4) {
+      return r_.error(absl::StrCat("a blob length prefix of ", meta, " bytes (1 to 4)"));
+    }
+    return prefixed(meta, bytes);
   }
 
   absl::Status string_type(uint16_t meta, const MysqlColumn& column) {

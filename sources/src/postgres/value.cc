@@ -792,12 +792,15 @@ absl::Status read_zone(std::string_view s, size_t& i, int64_t& east) {
   return absl::OkStatus();
 }
 
-// Years no date has (4714 BC, astronomical -4713, to 5874898): date2j could overflow on them; a
-// written year (at most 9 digits) never is one.
+// Years no date has (4714 BC, astronomical -4713, to 5874898), refused before date2j, which
+// could overflow on them (a written year, at most 9 digits, never does).
 bool beyond_dates(int64_t year) { return year < -4713 || year > 5874898; }
 
 // A day already checked (check_month_day), in range or not.
 absl::Status encode_checked_date(int64_t year, int64_t month, int64_t day, std::string& out) {
+  if (beyond_dates(year)) {
+    return bad("date out of range");
+  }
   const int64_t j = date2j(year, month, day);
   if (j < 0 || j >= kDateEndJulian) {
     return bad("date out of range");
@@ -884,6 +887,9 @@ absl::Status encode_checked_timestamp(int64_t year, int64_t month, int64_t day, 
                                       int64_t east, std::string& out) {
   if (auto status = check_time(tod); !status.ok()) {
     return status;
+  }
+  if (beyond_dates(year)) {
+    return bad("timestamp out of range");
   }
   // The local day may be the one after the last UTC day (a negative offset); beyond it the
   // arithmetic below could overflow.
@@ -3155,9 +3161,6 @@ absl::Status encode_date_value(int64_t year, int64_t month, int64_t day, std::st
   if (auto status = check_month_day(year, month, day); !status.ok()) {
     return status;
   }
-  if (beyond_dates(year)) {
-    return bad("date out of range");
-  }
   return encode_checked_date(year, month, day, out);
 }
 
@@ -3165,12 +3168,6 @@ absl::Status encode_timestamp_value(int64_t year, int64_t month, int64_t day, in
                                     std::string& out) {
   if (auto status = check_month_day(year, month, day); !status.ok()) {
     return status;
-  }
-  if (auto status = check_time(micros_of_day); !status.ok()) {
-    return status;
-  }
-  if (beyond_dates(year)) {
-    return bad("timestamp out of range");
   }
   return encode_checked_timestamp(year, month, day, micros_of_day, 0, out);
 }
