@@ -9,7 +9,8 @@ PACKAGES=(
   libboost-context-dev libprotobuf-dev protobuf-compiler libgrpc++-dev
   protobuf-compiler-grpc libabsl-dev libfmt-dev libspdlog-dev libcli11-dev libzstd-dev
   libsqlite3-dev libpq-dev libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
-  postgresql-15 postgresql-client-15 mariadb-server mariadb-client libmariadb-dev openssl python3
+  postgresql-15 postgresql-client-15 mariadb-server mariadb-client libmariadb-dev
+  libdeflate-dev openssl python3
   prometheus-cpp-dev libcivetweb-dev nlohmann-json3-dev chromium
 )
 
