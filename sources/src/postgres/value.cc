@@ -461,14 +461,12 @@ absl::Status encode_numeric(std::string_view s, std::string& out) {
                                s.substr(frac_begin, frac_end - frac_begin), exponent, out);
 }
 
-// The value [-]int_digits[.frac_digits] x 10^exponent (digits only).
-absl::Status encode_numeric_digits(bool negative, std::string_view int_digits,
-                                   std::string_view frac_digits, int64_t exponent,
-                                   std::string& out) {
-  const auto n_int = static_cast<int64_t>(int_digits.size());
-  const auto n_frac = static_cast<int64_t>(frac_digits.size());
+// The value [-]digits x 10^(exponent - n_frac) (digits only), digit_at(k) for k < n_int + n_frac
+// its k-th digit: n_int digits before the decimal point, n_frac after.
+template <class DigitAt>
+absl::Status encode_numeric_from(bool negative, int64_t n_int, int64_t n_frac, int64_t exponent,
+                                 DigitAt digit_at, std::string& out) {
   const int64_t total = n_int + n_frac;
-  auto digit_at = [&](int64_t k) { return k < n_int ? int_digits[k] : frac_digits[k - n_int]; };
   const int64_t dscale = std::max<int64_t>(0, n_frac - exponent);
   if (dscale > kNumericMaxDscale) {
     return bad("too many digits after the decimal point");
@@ -505,6 +503,24 @@ absl::Status encode_numeric_digits(bool negative, std::string_view int_digits,
     *p++ = static_cast<char>((hi << 4) | lo);
   }
   return absl::OkStatus();
+}
+
+// The value [-]int_digits[.frac_digits] x 10^exponent (digits only).
+absl::Status encode_numeric_digits(bool negative, std::string_view int_digits,
+                                   std::string_view frac_digits, int64_t exponent,
+                                   std::string& out) {
+  const auto n_int = static_cast<int64_t>(int_digits.size());
+  const auto n_frac = static_cast<int64_t>(frac_digits.size());
+  if (n_frac == 0 || int_digits.data() + n_int == frac_digits.data()) {
+    // One run of digits (a text without a point, or a decoder's digits, both halves of one
+    // buffer): indexed without choosing the half at every digit.
+    const char* digits = n_int > 0 ? int_digits.data() : frac_digits.data();
+    return encode_numeric_from(
+        negative, n_int, n_frac, exponent, [digits](int64_t k) { return digits[k]; }, out);
+  }
+  return encode_numeric_from(
+      negative, n_int, n_frac, exponent,
+      [&](int64_t k) { return k < n_int ? int_digits[k] : frac_digits[k - n_int]; }, out);
 }
 
 absl::Status encode_varlena(std::string_view s, std::string& out) {
