@@ -69,13 +69,13 @@ void ChangeStreamOutputs::error_all(Offset time, const std::string& message) {
   for (size_t e = 0; e < size(); ++e) error(e, time, message);
 }
 
-void ChangeStreamOutputs::give(size_t e, Offset time, const Update::first_type& row, int64_t diff,
+void ChangeStreamOutputs::give(size_t e, Offset time, std::string_view row, int64_t diff,
                                Offset rewind_end) {
   if (rewind_[e] && time < rewind_end) {
     // In the snapshot already: rewind it to time 0 so that time 0 is the table at the start.
-    outputs_[e].give(*rewind_[e], Update{row, -diff});
+    outputs_[e].give(*rewind_[e], Update{std::string(row), -diff});
   }
-  outputs_[e].give(at(e, time), Update{row, diff});
+  outputs_[e].give(at(e, time), Update{std::string(row), diff});
 }
 
 void ChangeStreamOutputs::release(Offset to, Offset position, Offset rewind_end) {

@@ -941,8 +941,8 @@ class Replication {
       absl::Status decoded =
           row_decoder_.encode(table, rows, export_table.columns, types_[e],
                               [&](std::string_view before, std::string_view after) {
-                                if (!before.empty()) give(e, row_.assign(before), -1);
-                                if (!after.empty()) give(e, row_.assign(after), 1);
+                                if (!before.empty()) give(e, before, -1);
+                                if (!after.empty()) give(e, after, 1);
                                 return absl::OkStatus();
                               });
       if (!decoded.ok()) {
@@ -1031,7 +1031,7 @@ class Replication {
 
   void release() { out_.release(position_, position_, snapshot_end_); }
 
-  void give(size_t e, const std::string& row, int64_t diff) {
+  void give(size_t e, std::string_view row, int64_t diff) {
     out_.give(e, seq_, row, diff, snapshot_end_);
     ctx_.use_fuel(row.size());
   }
@@ -1063,7 +1063,6 @@ class Replication {
   std::optional<BinlogDecoder> decoder_;
   RowDecoder row_decoder_;
   std::map<uint64_t, TableMapEvent> tables_;  // By table id.
-  std::string row_;
   std::vector<std::vector<postgres::ColumnType>> types_;  // Per export, per column.
 };
 

@@ -14,6 +14,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "weir/async/async_operator.h"
@@ -47,8 +48,9 @@ class ChangeStreamOutputs {
   void error(size_t e, Offset time, const std::string& message);
   void error_all(Offset time, const std::string& message);
   // Gives `row` with `diff` to export `e` at `time`; while the export is rewinding and `time` is
-  // before `rewind_end` (its snapshot holds the change already), also (row, 0, -diff).
-  void give(size_t e, Offset time, const Update::first_type& row, int64_t diff, Offset rewind_end);
+  // before `rewind_end` (its snapshot holds the change already), also (row, 0, -diff). The
+  // row's bytes are copied once, into the update given.
+  void give(size_t e, Offset time, std::string_view row, int64_t diff, Offset rewind_end);
   // Moves every export's frontier to `to`; rewinds end once `position` passes `rewind_end`.
   void release(Offset to, Offset position, Offset rewind_end);
   // Ends every rewind (a run that ends while every export errored).
