@@ -406,6 +406,9 @@ struct Ingestion {
   bool back_off(const std::string& reason);
   // Replaces every writer that has expired with a new one.
   absl::Status reopen_expired_writers();
+  // The definite error (or "") `table`'s shard holds below `upper`: known_errors' where it is of
+  // that upper, else read from the shard.
+  absl::StatusOr<std::string> durable_error(const std::string& table, const Frontier& upper);
   bool stopping() const { return options.stop && options.stop->load(); }
 
   const IngestOptions& options;
@@ -429,11 +432,11 @@ struct Ingestion {
   std::map<std::string, std::shared_ptr<persist::SinceHandle>> holds;
   std::shared_ptr<persist::BackgroundMaintenance> maintenance;
   std::shared_ptr<LastHealth> health;
-  std::map<std::string, uint64_t> updates, batches;   // By table, over every epoch.
-  std::map<std::string, double> snapshot_seconds;     // By table: see ExportReport.
-  std::optional<double> complete_seconds;             // See IngestReport.
-  std::map<std::string, std::string> planned_errors;  // By table: the last plan's (or "").
-  // By table: the definite error (or "") its shard holds below the upper, as of the last epoch.
+  std::map<std::string, uint64_t> updates, batches;  // By table, over every epoch.
+  std::map<std::string, double> snapshot_seconds;    // By table: see ExportReport.
+  std::optional<double> complete_seconds;            // See IngestReport.
+  // By table: the definite error (or "") its shard holds below an upper, as the last plan read it
+  // or the last epoch left it (see collect).
   std::map<std::string, std::pair<Offset, std::string>> known_errors;
   size_t epochs = 0;
   size_t backoffs = 0;
@@ -463,6 +466,16 @@ absl::StatusOr<std::string> definite_error_in(persist::PersistClient& client,
   return std::string();
 }
 
+absl::StatusOr<std::string> Ingestion::durable_error(const std::string& table,
+                                                     const Frontier& upper) {
+  const Offset at = upper.is_empty() ? std::numeric_limits<Offset>::max() : upper.time();
+  if (auto known = known_errors.find(table);
+      known != known_errors.end() && known->second.first == at) {
+    return known->second.second;
+  }
+  return definite_error_in(*client, shard_name(kind, table), upper, fence);
+}
+
 absl::StatusOr<Plan> Ingestion::make_plan(uint64_t epoch) {
   Plan plan;
   plan.epoch = epoch;
@@ -476,18 +489,11 @@ absl::StatusOr<Plan> Ingestion::make_plan(uint64_t epoch) {
     // merges the shard's runs (a large snapshot not yet compacted is many: a 10M-row one, 85
     // parts in memory at once), so the shard is read once per process and again only after an
     // epoch that may have added one (see collect).
-    std::string error;
-    if (auto known = known_errors.find(table);
-        known != known_errors.end() && known->second.first == resume) {
-      error = known->second.second;
-    } else {
-      WEIR_ASSIGN_OR_RETURN(error,
-                            definite_error_in(*client, shard_name(kind, table), upper, fence));
-    }
+    WEIR_ASSIGN_OR_RETURN(std::string error, durable_error(table, upper));
+    known_errors[table] = {resume, error};
     if (!error.empty() && epoch == 0) {
       log(absl::StrCat(table, ": stays errored: ", error), LogSeverity::kWarning);
     }
-    planned_errors[table] = error;
     plan.exports.push_back(ExportSpec{table, resume, std::move(error)});
   }
   plan.finished = all_done;
@@ -832,7 +838,7 @@ IngestReport make_report(Ingestion& in) {
     ExportReport r;
     r.table = table;
     r.shard = shard_name(in.kind, table);
-    auto upper = in.writers[table]->fetch_recent_upper();
+    const auto upper = in.writers[table]->fetch_recent_upper();
     if (upper.ok() && !upper->is_empty()) r.upper = upper->time();
     const persist::Frontier since = in.holds[table]->since();
     if (!since.is_empty()) r.since = since.time();
@@ -846,12 +852,15 @@ IngestReport make_report(Ingestion& in) {
       r.health = in.health->exports[e].status;
       r.error = in.health->exports[e].error;
     }
-    if (auto planned = in.planned_errors.find(table); r.health == sources::Health::kStarting &&
-                                                      planned != in.planned_errors.end() &&
-                                                      !planned->second.empty()) {
-      // No epoch reported on it (the run had nothing to do): the error its shard holds.
-      r.health = sources::Health::kStalled;
-      r.error = planned->second;
+    // The shard's definite error is the fact, and the health board may not have it: no epoch
+    // reported on the table (the run had nothing to do), or a stop ended the last epoch after
+    // the sink appended an error row but before the health operator took in the stalled report
+    // given with it (it was still writing the status shard).
+    if (r.health != sources::Health::kStalled && upper.ok()) {
+      if (auto error = in.durable_error(table, *upper); error.ok() && !error->empty()) {
+        r.health = sources::Health::kStalled;
+        r.error = *std::move(error);
+      }
     }
     report.exports.push_back(std::move(r));
   }
