@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ingest_test_util.h"
+#include "testing/forwarding_consensus.h"
 #include <gtest/gtest.h>
 
 #include "weir/ingest/sequence.h"
@@ -215,13 +216,10 @@ TEST_P(IngestTest, DefiniteErrorSurvivesANewEpoch) {
 
 // Consensus whose compare_and_set of `shard`'s state waits while `hold` is set: a status shard
 // whose writes are slow.
-class HoldingConsensus final : public persist::Consensus {
+class HoldingConsensus final : public weir::testing::ForwardingConsensus {
  public:
   HoldingConsensus(std::shared_ptr<persist::Consensus> inner, std::string shard)
-      : inner_(std::move(inner)), shard_(std::move(shard)) {}
-  absl::StatusOr<std::optional<persist::VersionedData>> head(std::string_view key) override {
-    return inner_->head(key);
-  }
+      : ForwardingConsensus(std::move(inner)), shard_(std::move(shard)) {}
   absl::StatusOr<persist::CasResult> compare_and_set(
       std::string_view key, std::optional<uint64_t> expected_seqno,
       const persist::VersionedData& new_version) override {
@@ -231,19 +229,10 @@ class HoldingConsensus final : public persist::Consensus {
     }
     return inner_->compare_and_set(key, expected_seqno, new_version);
   }
-  absl::StatusOr<std::vector<persist::VersionedData>> scan(std::string_view key,
-                                                           uint64_t from_seqno,
-                                                           size_t limit) override {
-    return inner_->scan(key, from_seqno, limit);
-  }
-  absl::StatusOr<size_t> truncate(std::string_view key, uint64_t seqno) override {
-    return inner_->truncate(key, seqno);
-  }
 
   std::atomic<bool> hold{false};
 
  private:
-  std::shared_ptr<persist::Consensus> inner_;
   std::string shard_;
 };
 

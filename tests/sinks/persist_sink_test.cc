@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "testing/forwarding_consensus.h"
 #include "testing/harness.h"
 #include <gtest/gtest.h>
 
@@ -36,6 +37,7 @@ namespace {
 using namespace std::chrono_literals;
 using persist::Blob;
 using persist::Consensus;
+using testing::ForwardingConsensus;
 
 // What the hanging stores block on until the test opens it. Shared, so a call that outlives the
 // test's frame (a detached one) still finds it.
@@ -106,26 +108,6 @@ class HangingBlob final : public Blob {
  private:
   std::shared_ptr<Blob> inner_;
   std::shared_ptr<Gate> gate_;
-};
-
-// A consensus that passes every call to `inner`; the gated ones below change compare-and-set.
-class ForwardingConsensus : public Consensus {
- public:
-  explicit ForwardingConsensus(std::shared_ptr<Consensus> inner) : inner_(std::move(inner)) {}
-  absl::StatusOr<std::optional<persist::VersionedData>> head(std::string_view key) override {
-    return inner_->head(key);
-  }
-  absl::StatusOr<std::vector<persist::VersionedData>> scan(std::string_view key,
-                                                           uint64_t from_seqno,
-                                                           size_t limit) override {
-    return inner_->scan(key, from_seqno, limit);
-  }
-  absl::StatusOr<size_t> truncate(std::string_view key, uint64_t seqno) override {
-    return inner_->truncate(key, seqno);
-  }
-
- protected:
-  std::shared_ptr<Consensus> inner_;
 };
 
 // A consensus whose compare-and-sets block at the gate (once armed) before they reach the store:
