@@ -1062,7 +1062,7 @@ class Replication {
   std::optional<BinlogDump> dump_;       // On conn_.
   std::optional<BinlogDecoder> decoder_;
   RowDecoder row_decoder_;
-  std::map<uint64_t, TableMapEvent> tables_;  // By table id.
+  std::map<uint64_t, TableMapEvent> tables_;              // By table id.
   std::vector<std::vector<postgres::ColumnType>> types_;  // Per export, per column.
 };
 
