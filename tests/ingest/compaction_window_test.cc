@@ -77,6 +77,14 @@ TEST(CompactionWindowTest, TheSinceFollowsTheUpperAndHistoryConsolidates) {
     auto all_description = all_client->describe(shard);
     ASSERT_TRUE(all_description.ok()) << all_description.status();
     EXPECT_EQ(all_description->since.to_string(), persist::Frontier(0).to_string()) << shard;
+    // Counted after a full compaction of both: whether the run's own maintenance merged the
+    // batches that hold the history depends on how its batches fell (the geometric policy), and
+    // a run whose last batches needed no merge left the counts equal (1 run in 15 or so).
+    ASSERT_TRUE(client->compact(shard, {.full = true}).ok()) << shard;
+    ASSERT_TRUE(all_client->compact(shard, {.full = true}).ok()) << shard;
+    description = client->describe(shard);
+    all_description = all_client->describe(shard);
+    ASSERT_TRUE(description.ok() && all_description.ok()) << shard;
     const uint64_t stored = stored_updates(*description);
     const uint64_t stored_all = stored_updates(*all_description);
     const uint64_t live = generator.state_at(t, until).size();
