@@ -255,6 +255,11 @@ TEST(BinlogEventTest, DecodesTheHeaderAndFormatDescription) {
 TEST(BinlogEventTest, Crc32IsZlibs) {
   EXPECT_EQ(crc32("123456789"), 0xcbf43926u);
   EXPECT_EQ(crc32(""), 0u);
+  // It continues from `crc`, over nothing too (libdeflate answers its initial value for a null
+  // buffer, as an empty view's data may be).
+  EXPECT_EQ(crc32("56789", crc32("1234")), 0xcbf43926u);
+  EXPECT_EQ(crc32(std::string_view(), 0xcbf43926u), 0xcbf43926u);
+  EXPECT_EQ(crc32("", 0xcbf43926u), 0xcbf43926u);
 }
 
 TEST(BinlogEventTest, EveryFlippedBitIsAnError) {
