@@ -406,9 +406,6 @@ struct Ingestion {
   bool back_off(const std::string& reason);
   // Replaces every writer that has expired with a new one.
   absl::Status reopen_expired_writers();
-  // The definite error (or "") `table`'s shard holds below `upper`: known_errors' where it is of
-  // that upper, else read from the shard.
-  absl::StatusOr<std::string> durable_error(const std::string& table, const Frontier& upper);
   bool stopping() const { return options.stop && options.stop->load(); }
 
   const IngestOptions& options;
@@ -436,16 +433,21 @@ struct Ingestion {
   std::map<std::string, double> snapshot_seconds;    // By table: see ExportReport.
   std::optional<double> complete_seconds;            // See IngestReport.
   // By table: the definite error (or "") its shard holds below an upper, as the last plan read it
-  // or the last epoch left it (see collect).
+  // or the last epoch left it (see collect). A definite error, once in a shard, is there at
+  // every later upper.
   std::map<std::string, std::pair<Offset, std::string>> known_errors;
+  // By table: the definite error this run's sink took into a batch (see make_report).
+  std::map<std::string, std::string> given_errors;
   size_t epochs = 0;
   size_t backoffs = 0;
   uint32_t failed_attempts = 0;  // In a row: the backoff's exponent.
   std::mt19937_64 jitter{std::random_device{}()};
 };
 
-// The definite error the shard holds at `upper`, or "" if none. Errors ("!error: ...") sort
-// before every row, so the snapshot cursor reads only the first parts of each run.
+// The definite error the shard holds at `upper`, or "" if none. The cursor stops at the first
+// row that sorts after the error prefix ("!error: "); the typed rows of the PostgreSQL and
+// MariaDB sources start with their NULL bitmap, often below '!', so for their shards that can be
+// most of the shard.
 absl::StatusOr<std::string> definite_error_in(persist::PersistClient& client,
                                               const std::string& shard, const Frontier& upper,
                                               const persist::Fence& fence) {
@@ -466,16 +468,6 @@ absl::StatusOr<std::string> definite_error_in(persist::PersistClient& client,
   return std::string();
 }
 
-absl::StatusOr<std::string> Ingestion::durable_error(const std::string& table,
-                                                     const Frontier& upper) {
-  const Offset at = upper.is_empty() ? std::numeric_limits<Offset>::max() : upper.time();
-  if (auto known = known_errors.find(table);
-      known != known_errors.end() && known->second.first == at) {
-    return known->second.second;
-  }
-  return definite_error_in(*client, shard_name(kind, table), upper, fence);
-}
-
 absl::StatusOr<Plan> Ingestion::make_plan(uint64_t epoch) {
   Plan plan;
   plan.epoch = epoch;
@@ -489,8 +481,15 @@ absl::StatusOr<Plan> Ingestion::make_plan(uint64_t epoch) {
     // merges the shard's runs (a large snapshot not yet compacted is many: a 10M-row one, 85
     // parts in memory at once), so the shard is read once per process and again only after an
     // epoch that may have added one (see collect).
-    WEIR_ASSIGN_OR_RETURN(std::string error, durable_error(table, upper));
-    known_errors[table] = {resume, error};
+    std::string error;
+    if (auto known = known_errors.find(table);
+        known != known_errors.end() && known->second.first == resume) {
+      error = known->second.second;
+    } else {
+      WEIR_ASSIGN_OR_RETURN(error,
+                            definite_error_in(*client, shard_name(kind, table), upper, fence));
+      known_errors[table] = {resume, error};
+    }
     if (!error.empty() && epoch == 0) {
       log(absl::StrCat(table, ": stays errored: ", error), LogSeverity::kWarning);
     }
@@ -614,6 +613,11 @@ void Ingestion::collect(const Plan& plan) {
     const sinks::SinkStats& stats = *plan.sink_stats[e];
     if (stats.flagged.load(std::memory_order_acquire)) {
       known_errors.erase(plan.exports[e].table);
+      const std::string row = stats.flagged_row();
+      const std::string prefix = sources::definite_error("");
+      if (row.starts_with(prefix)) {
+        given_errors.try_emplace(plan.exports[e].table, row.substr(prefix.size()));
+      }
     } else {
       known_errors[plan.exports[e].table] = {stats.persisted_upper.load(),
                                              plan.exports[e].definite_error};
@@ -852,14 +856,21 @@ IngestReport make_report(Ingestion& in) {
       r.health = in.health->exports[e].status;
       r.error = in.health->exports[e].error;
     }
-    // The shard's definite error is the fact, and the health board may not have it: no epoch
-    // reported on the table (the run had nothing to do), or a stop ended the last epoch after
-    // the sink appended an error row but before the health operator took in the stalled report
-    // given with it (it was still writing the status shard).
-    if (r.health != sources::Health::kStalled && upper.ok()) {
-      if (auto error = in.durable_error(table, *upper); error.ok() && !error->empty()) {
+    // The health board may not have the table's definite error: no epoch reported on the table
+    // (the run had nothing to do: its plan read the error), or a stop ended the last epoch after
+    // the sink took the error row but before the health operator took in the stalled report
+    // given with it (it was still writing the status shard). Nothing is read here: a stop does
+    // not wait for a shard's scan.
+    if (r.health != sources::Health::kStalled) {
+      std::string error;
+      if (auto given = in.given_errors.find(table); given != in.given_errors.end()) {
+        error = given->second;
+      } else if (auto known = in.known_errors.find(table); known != in.known_errors.end()) {
+        error = known->second.second;
+      }
+      if (!error.empty()) {
         r.health = sources::Health::kStalled;
-        r.error = *std::move(error);
+        r.error = std::move(error);
       }
     }
     report.exports.push_back(std::move(r));

@@ -100,6 +100,7 @@ std::pair<Stream<Time, std::string>, Stream<Time, uint8_t>> render_write(
     auto add = [&](const std::string& row, Time time, int64_t diff) -> absl::Status {
       if (!current) current = new_builder();
       if (!config.flag_prefix.empty() && config.stats && row.starts_with(config.flag_prefix)) {
+        config.stats->note_flagged_row(row);
         config.stats->flagged.store(true, std::memory_order_release);
       }
       // Waiting for an upload blocks: do it off the worker, which has other exports to serve.

@@ -15,11 +15,13 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "ingest_test_util.h"
 #include "testing/forwarding_consensus.h"
 #include <gtest/gtest.h>
 
 #include "weir/ingest/sequence.h"
+#include "weir/mutex.h"
 #include "weir/persist/blob.h"
 #include "weir/persist/client.h"
 #include "weir/persist/consensus.h"
@@ -280,6 +282,99 @@ TEST_P(IngestTest, AStopBeforeTheHealthOperatorTookInAnErrorStillReportsIt) {
       EXPECT_NE(e.health, sources::Health::kStalled) << e.table << ": " << e.error;
       continue;
     }
+    EXPECT_EQ(e.health, sources::Health::kStalled) << sources::to_string(e.health);
+    EXPECT_NE(e.error.find("undecodable row at offset"), std::string::npos) << e.error;
+  }
+  fs::remove_all(dir);
+}
+
+// Counts the compare-and-sets that register the plan's reader of a shard (its read for a definite
+// error) and, once `fail` is set, refuses every call on the key of `shard`'s state (a shard that
+// stopped answering).
+class PlanReadCountingConsensus final : public weir::testing::ForwardingConsensus {
+ public:
+  PlanReadCountingConsensus(std::shared_ptr<persist::Consensus> inner, std::string shard)
+      : ForwardingConsensus(std::move(inner)), shard_(std::move(shard)) {}
+  absl::StatusOr<std::optional<persist::VersionedData>> head(std::string_view key) override {
+    if (failing(key)) return absl::UnavailableError("the shard's consensus is down (test)");
+    return inner_->head(key);
+  }
+  absl::StatusOr<persist::CasResult> compare_and_set(
+      std::string_view key, std::optional<uint64_t> expected_seqno,
+      const persist::VersionedData& new_version) override {
+    if (failing(key)) return absl::UnavailableError("the shard's consensus is down (test)");
+    if (new_version.data.find("ingest plan") != std::string::npos) ++plan_reads;
+    if (new_version.data.find(shard_) != std::string::npos) {
+      weir::MutexLock lock(mu_);
+      key_ = std::string(key);
+    }
+    return inner_->compare_and_set(key, expected_seqno, new_version);
+  }
+  absl::StatusOr<std::vector<persist::VersionedData>> scan(std::string_view key,
+                                                           uint64_t from_seqno,
+                                                           size_t limit) override {
+    if (failing(key)) return absl::UnavailableError("the shard's consensus is down (test)");
+    return inner_->scan(key, from_seqno, limit);
+  }
+
+  std::atomic<int> plan_reads{0};
+  std::atomic<bool> fail{false};
+
+ private:
+  bool failing(std::string_view key) {
+    if (!fail.load()) return false;
+    weir::MutexLock lock(mu_);
+    return key == key_;
+  }
+  const std::string shard_;
+  weir::Mutex mu_;
+  std::string key_ ABSL_GUARDED_BY(mu_);
+};
+
+// A stop does not wait for shards to be read: the report takes definite errors from what the
+// run knows (a report after a stop read whole shards to their end when an append had finished
+// after the stop: typed rows sort before the error prefix).
+TEST_P(IngestTest, AStoppedRunReadsNoShardForItsReport) {
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    const fs::path dir = fresh_dir(absl::StrCat("stop-reads-", GetParam(), "-", attempt));
+    IngestOptions options = options_for(dir, GetParam(), 100000000);
+    auto consensus = std::make_shared<PlanReadCountingConsensus>(
+        persist::Consensus::open("sqlite://" + (dir / "consensus.db").string()).value(),
+        "auction.bids");
+    options.blob = persist::Blob::open("file://" + (dir / "blob").string()).value();
+    options.consensus = consensus;
+    options.stop = std::make_shared<std::atomic<bool>>(false);
+    absl::StatusOr<IngestReport> report = absl::UnknownError("not run");
+    std::thread run([&] { report = run_ingest(options); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300 + 37 * attempt));
+    // A fresh run's first plan reads no shard (every upper is 0): any read is the report's.
+    options.stop->store(true);
+    run.join();
+    ASSERT_TRUE(report.ok()) << report.status();
+    EXPECT_EQ(consensus->plan_reads.load(), 0) << "attempt " << attempt;
+    fs::remove_all(dir);
+  }
+}
+
+// A run with nothing to do reports the definite error its plan read, even where the shard then
+// stops answering (the report fetched the upper to decide, and said "starting" without it).
+TEST_P(IngestTest, ARunWithNothingToDoReportsTheErrorItsPlanRead) {
+  const fs::path dir = fresh_dir("nothing-to-do-" + std::to_string(GetParam()));
+  IngestOptions options = options_for(dir, GetParam(), 2000);
+  options.source.generator.fault_table = "bids";
+  options.source.generator.fault_offset = 100;
+  auto consensus = std::make_shared<PlanReadCountingConsensus>(
+      persist::Consensus::open("sqlite://" + (dir / "consensus.db").string()).value(),
+      "auction.bids");
+  options.blob = persist::Blob::open("file://" + (dir / "blob").string()).value();
+  options.consensus = consensus;
+  ASSERT_TRUE(run_ingest(options).ok());
+  options.on_worker = [&](Worker&) { consensus->fail = true; };
+  auto again = run_ingest(options);
+  consensus->fail = false;
+  ASSERT_TRUE(again.ok()) << again.status();
+  for (const auto& e : again->exports) {
+    if (e.table != "bids") continue;
     EXPECT_EQ(e.health, sources::Health::kStalled) << sources::to_string(e.health);
     EXPECT_NE(e.error.find("undecodable row at offset"), std::string::npos) << e.error;
   }

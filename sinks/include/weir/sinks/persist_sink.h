@@ -35,6 +35,7 @@
 
 #include "weir/async/async_operator.h"
 #include "weir/dataflow/stream.h"
+#include "weir/mutex.h"
 #include "weir/persist/background_maintenance.h"
 #include "weir/persist/since_handle.h"
 #include "weir/persist/write_handle.h"
@@ -53,9 +54,22 @@ struct SinkStats {
   // or not its append then goes through), and when an append finds its range already appended
   // by another writer (whose rows this sink has not seen). Only with a flag_prefix.
   std::atomic<bool> flagged{false};
+  // The first row starting with flag_prefix that went into a batch ("" if none).
+  void note_flagged_row(const std::string& row) {
+    weir::MutexLock lock(mu_);
+    if (flagged_row_.empty()) flagged_row_ = row;
+  }
+  std::string flagged_row() const {
+    weir::MutexLock lock(mu_);
+    return flagged_row_;
+  }
   // steady_clock nanoseconds (time_since_epoch) of the first append that moved the shard's upper
   // past where this sink started (for an export that snapshots: its snapshot is durable); 0 until.
   std::atomic<int64_t> first_advance_ns{0};
+
+ private:
+  mutable weir::Mutex mu_;
+  std::string flagged_row_ ABSL_GUARDED_BY(mu_);
 };
 
 struct PersistSinkConfig {
