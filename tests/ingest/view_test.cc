@@ -6,6 +6,7 @@
 
 #include "weir/ingest/view.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -151,30 +152,37 @@ TEST(ViewTest, TenKillsWhileIngestWritesLeaveTheSameOutputAsAnUninterruptedRun) 
   while (!client_ready()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   auto client =
       persist::PersistClient::open(persist::PersistLocation::in_directory(dir.string())).value();
-  auto output_upper = [&]() -> uint64_t {
-    auto d = client->describe("view.max-bid");
+  auto upper_of = [&](const std::string& shard) -> uint64_t {
+    auto d = client->describe(shard);
     return !d.ok() ? 0 : d->upper.is_empty() ? UINT64_MAX : d->upper.time();
   };
+  auto output_upper = [&] { return upper_of("view.max-bid"); };
+  // Where the view's output stands once it has caught up with its inputs.
+  auto inputs_upper = [&] { return std::min(upper_of("auction.bids"), upper_of("auction.users")); };
   std::mt19937_64 random(7);
   int killed = 0, progressed = 0;
   uint64_t last = 0;
   for (int round = 0; round < 10; ++round) {
     const pid_t view = spawn_tool(view_args(dir, "max-bid", {}), dir / "view.log");
-    // Killed at a random moment after it appended once (or after 5 s): every restart resumes
+    // Killed at a random moment after it appended once (or after 15 s): every restart resumes
     // from an output upper a killed run left, however loaded the machine.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (output_upper() <= last && std::chrono::steady_clock::now() < deadline) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+    while (output_upper() <= last && output_upper() < inputs_upper() &&
+           std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(random() % 400));
     if (kill(view, SIGKILL) == 0) ++killed;
     waitpid(view, nullptr, 0);
     const uint64_t upper = output_upper();
-    if (upper > last) ++progressed;
+    // A run that started with its output caught up with inputs that had ended (ingest done) had
+    // nothing to move: under ASan on a loaded machine a run could catch up with the whole input
+    // before the kill, and the rounds after it failed this count (2 of 10 moved).
+    if (upper > last || upper >= inputs_upper()) ++progressed;
     last = upper;
   }
   // Runs appended before they were killed: their restarts resumed from the output's upper.
-  EXPECT_GE(progressed, 5) << "runs that moved the output's upper";
+  EXPECT_GE(progressed, 5) << "runs that moved the output's upper (or had nothing to move)";
   int status = 0;
   waitpid(ingest, &status, 0);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_file(dir / "ingest.log");
