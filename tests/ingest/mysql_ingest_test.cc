@@ -1336,5 +1336,41 @@ TEST(MariadbReviewTest, ErrorsOfARunWithoutAnEndAreDurable) {
       << errors.begin()->second;
 }
 
+// Known defect, disabled until typed rows carry a tag byte that error rows cannot share (see
+// docs/ingest.md, "Definite errors"): a user row whose encoding starts with "!error: " (NULL
+// bitmap 0x21 = '!': columns 0 and 5 NULL; column 1 a 101-byte text, whose length byte is 0x65 =
+// 'e', starting "rror: ") is taken for a definite error: the sink flags it, the plan and the report
+// read it as the table's error, and the table stops for good. Found by an adversarial review; it
+// fails today.
+TEST(MariadbBangTest, DISABLED_AUserRowThatLooksLikeAnErrorRowIsData) {
+  Sql sql(conninfo());
+  ASSERT_TRUE(sql.ok());
+  const std::string b = "rror: " + std::string(95, 'x');
+  ASSERT_EQ(b.size(), 101u);
+  sql.exec("DROP TABLE IF EXISTS rv_bang");
+  sql.exec(
+      "CREATE TABLE rv_bang (a INT NULL, b VARCHAR(200), c INT, d INT, e INT, f INT NULL, "
+      "id INT PRIMARY KEY)");
+  sql.exec("INSERT INTO rv_bang VALUES (NULL, '" + b + "', 1, 2, 3, NULL, 1)");
+  sql.exec("INSERT INTO rv_bang VALUES (5, 'ordinary', 1, 2, 3, 4, 2)");
+  const std::vector<std::string> tables = {"rv_bang"};
+  const auto dir = fresh_dir("mysql-rv-bang");
+  auto [first, seq1] = ingest_until_now(tables, dir, 1);
+  ASSERT_TRUE(first.ok()) << first.status();
+  for (const auto& e : first->exports) {
+    EXPECT_NE(e.health, sources::Health::kStalled)
+        << "first run: " << sources::to_string(e.health) << ": " << e.error;
+  }
+  sql.exec("INSERT INTO rv_bang VALUES (7, 'later', 1, 2, 3, 4, 3)");
+  auto [second, seq2] = ingest_until_now(tables, dir, 1);
+  ASSERT_TRUE(second.ok()) << second.status();
+  for (const auto& e : second->exports) {
+    EXPECT_NE(e.health, sources::Health::kStalled)
+        << "second run: " << sources::to_string(e.health) << ": " << e.error;
+    EXPECT_EQ(e.updates, 1u) << "second run: the row inserted after the first run";
+  }
+  sql.exec("DROP TABLE IF EXISTS rv_bang");
+}
+
 }  // namespace
 }  // namespace weir::ingest::testing
